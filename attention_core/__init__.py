@@ -1,0 +1,29 @@
+"""attention_core: the math and the models of the app. torch + numpy only.
+
+Conventions (those of torch.nn.functional.scaled_dot_product_attention): functional
+shapes (batch, heads, seq, dim); boolean masks True where a query may attend; default
+scale 1/sqrt(d_k); a query with no visible key gets zero weights and a zero output.
+"""
+from .diagnostics import attention_entropy, max_weight, softmax_jacobian_norm, sparsity
+from .functional import (
+    apply_mask,
+    default_scale,
+    dot_scores,
+    masked_softmax,
+    scaled_dot_product_attention,
+    scaled_dot_scores,
+)
+from .masks import block_mask, causal_mask, global_tokens_mask, local_mask, padding_mask, strided_mask
+from .modules import AdditiveAttention, HeadDivisibilityError, MultiHeadAttention, SelfAttention
+from .positional import sinusoidal_encoding
+from .types import AttentionOutput
+
+__all__ = [
+    "AttentionOutput",
+    "causal_mask", "padding_mask", "local_mask", "strided_mask", "block_mask", "global_tokens_mask",
+    "dot_scores", "scaled_dot_scores", "default_scale", "apply_mask", "masked_softmax",
+    "scaled_dot_product_attention",
+    "AdditiveAttention", "SelfAttention", "MultiHeadAttention", "HeadDivisibilityError",
+    "sinusoidal_encoding",
+    "attention_entropy", "max_weight", "softmax_jacobian_norm", "sparsity",
+]
