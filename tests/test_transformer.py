@@ -1,14 +1,23 @@
-"""Encoder layer / encoder: oracles against torch.nn.TransformerEncoderLayer and invariants."""
+"""Encoder layer / encoder: oracles against torch.nn.TransformerEncoderLayer and invariants;
+rotary embedding (attention_core.rotary): complex-multiplication oracle, relative-offset property."""
 import math
 
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch import nn
 
 from attention_core.masks import causal_mask, padding_mask
 from attention_core.modules import HeadDivisibilityError
 from attention_core.positional import sinusoidal_encoding
+from attention_core.rotary import (
+    apply_rotary,
+    rotary_embedding,
+    rotary_frequencies,
+    rotary_matrix,
+)
 from attention_core.transformer import (
     EncoderOutput,
     LearnedPositionalEmbedding,
@@ -208,3 +217,64 @@ def test_encoder_train_mode_weights_show_dropout():
     enc.eval()
     w = enc(torch.randint(0, 20, (2, 9))).weights[0]
     torch.testing.assert_close(w.sum(-1), torch.ones(2, H, 9))
+
+
+# ---- rotary position embedding (RoFormer) ----
+def _complex_oracle(x, positions, base=10000.0):
+    # RoFormer's complex form: pair (x_2i, x_2i+1) as x_2i + i x_2i+1, multiply by e^{i m theta_i}
+    x64 = x.to(torch.float64)
+    d = x.shape[-1]
+    theta = torch.tensor([base ** (-2 * i / d) for i in range(d // 2)], dtype=torch.float64)
+    z = torch.complex(x64[..., 0::2], x64[..., 1::2])
+    rot = torch.polar(torch.ones_like(theta), positions.to(torch.float64)[:, None] * theta)
+    out = z * rot
+    return torch.stack((out.real, out.imag), dim=-1).flatten(-2).to(x.dtype)
+
+
+def test_matches_complex_oracle_and_matrix():
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 7, 8)
+    pos = torch.arange(7)
+    torch.testing.assert_close(rotary_embedding(x), _complex_oracle(x, pos), atol=1e-5, rtol=1e-5)
+    # the explicit block-diagonal rotation matrix gives the same vector
+    m = 5
+    expect = rotary_matrix(m, 8) @ x[0, 0, m].to(torch.float64)
+    torch.testing.assert_close(rotary_embedding(x)[0, 0, m].to(torch.float64), expect, atol=1e-5, rtol=1e-5)
+
+
+def test_position_zero_is_identity_and_norms_preserved():
+    torch.manual_seed(1)
+    x = torch.randn(4, 6, 16)
+    r = rotary_embedding(x)
+    torch.testing.assert_close(r[:, 0], x[:, 0])
+    torch.testing.assert_close(r.norm(dim=-1), x.norm(dim=-1), atol=1e-5, rtol=1e-5)
+
+
+@settings(max_examples=40, deadline=None)
+@given(m=st.integers(0, 200), n=st.integers(0, 200), shift=st.integers(-50, 500),
+       half_d=st.integers(1, 16), seed=st.integers(0, 2**16))
+def test_score_depends_only_on_offset(m, n, shift, half_d, seed):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(1, 2 * half_d, generator=g, dtype=torch.float64)
+    k = torch.randn(1, 2 * half_d, generator=g, dtype=torch.float64)
+    def score(pm, pn):
+        qr, kr = apply_rotary(q, k, torch.tensor([pm]), k_positions=torch.tensor([pn]))
+        return (qr * kr).sum()
+    torch.testing.assert_close(score(m, n), score(m + shift, n + shift), atol=1e-9, rtol=1e-9)
+    # and <R(m)q, R(n)k> = <q, R(n-m)k>
+    torch.testing.assert_close(score(m, n), score(0, n - m), atol=1e-9, rtol=1e-9)
+
+
+def test_float32_shift_invariance_of_score_matrix():
+    torch.manual_seed(2)
+    q, k = torch.randn(10, 32), torch.randn(10, 32)
+    pos = torch.arange(10)
+    qa, ka = apply_rotary(q, k, pos)
+    qb, kb = apply_rotary(q, k, pos + 37)
+    torch.testing.assert_close(qa @ ka.T, qb @ kb.T, atol=1e-4, rtol=1e-5)
+
+
+def test_rejects_odd_dimension():
+    assert rotary_frequencies(4).tolist() == [1.0, 0.01]
+    with pytest.raises(ValueError):
+        rotary_embedding(torch.randn(3, 5))
