@@ -1,0 +1,19 @@
+"""Router: page config, the language switch, and st.navigation over the sections."""
+import streamlit as st
+
+from ui.i18n import language_switch, t
+from ui.registry import SECTIONS, available_pages
+
+st.set_page_config(page_title="Attention, explained by running it", page_icon="assets/favicon.png",
+                   layout="wide")
+language_switch()
+
+sections: dict[str, list] = {}
+for spec in available_pages():
+    page = st.Page(spec.path, title=t(f"nav.{spec.key}"), icon=spec.icon, url_path=spec.key,
+                   default=spec.key == "home")
+    sections.setdefault(t(f"nav.section_{spec.section}"), []).append(page)
+ordered = {t(f"nav.section_{s}"): sections[t(f"nav.section_{s}")]
+           for s in SECTIONS if t(f"nav.section_{s}") in sections}
+st.navigation(ordered, expanded=True).run()
+st.sidebar.caption(t("common.footer"))

@@ -1,0 +1,1 @@
+"""Streamlit/Altair presentation shared by the pages: i18n, charts, controls, page anatomy."""

@@ -1,0 +1,122 @@
+"""The parts every concept page is built from (DESIGN.md, "Page anatomy").
+
+A page reads like the lesson: header -> intuition -> formula -> controls -> charts ->
+what to notice -> exercise -> pitfall -> show the code. Texts come from the page's
+i18n namespace, so each part exists in both languages.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import re
+from typing import Callable, Sequence
+
+import streamlit as st
+
+from .charts import matrix_csv
+from .i18n import t
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")
+
+
+def md_escape(text: str) -> str:
+    """User text made inert for st.markdown: no Markdown, no HTML, no LaTeX."""
+    return _MD_SPECIAL.sub(r"\\\1", str(text))
+
+
+def header(ns: str) -> None:
+    """1. Title and the one-line learning objective."""
+    st.title(t(f"{ns}.title"))
+    st.markdown(f"**{t('common.objective')}** {t(f'{ns}.objective')}")
+
+
+def intuition(ns: str) -> None:
+    """2. The analogy of the tutorials, two or three sentences."""
+    st.info(t(f"{ns}.intuition"), icon=":material/lightbulb:")
+
+
+def formula(latex: str, caption: str | None = None) -> None:
+    """3. The formula, symbols named as the controls name them."""
+    st.latex(latex)
+    if caption:
+        st.caption(caption)
+
+
+def show_matrix(chart, matrix, row_labels: Sequence[str], col_labels: Sequence[str] | None = None, *,
+                key: str, selectable: bool = True, file_name: str = "matrix.csv") -> int | None:
+    """5. Draw a heatmap (from ui.charts.heatmap) with a CSV download; return the clicked query row."""
+    if selectable:
+        event = st.altair_chart(chart, width="stretch", on_select="rerun", key=key)
+        picked = _selected_query(event)
+    else:
+        st.altair_chart(chart, width="stretch", key=key)
+        picked = None
+    st.download_button(t("common.download_csv"), matrix_csv(matrix, row_labels, col_labels),
+                       file_name=file_name, mime="text/csv", key=f"{key}_csv",
+                       icon=":material/download:", type="tertiary")
+    return picked
+
+
+def _selected_query(event) -> int | None:
+    try:
+        points = event.selection.get("row") or []
+    except AttributeError:
+        return None
+    for point in points:
+        if isinstance(point, dict) and "query_pos" in point:
+            return int(point["query_pos"])
+    return None
+
+
+def notice(items: Sequence[str]) -> None:
+    """6. What to notice: observations quoting the numbers now on screen."""
+    st.subheader(t("common.notice"))
+    st.markdown("\n".join(f"- {item}" for item in items))
+
+
+def exercise(key: str, question: str, options: Sequence[str], answer: int, explanation: str) -> None:
+    """7. Predict, then reveal, with feedback on the learner's guess."""
+    with st.container(border=True):
+        st.markdown(f"**{t('common.exercise')}** {question}")
+        guess = st.radio(t("common.your_prediction"), list(range(len(options))),
+                         format_func=lambda i: options[i], index=None, key=f"{key}_guess")
+        if st.button(t("common.reveal"), key=f"{key}_reveal", disabled=guess is None):
+            st.session_state[f"{key}_revealed"] = guess
+        revealed = st.session_state.get(f"{key}_revealed")
+        if revealed is not None and revealed == guess:
+            if guess == answer:
+                st.success(t("common.correct"), icon=":material/check_circle:")
+            else:
+                st.error(t("common.not_quite", answer=options[answer]), icon=":material/cancel:")
+            st.markdown(explanation)
+        elif guess is None:
+            st.caption(t("common.predict_first"))
+
+
+def pitfall(title: str, body: str, code: str | None = None, demo: Callable[[], None] | None = None) -> None:
+    """8. A pitfall from the tutorials, with the buggy code and, where possible, a live demo."""
+    with st.container(border=True):
+        st.markdown(f":warning: **{t('common.pitfall')}: {title}**")
+        st.markdown(body)
+        if code:
+            st.code(code, language="python")
+        if demo is not None:
+            demo()
+
+
+@functools.cache
+def _source(obj) -> str:
+    return inspect.getsource(obj)
+
+
+def show_code(*objects) -> None:
+    """9. The attention_core source that produced the picture (the very functions that ran)."""
+    with st.expander(t("common.show_code"), icon=":material/code:"):
+        for obj in objects:
+            st.caption(f"`{obj.__module__}.{obj.__qualname__}`")
+            st.code(_source(obj), language="python")
+
+
+def problem(key: str, **fields) -> None:
+    """A clear message in the learner's language instead of a traceback."""
+    st.warning(t(key, **fields), icon=":material/info:")

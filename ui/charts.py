@@ -1,0 +1,191 @@
+"""The Altair chart builders every page uses (tensors in, ``alt.Chart`` out).
+
+Pure functions of their inputs: no Streamlit calls here, so the tests can decode
+the Vega-Lite spec and data of each chart directly.
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Sequence
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+# colour-blind-safe schemes: perceptually uniform sequential, and a blue/orange diverging one
+WEIGHT_SCHEME = "viridis"
+SIGNED_SCHEME = "blueorange"
+MASKED_GREY = "#d4d4d4"
+MAX_NUMBERS = 16          # numbers printed in cells up to 16 x 16
+MAX_CELLS_PER_AXIS = 128  # larger matrices are shown as averaged tiles (the CSV keeps every value)
+ROW_SELECTION = "row"     # name of the click selection; st.altair_chart returns it
+
+
+def as_numpy(matrix) -> np.ndarray:
+    """Tensor / array / nested list -> float64 2-D array (detached, on the CPU)."""
+    if hasattr(matrix, "detach"):
+        matrix = matrix.detach().cpu().double().numpy()
+    arr = np.asarray(matrix, dtype=np.float64)
+    if arr.ndim != 2:
+        raise ValueError(f"a heatmap needs a 2-D matrix, got shape {arr.shape}")
+    return arr
+
+
+def unique_labels(tokens: Sequence[str]) -> list[str]:
+    """Axis labels that keep repeated tokens apart: "the·0", "cat", "the·4"."""
+    counts = Counter(tokens)
+    return [f"{tok}·{i}" if counts[tok] > 1 else str(tok) for i, tok in enumerate(tokens)]
+
+
+def pool_factor(n: int, limit: int = MAX_CELLS_PER_AXIS) -> int:
+    return max(1, math.ceil(n / limit))
+
+
+def _pool(arr: np.ndarray, fr: int, fc: int, reduce) -> np.ndarray:
+    n_q, n_k = arr.shape
+    out = np.full((math.ceil(n_q / fr), math.ceil(n_k / fc)), np.nan)
+    for a in range(out.shape[0]):          # at most 128 x 128 tiles: cheap
+        for b in range(out.shape[1]):
+            tile = arr[a * fr:(a + 1) * fr, b * fc:(b + 1) * fc]
+            out[a, b] = reduce(tile)
+    return out
+
+
+def _range_labels(labels: Sequence[str], f: int) -> list[str]:
+    n = len(labels)
+    return [f"{i}–{min(i + f, n) - 1}" if f > 1 else labels[i] for i in range(0, n, f)]
+
+
+def heatmap_frame(matrix, row_labels: Sequence[str], col_labels: Sequence[str],
+                  masked=None) -> tuple[pd.DataFrame, int]:
+    """Long-form data of a heatmap, one row per cell, and the pooling factor used (1 = none).
+
+    Columns: query_pos, key_pos (integers), query, key (unique axis labels), value (float,
+    null where masked scores are -inf), exact (the value as text, full precision), masked.
+    """
+    arr = as_numpy(matrix)
+    n_q, n_k = arr.shape
+    if len(row_labels) != n_q or len(col_labels) != n_k:
+        raise ValueError(f"labels ({len(row_labels)}, {len(col_labels)}) do not match the matrix {arr.shape}")
+    hidden = np.zeros_like(arr, dtype=bool) if masked is None else np.broadcast_to(
+        np.asarray(masked, dtype=bool), arr.shape)
+    hidden = hidden | np.isneginf(arr)
+    fr, fc = pool_factor(n_q), pool_factor(n_k)
+    rows, cols = unique_labels(row_labels), unique_labels(col_labels)
+    if fr > 1 or fc > 1:
+        visible = np.where(hidden, np.nan, arr)
+        with np.errstate(all="ignore"):
+            arr = _pool(visible, fr, fc, lambda tile: np.nan if np.isnan(tile).all() else np.nanmean(tile))
+        hidden = np.isnan(arr)
+        rows, cols = _range_labels(row_labels, fr), _range_labels(col_labels, fc)
+    qi, ki = np.meshgrid(np.arange(arr.shape[0]) * fr, np.arange(arr.shape[1]) * fc, indexing="ij")
+    finite = np.isfinite(arr)
+    values = np.where(finite, arr, np.nan)  # masked weights stay 0; -inf scores become null
+    exact = np.where(finite, np.char.mod("%.8g", np.where(finite, arr, 0.0)),
+                     np.where(np.isneginf(arr), "−∞", "—"))
+    frame = pd.DataFrame({
+        "query_pos": qi.ravel(),
+        "key_pos": ki.ravel(),
+        "query": np.repeat(rows, arr.shape[1]),
+        "key": np.tile(cols, arr.shape[0]),
+        "value": values.ravel(),
+        "exact": exact.ravel(),
+        "masked": hidden.ravel(),
+    })
+    return frame, max(fr, fc)
+
+
+def heatmap(matrix, row_labels: Sequence[str], col_labels: Sequence[str] | None = None, *,
+            kind: str = "weights", masked=None, title: str | None = None,
+            x_title: str = "key", y_title: str = "query", value_title: str = "weight",
+            show_numbers: bool | None = None, selected_row: int | None = None,
+            selectable: bool = True, height: int | None = None,
+            domain: tuple[float, float] | None = None) -> alt.Chart:
+    """The one attention heatmap: queries as rows, keys as columns.
+
+    kind="weights": fixed 0..1 colour domain (viridis), so two heatmaps compare by colour.
+    kind="scores": diverging scheme centred on 0 for raw / scaled scores.
+    Masked cells are drawn grey with a "×", never just dark. Clicking a cell selects its
+    query row (selection named ``row``, field ``query_pos``).
+    """
+    col_labels = row_labels if col_labels is None else col_labels
+    frame, factor = heatmap_frame(matrix, row_labels, col_labels, masked)
+    n_rows = frame["query_pos"].nunique()
+    n_cols = frame["key_pos"].nunique()
+    if show_numbers is None:
+        show_numbers = n_rows <= MAX_NUMBERS and n_cols <= MAX_NUMBERS
+    row_order = list(dict.fromkeys(frame["query"]))
+    col_order = list(dict.fromkeys(frame["key"]))
+    if kind == "weights":
+        scale = alt.Scale(domain=list(domain or (0.0, 1.0)), scheme=WEIGHT_SCHEME, clamp=True)
+    else:
+        finite = frame["value"].dropna().abs()
+        bound = float(finite.max()) if len(finite) and finite.max() > 0 else 1.0
+        scale = alt.Scale(domain=list(domain or (-bound, bound)), scheme=SIGNED_SCHEME, domainMid=0)
+    base = alt.Chart(frame).encode(
+        x=alt.X("key:N", sort=col_order, title=x_title,
+                axis=alt.Axis(labelAngle=-45, labelOverlap=True, labelLimit=90, orient="top")),
+        y=alt.Y("query:N", sort=row_order, title=y_title, axis=alt.Axis(labelOverlap=True, labelLimit=90)),
+    )
+    colour = (alt.when(alt.datum.masked).then(alt.value(MASKED_GREY))
+              .otherwise(alt.Color("value:Q", scale=scale, title=value_title)))
+    tooltip = [alt.Tooltip("query:N", title=y_title), alt.Tooltip("key:N", title=x_title),
+               alt.Tooltip("exact:N", title=value_title)]
+    rect = base.mark_rect(stroke="white", strokeWidth=0.5 if n_rows <= 48 else 0).encode(
+        color=colour, tooltip=tooltip)
+    if selectable:
+        pick = alt.selection_point(name=ROW_SELECTION, fields=["query_pos"], on="click",
+                                   value=None if selected_row is None
+                                   else [{"query_pos": int(selected_row) // factor * factor}])
+        rect = rect.add_params(pick).encode(
+            opacity=alt.when(pick).then(alt.value(1.0)).otherwise(alt.value(0.35)))
+    layers = [rect]
+    if show_numbers:
+        if kind == "weights":
+            light_text = alt.datum.value < 0.55          # dark end of viridis
+        else:
+            light_text = abs(alt.datum.value) > 0.6 * scale.domain[1]  # dark ends of blue/orange
+        text = base.mark_text(fontSize=11).encode(
+            text=alt.Text("cell_text:N"),
+            color=(alt.when(alt.datum.masked).then(alt.value("#555555"))
+                   .when(light_text).then(alt.value("white")).otherwise(alt.value("black"))),
+            tooltip=tooltip,
+        ).transform_calculate(
+            cell_text="datum.masked ? '×' : format(datum.value, '.2f')")
+        layers.append(text)
+    elif frame["masked"].any() and n_rows <= 48:
+        layers.append(base.transform_filter(alt.datum.masked).mark_text(text="×", color="#666666",
+                                                                         fontSize=10))
+    cell = 30 if n_rows <= MAX_NUMBERS else max(4, min(22, 560 // max(n_rows, 1)))
+    chart = alt.layer(*layers).properties(height=height or max(120, cell * n_rows))
+    if title:
+        chart = chart.properties(title=title)
+    return chart
+
+
+def bars(values, labels: Sequence[str], *, value_title: str = "weight", label_title: str = "key",
+         domain: tuple[float, float] | None = (0.0, 1.0), highlight: int | None = None,
+         height: int = 220) -> alt.Chart:
+    """One row of weights (or any vector) as labelled bars, exact value in the tooltip."""
+    vals = as_numpy(np.asarray(values, dtype=np.float64).reshape(1, -1))[0]
+    frame = pd.DataFrame({"pos": np.arange(len(vals)), "label": unique_labels(list(labels)),
+                          "value": vals, "exact": np.char.mod("%.8g", vals),
+                          "highlight": np.arange(len(vals)) == (-1 if highlight is None else highlight)})
+    y = alt.Y("value:Q", title=value_title,
+              scale=alt.Scale(domain=list(domain)) if domain else alt.Undefined)
+    return alt.Chart(frame).mark_bar().encode(
+        x=alt.X("label:N", sort=list(frame["label"]), title=label_title,
+                axis=alt.Axis(labelAngle=-45, labelOverlap=True)),
+        y=y,
+        color=alt.when(alt.datum.highlight).then(alt.value("#e66101")).otherwise(alt.value("#3b528b")),
+        tooltip=[alt.Tooltip("label:N", title=label_title), alt.Tooltip("exact:N", title=value_title)],
+    ).properties(height=height)
+
+
+def matrix_csv(matrix, row_labels: Sequence[str], col_labels: Sequence[str] | None = None) -> bytes:
+    """The full matrix as CSV (UTF-8 with BOM so spreadsheet programs read Chinese labels)."""
+    col_labels = row_labels if col_labels is None else col_labels
+    frame = pd.DataFrame(as_numpy(matrix), index=unique_labels(list(row_labels)),
+                         columns=unique_labels(list(col_labels)))
+    return frame.to_csv(float_format="%.8g").encode("utf-8-sig")

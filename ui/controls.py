@@ -1,0 +1,39 @@
+"""Controls shared by pages, bound to the URL so a teacher can share an exact setup."""
+from __future__ import annotations
+
+import streamlit as st
+
+from attention_core.text import tokenize
+
+from .anatomy import problem
+from .i18n import t
+
+MAX_CHARS = 2000
+MAX_TOKENS = 64
+
+
+def sentence(key: str = "text", default: str | None = None, *, max_tokens: int = MAX_TOKENS,
+             min_tokens: int = 1, label: str | None = None) -> list[str] | None:
+    """A text box whose content becomes tokens; None (after a message) when unusable.
+
+    Empty text, too few tokens and very long text get a message in the learner's
+    language; long text is cut to ``max_tokens`` tokens with a note.
+    """
+    text = st.text_input(label or t("common.sentence"), value=default or t("common.default_sentence"),
+                         key=key, bind="query-params", max_chars=MAX_CHARS)
+    tokens = tokenize(text)
+    if not tokens:
+        problem("common.err_empty")
+        return None
+    if len(tokens) < min_tokens:
+        problem("common.err_too_few", n=len(tokens), min=min_tokens)
+        return None
+    if len(tokens) > max_tokens:
+        problem("common.warn_truncated", n=len(tokens), max=max_tokens)
+        tokens = tokens[:max_tokens]
+    return tokens
+
+
+def seed(key: str = "seed") -> int:
+    return int(st.number_input(t("common.seed"), min_value=0, max_value=9999, value=0, step=1,
+                               key=key, bind="query-params"))
