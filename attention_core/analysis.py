@@ -10,6 +10,7 @@ Weights are row-stochastic tensors (..., n_q, n_k), e.g. (batch, heads, n, n) pe
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -195,23 +196,45 @@ def _candidates(name: str, n: int) -> list[torch.Tensor]:
     return [_template(name, n)]
 
 
+@functools.lru_cache(maxsize=64)
+def _all_candidates(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every template for length n, float64 (C, n, n), and the pattern index of each (C,)."""
+    temps, owner = [], []
+    for k, name in enumerate(PATTERNS):
+        c = _candidates(name, n)
+        temps += c
+        owner += [k] * len(c)
+    return torch.stack(temps).to(torch.float64), torch.tensor(owner)
+
+
+def _scores_batch(weights: torch.Tensor) -> torch.Tensor:
+    """(h, n, n) -> (h, len(PATTERNS)) scores, all heads and templates at once."""
+    w = weights.detach().to(torch.float64).cpu()
+    h, n = w.shape[0], w.shape[-1]
+    total = w.sum(-1, keepdim=True)
+    live = (total > 0).squeeze(-1).to(torch.float64)                          # (h, n)
+    w = w / torch.where(total > 0, total, torch.ones_like(total))
+    temps, owner = _all_candidates(n)                                          # (C, n, n), (C,)
+    d = js_distance(w[:, None], temps[None])                                   # (h, C, n)
+    n_live = live.sum(-1, keepdim=True)                                        # (h, 1)
+    mean_d = (d * live[:, None]).sum(-1) / n_live.clamp_min(1)                 # (h, C)
+    mean_d = torch.where(n_live > 0, mean_d, torch.ones_like(mean_d))
+    best = torch.full((h, len(PATTERNS)), float("inf"), dtype=torch.float64)
+    best = best.scatter_reduce(1, owner.expand(h, -1), mean_d, reduce="amin")  # min per pattern
+    return 1.0 - best
+
+
 def pattern_scores(weights: torch.Tensor) -> dict[str, float]:
     """Score of an (n, n) head against every pattern: 1 - mean JS distance of its rows to the
     pattern's rows (1 = identical, 0 = disjoint supports). "vertical" takes its best column,
     "block" its best block size. All-zero rows (queries with nothing visible) are ignored."""
     if weights.dim() != 2 or weights.size(0) != weights.size(1):
         raise ValueError(f"expected one head's (n, n) weights, got shape {tuple(weights.shape)}")
-    w = weights.detach().to(torch.float32).cpu()
-    n = w.size(0)
-    total = w.sum(-1, keepdim=True)
-    live = total.squeeze(-1) > 0
-    w = torch.where(total > 0, w / torch.where(total > 0, total, torch.ones_like(total)), w)
-    scores = {}
-    for name in PATTERNS:
-        cand = torch.stack(_candidates(name, n))                      # (c, n, n)
-        d = js_distance(w[live], cand[:, live]).mean(-1) if live.any() else torch.ones(len(cand))
-        scores[name] = float(1.0 - d.min())
-    return scores
+    return dict(zip(PATTERNS, _scores_batch(weights[None])[0].tolist()))
+
+
+def _label(scores: dict[str, float]) -> str:
+    return max(PATTERNS, key=lambda k: (scores[k], -PATTERNS.index(k)))
 
 
 def classify_head(weights: torch.Tensor) -> tuple[str, dict[str, float]]:
@@ -221,15 +244,18 @@ def classify_head(weights: torch.Tensor) -> tuple[str, dict[str, float]]:
     equals "vertical" on token 0), so labels of very short sentences are ambiguous.
     """
     scores = pattern_scores(weights)
-    best = max(PATTERNS, key=lambda k: (scores[k], -PATTERNS.index(k)))
-    return best, scores
+    return _label(scores), scores
 
 
 def classify_heads(weights: torch.Tensor) -> list[tuple[str, dict[str, float]]]:
     """``classify_head`` for each head of (h, n, n) weights (take one batch element first)."""
-    if weights.dim() != 3:
+    if weights.dim() != 3 or weights.size(1) != weights.size(2):
         raise ValueError(f"expected (h, n, n), got shape {tuple(weights.shape)}")
-    return [classify_head(w) for w in weights]
+    out = []
+    for row in _scores_batch(weights).tolist():
+        scores = dict(zip(PATTERNS, row))
+        out.append((_label(scores), scores))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -151,6 +151,10 @@ def test_noisy_patterns_mostly_classified_right():
 def test_classify_heads_and_validation():
     w = torch.stack([synthetic_pattern(p, 6) for p in PATTERNS])
     assert [lab for lab, _ in classify_heads(w)] == list(PATTERNS)
+    noisy = torch.stack([synthetic_pattern(p, 7, noise=0.3, seed=i) for i, p in enumerate(PATTERNS)])
+    for (lab, sc), head in zip(classify_heads(noisy), noisy):       # batched == one at a time
+        lab1, sc1 = classify_head(head)
+        assert lab == lab1 and sc == pytest.approx(sc1, abs=1e-9)
     with pytest.raises(ValueError):
         synthetic_pattern("zigzag", 5)
     with pytest.raises(ValueError):
