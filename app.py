@@ -2,15 +2,15 @@
 import streamlit as st
 
 from ui.i18n import language_switch, t
-from ui.registry import SECTIONS, available_pages
+from ui.registry import ROOT, SECTIONS, available_pages
 
-st.set_page_config(page_title="Attention, explained by running it", page_icon="assets/favicon.png",
+st.set_page_config(page_title="Attention, explained by running it", page_icon=str(ROOT / "assets" / "favicon.png"),
                    layout="wide")
 language_switch()
 
 sections: dict[str, list] = {}
 for spec in available_pages():
-    page = st.Page(spec.path, title=t(f"nav.{spec.key}"), icon=spec.icon, url_path=spec.key,
+    page = st.Page(spec.file, title=t(f"nav.{spec.key}"), icon=spec.icon, url_path=spec.key,
                    default=spec.key == "home")
     sections.setdefault(t(f"nav.section_{spec.section}"), []).append(page)
 ordered = {t(f"nav.section_{s}"): sections[t(f"nav.section_{s}")]

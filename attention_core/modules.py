@@ -4,7 +4,6 @@ Modules take (batch, seq, d_model); per-head weights come back as (batch, heads,
 """
 from __future__ import annotations
 
-
 import torch
 from torch import nn
 

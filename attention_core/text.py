@@ -14,8 +14,8 @@ import torch
 # one token: a run of letters/digits (with inner apostrophes), or one CJK character,
 # or any other single visible character (punctuation, symbols, one emoji with its modifiers)
 _CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
-_TOKEN = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+(?:['’][^\W_{_CJK}]+)*|\S(?:[\ufe0e\ufe0f\u20e3\U0001f3fb-\U0001f3ff]|\u200d\S)*",
-                    re.UNICODE)
+_MODIFIERS = r"\ufe0e\ufe0f\u20e3\U0001f3fb-\U0001f3ff"  # variation selectors, keycap, skin tones
+_TOKEN = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+(?:['’][^\W_{_CJK}]+)*|\S(?:[{_MODIFIERS}]|\u200d\S)*", re.UNICODE)
 
 
 def tokenize(text: str) -> list[str]:

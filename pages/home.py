@@ -18,7 +18,7 @@ for section in SECTIONS:
     cols = st.columns(min(3, len(in_section)))
     for i, spec in enumerate(in_section):
         with cols[i % len(cols)].container(border=True):
-            st.page_link(spec.path, label=t(f"nav.{spec.key}"), icon=spec.icon)
+            st.page_link(spec.file, label=t(f"nav.{spec.key}"), icon=spec.icon)
             st.caption(t(f"nav.{spec.key}_blurb"))
 
 left, right = st.columns(2)

@@ -15,7 +15,13 @@ class PageSpec:
 
     @property
     def path(self) -> str:
+        """Relative to the repository root (what AppTest.switch_page takes)."""
         return f"pages/{self.key}.py"
+
+    @property
+    def file(self) -> pathlib.Path:
+        """Absolute, so the app also runs from another entry point (cloud/streamlit_app.py)."""
+        return ROOT / self.path
 
 
 SECTIONS = ("start", "foundations", "transformer", "efficiency", "learned")
@@ -40,4 +46,4 @@ PAGES: tuple[PageSpec, ...] = (
 
 def available_pages() -> list[PageSpec]:
     """Only pages whose file exists are registered: the app never links to a stub."""
-    return [p for p in PAGES if (ROOT / p.path).exists()]
+    return [p for p in PAGES if p.file.exists()]

@@ -1,0 +1,161 @@
+"""Measure every page against the budgets of DESIGN.md.
+
+    python scripts/bench_pages.py              # script time per rerun (AppTest) + peak RSS
+    python scripts/bench_pages.py --server     # also: real server, first-page time, RSS with 1 and 10 sessions
+
+Script time: each page is opened at its defaults, then one control is changed back and
+forth; the median wall time of ``AppTest.run()`` for those reruns is reported (budget 100 ms).
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import pathlib
+import resource
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.apptest_util import open_page  # noqa: E402
+from ui.registry import available_pages  # noqa: E402
+
+BUDGET_MS = 100
+BUDGET_RSS_ONE = 500
+BUDGET_RSS_TEN = 700
+
+
+def _candidates(at):
+    """Controls to change, each with a value different from its current one (first that fits)."""
+    for kind in ("slider", "number_input", "checkbox", "toggle", "select_slider", "selectbox", "radio"):
+        for w in at.get(kind):
+            value = w.value
+            if kind in ("checkbox", "toggle"):
+                yield w, not value
+            elif kind in ("slider", "number_input") and isinstance(value, (int, float)):
+                step = getattr(w, "step", None) or 1
+                hi = getattr(w, "max", None)
+                yield w, value + step if hi is None or value + step <= hi else value - step
+            elif kind in ("select_slider", "selectbox", "radio"):
+                options = list(getattr(w, "options", []))
+                if len(options) > 1:
+                    yield w, options[1] if str(value) == str(options[0]) else options[0]
+
+
+def bench_page(key: str, repeats: int) -> dict:
+    """Median script time of reruns that each change one control (alternating two values)."""
+    at = open_page(key, "en")
+    label, times = None, []
+    for _ in range(repeats):
+        for widget, new_value in _candidates(at):
+            try:
+                widget.set_value(new_value)
+            except Exception:  # a value this widget type does not take: try the next control
+                continue
+            label = widget.label
+            break
+        t0 = time.perf_counter()
+        at.run()
+        times.append((time.perf_counter() - t0) * 1000)
+    return {"page": key, "control": label, "median_ms": statistics.median(times),
+            "max_ms": max(times), "runs": len(times), "exceptions": [e.value for e in at.exception][:1]}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def bench_server(keys: list[str]) -> dict:
+    import psutil
+    from playwright.sync_api import sync_playwright
+
+    port = free_port()
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+                             "--server.headless", "true", "--server.fileWatcherType", "none"],
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://localhost:{port}"
+    ps = psutil.Process(proc.pid)
+    args = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync"]
+    result = {}
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=args)
+            page = browser.new_page()
+            for _ in range(300):
+                try:
+                    urllib.request.urlopen(base + "/_stcore/health", timeout=1)
+                    break
+                except OSError:
+                    time.sleep(0.05)
+            page.goto(base + "/?lang=en")
+            page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60000)
+            page.wait_for_selector("h1", timeout=60000)
+            result["first_page_s"] = round(time.perf_counter() - t0, 2)
+            for key in keys:
+                page.goto(f"{base}/{'' if key == 'home' else key}?lang=en")
+                page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']",
+                                       timeout=60000)
+                page.wait_for_timeout(300)
+            result["rss_one_session_all_pages_mb"] = round(ps.memory_info().rss / 2**20, 1)
+            pages = []
+            for i in range(9):
+                pg = browser.new_context().new_page()
+                key = keys[i % len(keys)]
+                pg.goto(f"{base}/{'' if key == 'home' else key}?lang={'zh' if i % 2 else 'en'}")
+                pages.append(pg)
+            for pg in pages:
+                pg.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']",
+                                     timeout=120000)
+            time.sleep(1)
+            result["rss_ten_sessions_mb"] = round(ps.memory_info().rss / 2**20, 1)
+            browser.close()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    return result
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--server", action="store_true", help="also measure a real server (needs chromium)")
+    ap.add_argument("--json", type=pathlib.Path)
+    a = ap.parse_args()
+    keys = [p.key for p in available_pages()]
+    rows = []
+    print(f"{'page':18s} {'median ms':>9s} {'max ms':>7s}  control")
+    for key in keys:
+        row = bench_page(key, a.repeats)
+        gc.collect()
+        rows.append(row)
+        flag = "" if row["median_ms"] <= BUDGET_MS else "  OVER BUDGET"
+        print(f"{key:18s} {row['median_ms']:9.1f} {row['max_ms']:7.1f}  {row['control']}{flag}"
+              + (f"  EXCEPTION {row['exceptions']}" if row["exceptions"] else ""))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak RSS of this process after all pages: {peak:.0f} MB (budget {BUDGET_RSS_ONE} MB)")
+    out = {"pages": rows, "apptest_peak_rss_mb": round(peak, 1), "budget_ms": BUDGET_MS}
+    if a.server:
+        srv = bench_server(keys)
+        out["server"] = srv
+        print(f"server: first page in {srv['first_page_s']} s (budget 5 s); RSS after all pages "
+              f"{srv['rss_one_session_all_pages_mb']} MB (budget {BUDGET_RSS_ONE}); ten sessions "
+              f"{srv['rss_ten_sessions_mb']} MB (budget {BUDGET_RSS_TEN})")
+    if a.json:
+        a.json.write_text(json.dumps(out, indent=2))
+    over = [r for r in rows if r["median_ms"] > BUDGET_MS or r["exceptions"]]
+    return 1 if over else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

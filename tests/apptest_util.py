@@ -1,0 +1,56 @@
+"""Open any page of the app in Streamlit's AppTest, in a chosen language."""
+from __future__ import annotations
+
+import io
+import json
+import pathlib
+
+import pyarrow as pa
+from streamlit.testing.v1 import AppTest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+
+
+def open_page(key: str, lang: str = "en", params: dict | None = None, timeout: float = 60) -> AppTest:
+    """Run the router, switch to ``pages/<key>.py`` and run it, with ?lang= and other params."""
+    at = AppTest.from_file(APP, default_timeout=timeout)
+    at.query_params["lang"] = lang
+    for name, value in (params or {}).items():
+        at.query_params[name] = value
+    at.run()
+    if key != "home":
+        at.switch_page(f"pages/{key}.py")
+        at.run()
+    return at
+
+
+def exceptions(at: AppTest) -> list[str]:
+    return [e.value for e in at.exception]
+
+
+def charts(at: AppTest) -> list:
+    return list(at.get("vega_lite_chart"))
+
+
+def chart_spec(chart) -> dict:
+    return json.loads(chart.proto.spec)
+
+
+def chart_data(chart) -> dict:
+    """Every dataset of a Vega-Lite chart element as pandas DataFrames, by dataset name."""
+    frames = {}
+    for ds in chart.proto.datasets:
+        frames[ds.name] = pa.ipc.open_stream(io.BytesIO(ds.data.data)).read_all().to_pandas()
+    if chart.proto.data.data:
+        frames[""] = pa.ipc.open_stream(io.BytesIO(chart.proto.data.data)).read_all().to_pandas()
+    return frames
+
+
+def all_text(at: AppTest) -> str:
+    """The visible text of a run (markdown, titles, captions, alerts...), joined."""
+    parts = []
+    for kind in ("title", "header", "subheader", "markdown", "caption", "info", "warning", "error",
+                 "success", "latex", "text", "code"):
+        parts.extend(str(el.value) for el in at.get(kind))
+    return "\n".join(parts)

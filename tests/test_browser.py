@@ -1,0 +1,117 @@
+"""End to end in a real browser: `streamlit run` on a free port, every page in both languages.
+
+Fails on any exception shown on a page and on any request that leaves localhost (the app
+must work offline). Screenshots land in shots/ for a human to look at.
+"""
+import os
+import pathlib
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from urllib.parse import urlparse
+
+import pytest
+
+from ui.i18n import catalog
+from ui.registry import available_pages
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SHOTS = ROOT / "shots"
+ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+if shutil.which("chromium") is None:
+    if os.environ.get("CI"):
+        raise RuntimeError("CI must install Debian's chromium for the browser tests (.ci/run does)")
+    pytest.skip("no chromium on this machine: `apt-get install -y chromium` to run the browser tests",
+                allow_module_level=True)
+
+sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    port = free_port()
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+         "--server.headless", "true", "--browser.gatherUsageStats", "false",
+         "--server.fileWatcherType", "none"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    base = f"http://localhost:{port}"
+    for _ in range(300):
+        try:
+            urllib.request.urlopen(base + "/_stcore/health", timeout=1)
+            break
+        except OSError:
+            time.sleep(0.1)
+    else:
+        proc.kill()
+        raise RuntimeError("streamlit did not start:\n" + proc.stdout.read().decode(errors="replace"))
+    print(f"server healthy after {time.perf_counter() - t0:.2f} s")
+    yield base
+    proc.terminate()
+    proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=shutil.which("chromium"), args=ARGS)
+        yield b
+        b.close()
+
+
+def visit(browser, url: str, shot: str):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    outside, console = [], []
+    page.on("request", lambda r: outside.append(r.url)
+            if urlparse(r.url).hostname not in ("localhost", "127.0.0.1", None) else None)
+    page.on("console", lambda m: console.append(m.text) if m.type == "error" else None)
+    t0 = time.perf_counter()
+    page.goto(url)
+    page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60_000)
+    page.wait_for_function("document.querySelectorAll('[data-testid=stSkeleton]').length == 0",
+                           timeout=60_000)
+    page.wait_for_timeout(500)
+    took = time.perf_counter() - t0
+    SHOTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{shot}.png"), full_page=True)
+    return page, outside, console, took
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("key", [p.key for p in available_pages()])
+def test_page_in_browser(server, browser, key, lang):
+    path = "" if key == "home" else key
+    page, outside, _console, took = visit(browser, f"{server}/{path}?lang={lang}", f"{key}_{lang}")
+    exceptions = page.locator("[data-testid='stException']").all_inner_texts()
+    title = catalog(lang)["home.title" if key == "home" else f"{key}.title"]
+    body = page.locator("[data-testid='stMain']").inner_text()
+    page.close()
+    assert exceptions == [], exceptions
+    assert outside == [], f"requests left localhost: {sorted(set(outside))}"
+    assert title in body
+    print(f"{key} [{lang}] loaded in {took:.2f} s")
+
+
+def test_language_switch_in_browser(server, browser):
+    page, outside, _, _ = visit(browser, f"{server}/?lang=en", "switch_before")
+    assert catalog("en")["home.title"] in page.locator("[data-testid='stMain']").inner_text()
+    page.locator("[data-testid=stSidebar]").get_by_text("中文", exact=True).click()
+    page.wait_for_function(
+        "t => document.querySelector('[data-testid=stMain]').innerText.includes(t)",
+        arg=catalog("zh")["home.title"], timeout=30_000)
+    assert "lang=zh" in page.url
+    page.screenshot(path=str(SHOTS / "switch_after.png"), full_page=True)
+    page.close()
+    assert outside == []
