@@ -4,6 +4,20 @@ Conventions (those of torch.nn.functional.scaled_dot_product_attention): functio
 shapes (batch, heads, seq, dim); boolean masks True where a query may attend; default
 scale 1/sqrt(d_k); a query with no visible key gets zero weights and a zero output.
 """
+from .analysis import (
+    PATTERNS,
+    attention_rollout,
+    classify_head,
+    classify_heads,
+    head_entropy,
+    head_similarity,
+    head_sparsity,
+    js_distance,
+    pca_2d,
+    qk_geometry,
+    synthetic_pattern,
+)
+from .crossmodal import CrossModalAttention, image_to_patches, synthetic_image, synthetic_scene
 from .diagnostics import attention_entropy, max_weight, softmax_jacobian_norm, sparsity
 from .functional import (
     apply_mask,
@@ -16,6 +30,14 @@ from .functional import (
 from .masks import block_mask, causal_mask, global_tokens_mask, local_mask, padding_mask, strided_mask
 from .modules import AdditiveAttention, HeadDivisibilityError, MultiHeadAttention, SelfAttention
 from .positional import sinusoidal_encoding
+from .rotary import apply_rotary, rotary_embedding
+from .transformer import (
+    EncoderOutput,
+    LearnedPositionalEmbedding,
+    PositionWiseFFN,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 from .types import AttentionOutput
 
 __all__ = [
@@ -24,6 +46,10 @@ __all__ = [
     "dot_scores", "scaled_dot_scores", "default_scale", "apply_mask", "masked_softmax",
     "scaled_dot_product_attention",
     "AdditiveAttention", "SelfAttention", "MultiHeadAttention", "HeadDivisibilityError",
-    "sinusoidal_encoding",
+    "sinusoidal_encoding", "rotary_embedding", "apply_rotary", "LearnedPositionalEmbedding",
+    "PositionWiseFFN", "TransformerEncoderLayer", "TransformerEncoder", "EncoderOutput",
+    "CrossModalAttention", "synthetic_image", "synthetic_scene", "image_to_patches",
+    "PATTERNS", "synthetic_pattern", "classify_head", "classify_heads", "head_entropy", "head_sparsity",
+    "js_distance", "head_similarity", "attention_rollout", "pca_2d", "qk_geometry",
     "attention_entropy", "max_weight", "softmax_jacobian_norm", "sparsity",
 ]
