@@ -28,7 +28,7 @@ import math
 from dataclasses import dataclass
 
 import torch
-from torch.nn.functional import elu, pad
+from torch.nn.functional import pad
 
 from . import masks
 from .functional import (
@@ -105,8 +105,14 @@ def _key_mask(mask: torch.Tensor | None, n_k: int) -> torch.Tensor | None:
 # Linear attention (Katharopoulos et al. 2020)
 
 def elu_feature_map(x: torch.Tensor) -> torch.Tensor:
-    """phi(x) = elu(x) + 1 > 0, the feature map of "Transformers are RNNs"."""
-    return elu(x) + 1.0
+    """phi(x) = elu(x) + 1 > 0, the feature map of "Transformers are RNNs".
+
+    Written as x + 1 for x > 0 and exp(x) otherwise (the same function): ``elu(x) + 1`` computes
+    expm1(x) + 1, which rounds to exactly 0 in float32 already for x < -17; exp(x) stays > 0 down
+    to about -87. Below that a feature is 0, and a query whose features are 0 wherever every
+    key's are non-zero gets a zero row (never NaN).
+    """
+    return torch.where(x > 0, x + 1.0, torch.exp(torch.clamp(x, max=0.0)))
 
 
 def _linear_features(q, k, mask):
@@ -466,13 +472,13 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, block_
         qe = min(qs + block_q, n_q)
         qb = q[..., qs:qe, :] * scale                                  # (b, h, bq, d)
         m = q.new_full((*batch, qe - qs), float("-inf"))              # running max
-        l = q.new_zeros((*batch, qe - qs))                            # running sum
+        lsum = q.new_zeros((*batch, qe - qs))                         # running sum l
         acc = q.new_zeros((*batch, qe - qs, v.size(-1)))              # unnormalised output
         for ks in range(0, n_k, block_k):
             ke = min(ks + block_k, n_k)
             if causal and ks > qe - 1:                                 # every key after every query
                 if tiles is not None:
-                    tiles.append(FlashTile(qs, qe, ks, ke, True, m.clone(), l.clone(), torch.ones_like(l)))
+                    tiles.append(FlashTile(qs, qe, ks, ke, True, m.clone(), lsum.clone(), torch.ones_like(lsum)))
                 continue
             s = qb @ k[..., ks:ke, :].transpose(-2, -1)                # (b, h, bq, bk)
             if causal and ke - 1 > qs:                                 # tile crosses the diagonal
@@ -483,12 +489,12 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, block_
             m_safe = torch.where(torch.isfinite(m_new), m_new, torch.zeros_like(m_new))
             p = torch.exp(s - m_safe.unsqueeze(-1))                    # hidden keys: exp(-inf) = 0
             alpha = torch.exp(m - m_safe)                              # rescale old state; 0 at start
-            l = alpha * l + p.sum(dim=-1)
+            lsum = alpha * lsum + p.sum(dim=-1)
             acc = alpha.unsqueeze(-1) * acc + p @ v[..., ks:ke, :]
             m = m_new
             if tiles is not None:
-                tiles.append(FlashTile(qs, qe, ks, ke, False, m.clone(), l.clone(), alpha.clone()))
-        out[..., qs:qe, :] = _safe_div(acc, l.unsqueeze(-1))
+                tiles.append(FlashTile(qs, qe, ks, ke, False, m.clone(), lsum.clone(), alpha.clone()))
+        out[..., qs:qe, :] = _safe_div(acc, lsum.unsqueeze(-1))
     result = FlashAttentionOutput(out, None)
     result.trace = tiles
     return result

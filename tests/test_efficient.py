@@ -17,6 +17,7 @@ from attention_core.efficient import (
     bigbird_mask,
     block_local_global_mask,
     effective_weights,
+    elu_feature_map,
     favor_features,
     flash_attention,
     linear_attention,
@@ -131,6 +132,12 @@ def test_linear_all_keys_padded_gives_zeros_not_nan():
     out, _ = linear_attention(q, k, v, mask=masks.padding_mask([0, 5], 5))
     assert torch.isfinite(out).all()
     assert (out[0] == 0).all()
+
+
+def test_elu_feature_map_is_elu_plus_one_and_positive():
+    x = torch.linspace(-80, 5, 1001)
+    torch.testing.assert_close(elu_feature_map(x), TF.elu(x.double()).float() + 1, atol=1e-6, rtol=1e-6)
+    assert (elu_feature_map(x) > 0).all()
 
 
 def test_linear_rejects_per_query_mask():
@@ -379,9 +386,10 @@ def test_properties_finite_and_rows_sum_to_one(n, scale, seed):
         w = effective_weights(name, q, k, **params)
         assert torch.isfinite(w).all() and (w >= 0).all(), name
         rows = w.sum(-1)
-        if name == "performer" and scale > 1:
-            # |x|^2 in the hundreds: exp features of a query and of every key can share no
-            # non-underflowing feature; such a row is all zeros (documented), never NaN
+        if (name == "performer" and scale > 1) or (name == "linear" and scale > 10):
+            # features underflow for huge inputs (FAVOR+: |x|^2 / sqrt(d) in the hundreds; elu + 1:
+            # x < -87): a query can share no non-zero feature with any key, and its row is all
+            # zeros (documented), never NaN
             rows = torch.where(rows == 0, torch.ones_like(rows), rows)
         torch.testing.assert_close(rows, torch.ones_like(rows), atol=1e-5, rtol=0, msg=name)
 
