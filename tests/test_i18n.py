@@ -70,3 +70,8 @@ def test_locale_mapping():
     assert i18n.locale_lang("zh-CN") == "zh" and i18n.locale_lang("zh-TW") == "zh"
     assert i18n.locale_lang("en-GB") == "en" and i18n.locale_lang(None) == "en"
     assert i18n.locale_lang("fr-FR") == "en"
+
+
+def test_chinese_soft_wraps_do_not_become_spaces():
+    assert i18n._CJK_SOFT_WRAP.sub(r"\1\2", "对齐，\n  到 2017 年、\n*值得*") == "对齐，到 2017 年、*值得*"
+    assert i18n._CJK_SOFT_WRAP.sub(r"\1\2", "the\nnext 行\n- 列表") == "the\nnext 行\n- 列表"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import pathlib
+import re
 import string
 import tomllib
 
@@ -41,9 +42,15 @@ def catalog(lang: str) -> dict[str, object]:
     return flat
 
 
+# a line break between two CJK characters is a soft wrap: Markdown would render it as a space
+_CJK = "\u3000-\u303f\u4e00-\u9fff\uff00-\uffef"
+_CJK_SOFT_WRAP = re.compile(rf"([{_CJK}][*_`]*)\n[ \t]*([*_`]*[{_CJK}])")
+
+
 @functools.cache
 def lesson_text(lang: str, name: str) -> str:
-    return (ASSETS / "lessons" / lang / f"{name}.md").read_text(encoding="utf-8")
+    text = (ASSETS / "lessons" / lang / f"{name}.md").read_text(encoding="utf-8")
+    return _CJK_SOFT_WRAP.sub(r"\1\2", text)
 
 
 def lesson_names(lang: str) -> set[str]:
