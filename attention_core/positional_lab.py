@@ -149,11 +149,20 @@ def position_table(encoding: str, n: int, d: int, seed: int = 0, max_len: int = 
     return None
 
 
-def make_self_attention(d: int, seed: int = 0) -> SelfAttention:
-    """The tutorial's single-head SelfAttention with seeded weights (the caller's RNG untouched)."""
+def make_self_attention(d: int, seed: int = 0, gain: float = 1.0) -> SelfAttention:
+    """The tutorial's single-head SelfAttention with seeded weights (the caller's RNG untouched).
+
+    ``gain`` multiplies W_Q and W_K after nn.Linear's default init: scores grow by gain^2, so an
+    untrained layer's weights are visibly uneven (gain 1: every weight of a 13-word row is ~1/13).
+    """
     with torch.random.fork_rng():
         torch.manual_seed(seed)
-        return SelfAttention(d).eval()
+        attn = SelfAttention(d).eval()
+    with torch.no_grad():
+        for lin in (attn.W_query, attn.W_key):
+            lin.weight.mul_(gain)
+            lin.bias.mul_(gain)
+    return attn
 
 
 def attend_with_positions(x: torch.Tensor, attn: SelfAttention, encoding: str,
@@ -189,11 +198,12 @@ class ShuffleResult(NamedTuple):
 
 
 def shuffle_test(tokens: Sequence[str], d: int, encoding: str, seed: int = 0,
-                 shuffle_seed: int = 0) -> ShuffleResult:
+                 shuffle_seed: int = 0, gain: float = 1.0) -> ShuffleResult:
     """Run the same self-attention on a sentence and on its shuffled copy; compare the outputs.
 
     Token embeddings are ``embed_tokens(tokens, d, seed)`` (a word keeps its vector wherever it
-    goes); positions stay 0 .. n-1, so shuffling moves words to other positions.
+    goes); positions stay 0 .. n-1, so shuffling moves words to other positions. ``gain``: see
+    ``make_self_attention``.
     """
     n = len(tokens)
     if n == 0:
@@ -202,7 +212,7 @@ def shuffle_test(tokens: Sequence[str], d: int, encoding: str, seed: int = 0,
         raise ValueError(f"rotary embedding needs an even dimension, got d={d}")
     perm = shuffle_permutation(n, shuffle_seed)
     x = embed_tokens(list(tokens), d, seed)                             # (n, d)
-    attn = make_self_attention(d, seed)
+    attn = make_self_attention(d, seed, gain)
     table = position_table(encoding, n, d, seed, max_len=max(n, 128))
     with torch.no_grad():
         original = attend_with_positions(x, attn, encoding, table)

@@ -172,6 +172,22 @@ def test_shuffle_test_equivariant_only_without_positions():
     torch.testing.assert_close(r.gap, (r.shuffled.output - r.original.output[p]).abs().amax(-1))
 
 
+def test_gain_scales_scores_by_its_square():
+    x = torch.randn(6, 8)
+    a1, a2 = make_self_attention(8, seed=1), make_self_attention(8, seed=1, gain=2.0)
+    with torch.no_grad():
+        s1 = a1.W_query(x) @ a1.W_key(x).T
+        s2 = a2.W_query(x) @ a2.W_key(x).T
+        torch.testing.assert_close(s2, 4 * s1, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(a2.W_value(x), a1.W_value(x))
+    sharp = shuffle_test(SENTENCE, 32, "none", gain=2.0)
+    flat = shuffle_test(SENTENCE, 32, "none")
+    def peak(r):
+        return float(r.original.weights.max(-1).values.mean())
+    assert peak(sharp) > peak(flat)
+    assert float(sharp.gap.max()) < 1e-5
+
+
 def test_shuffle_test_edge_cases():
     one = shuffle_test(["word"], 8, "sinusoidal")
     assert one.perm.tolist() == [0] and float(one.gap.max()) == 0.0
