@@ -140,8 +140,11 @@ def saturation_sweep(seed: int, temperature: float = 1.0, d_ks: Sequence[int] = 
 
 
 def temperature_curve(scores: torch.Tensor, temperatures: torch.Tensor) -> torch.Tensor:
-    """Max weight of softmax(scores / tau) for each tau: (n_k,), (m,) -> (m,). Sharp (1) to flat (1/n_k)."""
-    return max_weight(masked_softmax(scores[None, :] / temperatures[:, None]))
+    """Max weight of softmax(scores / tau) for each tau: (..., n_k), (m,) -> (..., m).
+
+    Sharp (1) as tau -> 0, flat (1/n_k) as tau -> inf.
+    """
+    return max_weight(masked_softmax(scores[..., None, :] / temperatures[:, None]))
 
 
 def naive_softmax(scores: torch.Tensor) -> torch.Tensor:

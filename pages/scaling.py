@@ -27,28 +27,71 @@ Q_LABELS = tuple(f"q{i + 1}" for i in range(N_SHOW))
 K_LABELS = tuple(f"k{j + 1}" for j in range(N_K))
 
 
-# ------------------------------------------------------------------ cached computations (plain params)
-@st.cache_data(max_entries=8, show_spinner=False)
-def variance_data(seed: int) -> dict:
-    v = sl.variance_sweep(seed, sl.D_K_STEPS, N_PAIRS)
-    return {"dots": v.dots.numpy(), "var_raw": v.var_raw.numpy(), "var_scaled": v.var_scaled.numpy()}
-
-
+# ------------------------------------------------------------------ computations, cached on plain params
 @st.cache_data(max_entries=8, show_spinner=False)
 def sweep_scores(seed: int) -> np.ndarray:
     """Raw q.k of the same nested queries and keys at every d_k of the sweep: (n_d, N_Q, N_K)."""
     return sl.sweep_scores(seed, sl.SWEEP_D_K, N_Q, N_K).numpy()
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
-def saturation_data(seed: int, tau: float) -> dict:
+@st.cache_data(max_entries=8, show_spinner=False)
+def variance_data(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """q.k of N_PAIRS independent pairs at every slider d_k, and their measured variances."""
+    v = sl.variance_sweep(seed, sl.D_K_STEPS, N_PAIRS)
+    return v.dots.numpy(), v.var_raw.numpy(), v.var_scaled.numpy()
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def variance_view(seed: int, d_k: int, notes: tuple[str, str], series: tuple[str, ...]) -> dict:
+    dots, var_raw, var_scaled = variance_data(seed)
+    i = sl.D_K_STEPS.index(d_k)
+    return {"var_raw": float(var_raw[i]), "var_scaled": float(var_scaled[i]),
+            "var_256": float(var_raw[sl.D_K_STEPS.index(256)]),
+            "hist": sc.histogram_frame(dots[i], d_k, (notes[0].format(var=sc.fmt(var_raw[i])),
+                                                      notes[1].format(var=sc.fmt(var_scaled[i])))),
+            "var": sc.variance_frame(sl.D_K_STEPS, var_raw, var_scaled, d_k, series)}
+
+
+@st.cache_data(max_entries=128, show_spinner=False)
+def softmax_view(seed: int, d_k: int, tau: float, scaled: bool, row: int, modes: tuple[str, str]) -> dict:
+    """The heatmap, the clicked row, the same row as d_k grows, and its temperature curve."""
+    all_scores = torch.from_numpy(sweep_scores(seed))                  # (n_d, N_Q, N_K)
+    scores = all_scores[sl.SWEEP_D_K.index(d_k)]                       # (N_Q, N_K) raw q.k
+    weights = masked_softmax(scores[:N_SHOW] * sl.score_scale(d_k, scaled, tau))   # (N_SHOW, N_K)
+    strip_rows = all_scores[[sl.SWEEP_D_K.index(d) for d in sl.STRIP_D_K], row]    # (6, N_K)
+    strip_scale = torch.tensor([[sl.score_scale(d, flag, tau) for d in sl.STRIP_D_K]
+                                for flag in (False, True)], dtype=scores.dtype)  # (2, 6)
+    strip = masked_softmax(strip_rows * strip_scale[..., None])                  # (2, 6, N_K)
+    raw_row = scores[row]
+    curves = sl.temperature_curve(torch.stack([raw_row, raw_row / math.sqrt(d_k)]),
+                                  torch.tensor(TAU_GRID, dtype=scores.dtype))   # (2, len(TAU_GRID))
+    w = weights.numpy()
+    return {"weights": w, "heat": heatmap_frame(w, Q_LABELS, K_LABELS)[0],
+            "csv": matrix_csv(w, Q_LABELS, K_LABELS),
+            "row": sc.row_frame(w[row], K_LABELS), "mw_now": float(w[row].max()),
+            "strip": sc.strip_frame(strip.numpy(), sl.STRIP_D_K, K_LABELS, modes),
+            "temp": sc.temperature_frame(TAU_GRID, curves.numpy(), tau, modes)}
+
+
+@st.cache_data(max_entries=128, show_spinner=False)
+def gradient_view(seed: int, d_k: int, tau: float, modes: tuple[str, str]) -> dict:
     sweep = sl.saturation_curves(torch.from_numpy(sweep_scores(seed)), sl.SWEEP_D_K, tau)
-    return {mode: {name: getattr(stats, name).numpy() for name in stats._fields}
-            for mode, stats in (("unscaled", sweep.unscaled), ("scaled", sweep.scaled))}
+    stats = {mode: {name: getattr(s, name).numpy() for name in s._fields}
+             for mode, s in (("unscaled", sweep.unscaled), ("scaled", sweep.scaled))}
+    return {**stats, "frame": sc.sweep_frame(sl.SWEEP_D_K, stats["unscaled"], stats["scaled"], d_k, modes)}
 
 
-def scores_at(seed: int, d_k: int) -> torch.Tensor:
-    return torch.from_numpy(sweep_scores(seed)[sl.SWEEP_D_K.index(d_k)])     # (N_Q, N_K)
+@st.cache_data(max_entries=128, show_spinner=False)
+def pitfall_numbers(seed: int, d_k: int, tau: float) -> dict:
+    all_scores = torch.from_numpy(sweep_scores(seed))
+    scores = all_scores[sl.SWEEP_D_K.index(d_k)]
+    nan = {f"nan{bits}_{name}": sl.overflow_rows(scores, sl.score_scale(d_k, flag, tau), dtype)
+           for bits, dtype in ((16, torch.float16), (32, torch.float32))
+           for name, flag in (("raw", False), ("scaled", True))}
+    head = all_scores[sl.SWEEP_D_K.index(D_MODEL // HEADS)]                # one head: d_k = 64
+    per_head = sl.saturation_stats(masked_softmax(head / math.sqrt(D_MODEL // HEADS)))
+    per_model = sl.saturation_stats(masked_softmax(head / math.sqrt(D_MODEL)))
+    return {**nan, "mw_dk": float(per_head.max_weight), "mw_dmodel": float(per_model.max_weight)}
 
 
 # ------------------------------------------------------------------ charts: Altair once, then only new data
@@ -63,19 +106,16 @@ def draw(kind: str, builder, frame, key: str, on_select: str = "ignore", **optio
     return st.vega_lite_chart(sc.filled(skeleton, frame), width="stretch", key=key, on_select=on_select)
 
 
-def _heatmap(weights, row: int, **titles):
-    return heatmap(weights, list(Q_LABELS), list(K_LABELS), kind="weights", selected_row=row, **titles)
-
-
-def draw_weights(weights: torch.Tensor, row: int, key: str, file_name: str) -> int | None:
+def draw_weights(view: dict, row: int, key: str, file_name: str) -> int | None:
     """The attention heatmap (ui.charts.heatmap) with its CSV; returns the clicked query row."""
-    frame, _ = heatmap_frame(weights, Q_LABELS, K_LABELS)
-    event = draw("heatmap", lambda _, **kw: _heatmap(weights, **kw), frame, key, on_select="rerun", row=row,
+    def build(_, **titles):
+        return heatmap(view["weights"], list(Q_LABELS), list(K_LABELS), kind="weights", **titles)
+
+    event = draw("heatmap", build, view["heat"], key, on_select="rerun", selected_row=row,
                  x_title=t("scaling.axis_key"), y_title=t("scaling.axis_query"),
                  value_title=t("scaling.axis_weight"))
-    st.download_button(t("common.download_csv"), matrix_csv(weights, Q_LABELS, K_LABELS),
-                       file_name=file_name, mime="text/csv", key=f"{key}_csv",
-                       icon=":material/download:", type="tertiary")
+    st.download_button(t("common.download_csv"), view["csv"], file_name=file_name, mime="text/csv",
+                       key=f"{key}_csv", icon=":material/download:", type="tertiary")
     try:
         points = event.selection.get("row") or []
     except AttributeError:
@@ -109,98 +149,84 @@ with c_seed:
 modes = (t("scaling.mode_unscaled"), t("scaling.mode_scaled"))
 mode_now = t("scaling.mode_now_scaled") if scaled else t("scaling.mode_now_unscaled")
 tau_txt = sc.fmt_tau(tau)
-root = math.sqrt(d_k)
+root = sc.fmt_short(math.sqrt(d_k))
 
 # ------------------------------------------------------------------ 1. the scores grow with d_k
 st.header(t("scaling.sec_variance"))
 st.markdown(lesson("scaling/variance"))
-var = variance_data(seed)
-i_step = sl.D_K_STEPS.index(d_k)
-var_raw, var_scaled = float(var["var_raw"][i_step]), float(var["var_scaled"][i_step])
+var = variance_view(seed, d_k, (t("scaling.hist_note_raw", var="{var}", dk=d_k),
+                                t("scaling.hist_note_scaled", var="{var}")),
+                    (t("scaling.series_raw"), t("scaling.series_scaled"), t("scaling.series_theory_raw"),
+                     t("scaling.series_theory_scaled")))
 left, right = st.columns(2)
 with left:
-    notes = (t("scaling.hist_note_raw", var=sc.fmt(var_raw), dk=d_k),
-             t("scaling.hist_note_scaled", var=sc.fmt(var_scaled)))
-    draw("hist", sc.histogram_chart, sc.histogram_frame(var["dots"][i_step], d_k, notes), "hist",
+    draw("hist", sc.histogram_chart, var["hist"], "hist",
          panel_titles=(t("scaling.panel_raw"), t("scaling.panel_scaled")), x_title=t("scaling.hist_x"),
          y_title=t("scaling.hist_y"), count_title=t("scaling.hist_count"))
     st.caption(t("scaling.hist_caption", n=N_PAIRS, dk=d_k))
 with right:
-    series = (t("scaling.series_raw"), t("scaling.series_scaled"), t("scaling.series_theory_raw"),
-              t("scaling.series_theory_scaled"))
-    frame = sc.variance_frame(sl.D_K_STEPS, var["var_raw"], var["var_scaled"], d_k, series)
-    draw("var", sc.variance_chart, frame, "var", title=t("scaling.var_title", n=N_PAIRS),
+    draw("var", sc.variance_chart, var["var"], "var", title=t("scaling.var_title", n=N_PAIRS),
          x_title=t("scaling.var_x"), y_title=t("scaling.var_y"), legend_title=t("scaling.var_legend"))
 
 # ------------------------------------------------------------------ 2. what big scores do to softmax
 st.header(t("scaling.sec_softmax"))
 st.markdown(lesson("scaling/softmax"))
-scores = scores_at(seed, d_k)                                            # (N_Q, N_K) raw q.k
-weights = masked_softmax(scores[:N_SHOW] * sl.score_scale(d_k, scaled, tau))   # (N_SHOW, N_K)
 row = int(st.session_state.get("scaling_row", 0))
 left, right = st.columns([1.3, 1])
 with left:
     st.markdown(f"**{t('scaling.heat_title', mode=mode_now, dk=d_k, tau=tau_txt)}**")
-    picked = draw_weights(weights, row, key="w", file_name=f"weights_dk{d_k}_tau{tau:g}.csv")
+    picked = draw_weights(softmax_view(seed, d_k, tau, scaled, row, modes), row, key="w",
+                          file_name=f"weights_dk{d_k}_tau{tau:g}.csv")
     if picked is not None and 0 <= picked < N_SHOW and picked != row:
         row = st.session_state["scaling_row"] = picked
     st.caption(t("scaling.heat_caption"))
+soft = softmax_view(seed, d_k, tau, scaled, row, modes)
 with right:
     st.markdown(f"**{t('scaling.bars_title', q=Q_LABELS[row], mode=mode_now)}**")
-    draw("row", sc.row_chart, sc.row_frame(weights[row].numpy(), K_LABELS), "bars",
-         key_title=t("scaling.axis_key"), weight_title=t("scaling.axis_weight"))
-strip = {}
-for d in sl.STRIP_D_K:
-    raw_row = scores_at(seed, d)[row]
-    for flag in (False, True):
-        strip[(d, flag)] = masked_softmax(raw_row * sl.score_scale(d, flag, tau)).numpy()
+    draw("row", sc.row_chart, soft["row"], "bars", key_title=t("scaling.axis_key"),
+         weight_title=t("scaling.axis_weight"))
 st.markdown(f"**{t('scaling.strip_title', q=Q_LABELS[row], tau=tau_txt)}**")
-draw("strip", sc.strip_chart, sc.strip_frame(strip, K_LABELS, modes), "strip",
-     column_title=t("scaling.strip_column"), key_title=t("scaling.axis_key"),
-     weight_title=t("scaling.axis_weight"), mode_title=t("scaling.mode_title"))
+draw("strip", sc.strip_chart, soft["strip"], "strip", column_title=t("scaling.strip_column"),
+     key_title=t("scaling.axis_key"), weight_title=t("scaling.axis_weight"),
+     mode_title=t("scaling.mode_title"))
 
 # ------------------------------------------------------------------ 3. the gradient signal
 st.header(t("scaling.sec_gradient"))
 st.markdown(lesson("scaling/gradient"))
-sat = saturation_data(seed, tau)
-sweep = sc.sweep_frame(sl.SWEEP_D_K, sat["unscaled"], sat["scaled"], d_k, modes)
+grad = gradient_view(seed, d_k, tau, modes)
 metrics = (("max_weight", "metric_max_weight", (1.0 / N_K * 0.9, 1.0)),
            ("entropy", "metric_entropy", None),
            ("jacobian_norm", "metric_jacobian", None))
 for col, (metric, label, domain) in zip(st.columns(3), metrics):
     with col:
-        draw("sweep", sc.sweep_chart, sweep, f"sweep_{metric}", metric=metric, title=t(f"scaling.{label}"),
-             x_title="d_k", y_title=t(f"scaling.{label}"), mode_title=t("scaling.mode_title"),
-             y_domain=domain)
+        draw("sweep", sc.sweep_chart, grad["frame"], f"sweep_{metric}", metric=metric,
+             title=t(f"scaling.{label}"), x_title="d_k", y_title=t(f"scaling.{label}"),
+             mode_title=t("scaling.mode_title"), y_domain=domain)
 st.caption(t("scaling.sweep_caption", n=N_Q, k=N_K, tau=tau_txt, dk=d_k))
-if (sweep["value"] < sc.FLOOR).any():
+if (grad["frame"]["value"] < sc.FLOOR).any():
     st.caption(t("scaling.floor_caption", floor=f"{sc.FLOOR:.0e}"))
-i_sw = sl.SWEEP_D_K.index(d_k)
-now = sat["scaled" if scaled else "unscaled"]
-if now["jacobian_norm"][i_sw] < sc.FLOOR:
+i = sl.SWEEP_D_K.index(d_k)
+un, sd = grad["unscaled"], grad["scaled"]
+now = sd if scaled else un
+if now["jacobian_norm"][i] < sc.FLOOR:
     anatomy.problem("scaling.warn_saturated", floor=f"{sc.FLOOR:.0e}")
-if now["max_weight"][i_sw] < 1.25 / N_K:
-    anatomy.problem("scaling.warn_flat", tau=tau_txt, mw=sc.fmt(now["max_weight"][i_sw]), k=N_K,
+if now["max_weight"][i] < 1.25 / N_K:
+    anatomy.problem("scaling.warn_flat", tau=tau_txt, mw=sc.fmt(now["max_weight"][i]), k=N_K,
                     flat=sc.fmt(1 / N_K))
 
 # ------------------------------------------------------------------ 4. temperature
 st.header(t("scaling.sec_temperature"))
 st.markdown(lesson("scaling/temperature"))
-taus = torch.tensor(TAU_GRID, dtype=torch.float64)
-curve_raw = sl.temperature_curve(scores[row], taus).numpy()
-curve_scaled = sl.temperature_curve(scores[row] / root, taus).numpy()
 left, right = st.columns([2, 1])
 with left:
     st.markdown(f"**{t('scaling.tau_title', q=Q_LABELS[row], dk=d_k)}**")
-    frame = sc.temperature_frame(TAU_GRID, curve_raw, curve_scaled, tau, modes)
-    draw("temp", sc.temperature_chart, frame, "temp", n_keys=N_K, x_title=t("scaling.tau_x"),
+    draw("temp", sc.temperature_chart, soft["temp"], "temp", n_keys=N_K, x_title=t("scaling.tau_x"),
          y_title=t("scaling.tau_y"), mode_title=t("scaling.mode_title"))
 with right:
-    st.caption(t("scaling.tau_caption", k=N_K, tau=tau_txt, sqrt=sc.fmt_short(root)))
+    st.caption(t("scaling.tau_caption", k=N_K, tau=tau_txt, sqrt=root))
 
 # ------------------------------------------------------------------ what to notice
-un, sd = sat["unscaled"], sat["scaled"]
-jac_raw, jac_scaled = float(un["jacobian_norm"][i_sw]), float(sd["jacobian_norm"][i_sw])
+jac_raw, jac_scaled = float(un["jacobian_norm"][i]), float(sd["jacobian_norm"][i])
 if jac_raw < jac_scaled / 1.5:
     ratio = (sc.fmt_short(jac_scaled / jac_raw) if jac_raw >= sc.FLOOR
              else f"> {sc.fmt_short(jac_scaled / sc.FLOOR)}")
@@ -213,36 +239,30 @@ else:
                  jac_scaled=sc.fmt(jac_scaled), jac_last=sc.fmt(un["jacobian_norm"][-1]),
                  jac_scaled_last=sc.fmt(sd["jacobian_norm"][-1]))
 anatomy.notice([
-    t("scaling.notice_variance", dk=d_k, var_raw=sc.fmt(var_raw), sqrt=sc.fmt_short(root),
-      var_scaled=sc.fmt(var_scaled)),
-    t("scaling.notice_saturation", n=N_Q, k=N_K, mw_raw=sc.fmt(un["max_weight"][i_sw]),
-      ent_raw=sc.fmt(un["entropy"][i_sw]), mw_scaled=sc.fmt(sd["max_weight"][i_sw]),
-      ent_scaled=sc.fmt(sd["entropy"][i_sw]), flat_mw=sc.fmt(1 / N_K), flat_ent=sc.fmt(math.log(N_K))),
+    t("scaling.notice_variance", dk=d_k, var_raw=sc.fmt(var["var_raw"]), sqrt=root,
+      var_scaled=sc.fmt(var["var_scaled"])),
+    t("scaling.notice_saturation", n=N_Q, k=N_K, mw_raw=sc.fmt(un["max_weight"][i]),
+      ent_raw=sc.fmt(un["entropy"][i]), mw_scaled=sc.fmt(sd["max_weight"][i]),
+      ent_scaled=sc.fmt(sd["entropy"][i]), flat_mw=sc.fmt(1 / N_K), flat_ent=sc.fmt(math.log(N_K))),
     gradient,
-    t("scaling.notice_temperature", q=Q_LABELS[row], mw_now=sc.fmt(weights[row].max()), mode=mode_now,
-      tau=tau_txt, sqrt=sc.fmt_short(root)),
+    t("scaling.notice_temperature", q=Q_LABELS[row], mw_now=sc.fmt(soft["mw_now"]), mode=mode_now,
+      tau=tau_txt, sqrt=root),
 ])
 
 # ------------------------------------------------------------------ exercises
 anatomy.exercise("ex_var", t("scaling.ex1_question"), tl("scaling.ex1_options"), 2,
-                 t("scaling.ex1_explanation", measured=sc.fmt(var["var_raw"][sl.D_K_STEPS.index(256)])))
+                 t("scaling.ex1_explanation", measured=sc.fmt(var["var_256"])))
 anatomy.exercise("ex_tau", t("scaling.ex2_question"), tl("scaling.ex2_options"), 1,
                  t("scaling.ex2_explanation"))
 
 
 # ------------------------------------------------------------------ pitfall
 def pitfall_demo() -> None:
-    scale_raw, scale_scaled = sl.score_scale(d_k, False, tau), sl.score_scale(d_k, True, tau)
+    numbers = pitfall_numbers(seed, d_k, tau)
     st.markdown(t("scaling.pitfall_live", dk=d_k, tau=tau_txt, n=N_Q,
-                  nan16_raw=sl.overflow_rows(scores, scale_raw, torch.float16),
-                  nan32_raw=sl.overflow_rows(scores, scale_raw, torch.float32),
-                  nan16_scaled=sl.overflow_rows(scores, scale_scaled, torch.float16),
-                  nan32_scaled=sl.overflow_rows(scores, scale_scaled, torch.float32)))
-    head = scores_at(seed, D_MODEL // HEADS)                             # one head: d_k = 64
-    per_head = sl.saturation_stats(masked_softmax(head / math.sqrt(D_MODEL // HEADS)))
-    per_model = sl.saturation_stats(masked_softmax(head / math.sqrt(D_MODEL)))
-    st.markdown(t("scaling.pitfall_which_d", mw_dk=sc.fmt(per_head.max_weight),
-                  mw_dmodel=sc.fmt(per_model.max_weight)))
+                  **{k: v for k, v in numbers.items() if k.startswith("nan")}))
+    st.markdown(t("scaling.pitfall_which_d", mw_dk=sc.fmt(numbers["mw_dk"]),
+                  mw_dmodel=sc.fmt(numbers["mw_dmodel"])))
     st.code(t("scaling.pitfall_code"), language="python")
 
 

@@ -148,6 +148,9 @@ def test_temperature_knob():
     assert float(curve[-1]) == pytest.approx(1 / 16, abs=1e-3)  # tau -> inf: uniform
     # the scaled curve is the unscaled curve moved by a factor sqrt(d_k) along tau
     torch.testing.assert_close(temperature_curve(scores / 8, taus), temperature_curve(scores, taus * 8))
+    both = temperature_curve(torch.stack([scores, scores / 8]), taus)          # batched rows
+    assert both.shape == (2, 25)
+    torch.testing.assert_close(both[1], temperature_curve(scores / 8, taus))
 
 
 def test_naive_softmax_overflows_but_masked_softmax_does_not():

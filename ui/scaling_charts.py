@@ -111,32 +111,34 @@ def histogram_frame(dots: np.ndarray, d_k: int, notes: tuple[str, str]) -> pd.Da
     part "bar": bin_start, bin_end, count, density; part "theory": x, density of N(0, d_k) resp.
     N(0, 1); part "note": the text ``notes[scaled]`` (already holding the measured variance).
     The scaled histogram uses the raw bin edges divided by sqrt(d_k): same shape, narrower —
-    on a shared x axis, that is the point. ``variance`` is the sample variance (ddof=1).
+    on a shared x axis, that is the point. ``variance`` is the sample variance (ddof=1) of the
+    panel's values (for "theory": sigma^2).
     """
     dots = np.asarray(dots, dtype=np.float64)
     root = math.sqrt(d_k)
     reach = max(4.0 * root, float(np.abs(dots).max()) * 1.001 if dots.size else 0.0)
     edges = np.linspace(-reach, reach, HIST_BINS + 1)
     counts, _ = np.histogram(dots, bins=edges)
-    parts = []
+    x = np.linspace(-reach, reach, 121)
+    nb, nt = HIST_BINS, len(x)
+    gap_b, gap_t, gap_1 = np.full(nb, np.nan), np.full(nt, np.nan), np.full(1, np.nan)
+    panels = []
     for scaled, factor in ((False, 1.0), (True, root)):
-        e = edges / factor
-        values = dots / factor
-        parts.append(pd.DataFrame({
-            "scaled": scaled, "part": "bar", "bin_start": e[:-1], "bin_end": e[1:], "count": counts,
-            "density": counts / (len(values) * (e[1] - e[0])), "x": np.nan,
-            "variance": float(values.var(ddof=1)), "note": ""}))
-        sigma = root / factor
-        x = np.linspace(-reach / factor, reach / factor, 121)
-        parts.append(pd.DataFrame({
-            "scaled": scaled, "part": "theory", "bin_start": np.nan, "bin_end": np.nan, "count": 0,
-            "density": np.exp(-0.5 * (x / sigma) ** 2) / (sigma * math.sqrt(2 * math.pi)), "x": x,
-            "variance": sigma ** 2, "note": ""}))
-        parts.append(pd.DataFrame({
-            "scaled": [scaled], "part": "note", "bin_start": np.nan, "bin_end": np.nan, "count": 0,
-            "density": np.nan, "x": np.nan, "variance": float(values.var(ddof=1)),
-            "note": notes[int(scaled)]}))
-    return pd.concat(parts, ignore_index=True)
+        e, xs, sigma = edges / factor, x / factor, root / factor
+        var = float((dots / factor).var(ddof=1)) if dots.size > 1 else float("nan")
+        theory = np.exp(-0.5 * (xs / sigma) ** 2) / (sigma * math.sqrt(2 * math.pi))
+        panels.append({
+            "scaled": np.full(nb + nt + 1, scaled),
+            "part": np.repeat(np.array(["bar", "theory", "note"], dtype=object), [nb, nt, 1]),
+            "bin_start": np.concatenate([e[:-1], gap_t, gap_1]),
+            "bin_end": np.concatenate([e[1:], gap_t, gap_1]),
+            "count": np.concatenate([counts, np.zeros(nt + 1, dtype=np.int64)]),
+            "density": np.concatenate([counts / (max(len(dots), 1) * (e[1] - e[0])), theory, gap_1]),
+            "x": np.concatenate([gap_b, xs, gap_1]),
+            "variance": np.concatenate([np.full(nb, var), np.full(nt, sigma ** 2), [var]]),
+            "note": np.array([""] * (nb + nt) + [notes[int(scaled)]], dtype=object),
+        })
+    return pd.DataFrame({key: np.concatenate([p[key] for p in panels]) for key in panels[0]})
 
 
 def histogram_chart(frame: pd.DataFrame, *, panel_titles: tuple[str, str], x_title: str, y_title: str,
@@ -166,19 +168,16 @@ def variance_frame(d_ks: Sequence[int], var_raw: Sequence[float], var_scaled: Se
                    current_d_k: int, labels: tuple[str, str, str, str]) -> pd.DataFrame:
     """Long form: d_k, series label, scaled flag, kind ("measured" / "theory"), value, is_now."""
     d = np.asarray(d_ks, dtype=np.float64)
-    raw_lbl, scaled_lbl, theory_raw_lbl, theory_scaled_lbl = labels
-    parts = [
-        pd.DataFrame({"d_k": d, "series": raw_lbl, "scaled": False, "kind": "measured",
-                      "value": np.asarray(var_raw, dtype=np.float64)}),
-        pd.DataFrame({"d_k": d, "series": scaled_lbl, "scaled": True, "kind": "measured",
-                      "value": np.asarray(var_scaled, dtype=np.float64)}),
-        pd.DataFrame({"d_k": d, "series": theory_raw_lbl, "scaled": False, "kind": "theory", "value": d}),
-        pd.DataFrame({"d_k": d, "series": theory_scaled_lbl, "scaled": True, "kind": "theory",
-                      "value": np.ones_like(d)}),
-    ]
-    frame = pd.concat(parts, ignore_index=True)
-    frame["is_now"] = frame["d_k"] == current_d_k
-    return frame
+    n = len(d)
+    return pd.DataFrame({
+        "d_k": np.tile(d, 4),
+        "series": np.repeat(np.array(labels, dtype=object), n),
+        "scaled": np.tile(np.repeat([False, True], n), 2),
+        "kind": np.repeat(np.array(["measured", "theory"], dtype=object), 2 * n),
+        "value": np.concatenate([np.asarray(var_raw, dtype=np.float64),
+                                 np.asarray(var_scaled, dtype=np.float64), d, np.ones(n)]),
+        "is_now": np.tile(d == current_d_k, 4),
+    })
 
 
 def variance_chart(frame: pd.DataFrame, *, title: str, x_title: str, y_title: str,
@@ -221,16 +220,20 @@ def row_chart(frame: pd.DataFrame, *, key_title: str, weight_title: str) -> alt.
     ).properties(height=250)
 
 
-def strip_frame(weights: dict[tuple[int, bool], np.ndarray], key_labels: Sequence[str],
+def strip_frame(weights: np.ndarray, d_ks: Sequence[int], key_labels: Sequence[str],
                 mode_labels: tuple[str, str]) -> pd.DataFrame:
-    """weights[(d_k, scaled)] = one softmax row -> long form for the small multiples."""
-    rows = []
-    for (d_k, scaled), row in weights.items():
-        row = np.asarray(row, dtype=np.float64)
-        rows.append(pd.DataFrame({"d_k": d_k, "scaled": scaled, "mode": mode_labels[int(scaled)],
-                                  "key": list(key_labels), "weight": row, "exact": np.char.mod("%.6g", row),
-                                  "is_max": np.arange(len(row)) == int(row.argmax())}))
-    return pd.concat(rows, ignore_index=True)
+    """weights (2, len(d_ks), n_k): one query's softmax rows, [unscaled, scaled] x d_k -> long form."""
+    w = np.asarray(weights, dtype=np.float64)
+    n_m, n_d, n_k = w.shape
+    flat = w.reshape(-1)
+    is_max = (np.arange(n_k)[None, None, :] == w.argmax(axis=-1)[..., None]).reshape(-1)
+    return pd.DataFrame({
+        "d_k": np.tile(np.repeat(np.asarray(d_ks, dtype=np.int64), n_k), n_m),
+        "scaled": np.repeat([False, True][:n_m], n_d * n_k),
+        "mode": np.repeat(np.array(mode_labels[:n_m], dtype=object), n_d * n_k),
+        "key": np.tile(np.array(key_labels, dtype=object), n_m * n_d),
+        "weight": flat, "exact": np.char.mod("%.6g", flat).astype(object), "is_max": is_max,
+    })
 
 
 def strip_chart(frame: pd.DataFrame, *, column_title: str, key_title: str, weight_title: str,
@@ -258,17 +261,19 @@ def strip_chart(frame: pd.DataFrame, *, column_title: str, key_title: str, weigh
 def sweep_frame(d_ks: Sequence[int], unscaled: dict[str, Sequence[float]], scaled: dict[str, Sequence[float]],
                 current_d_k: int, mode_labels: tuple[str, str]) -> pd.DataFrame:
     """Long form of the saturation sweep: d_k, metric, scaled flag, mode label, exact value, plotted value."""
-    parts = []
-    for flag, stats in ((False, unscaled), (True, scaled)):
-        for metric, values in stats.items():
-            v = np.asarray(values, dtype=np.float64)
-            parts.append(pd.DataFrame({
-                "d_k": np.asarray(d_ks, dtype=np.int64), "metric": metric, "scaled": flag,
-                "mode": mode_labels[int(flag)], "value": v, "plotted": np.maximum(v, FLOOR),
-                "exact": np.char.mod("%.6g", v)}))
-    frame = pd.concat(parts, ignore_index=True)
-    frame["is_now"] = frame["d_k"] == current_d_k
-    return frame
+    d = np.asarray(d_ks, dtype=np.int64)
+    metrics = list(unscaled)
+    v = np.concatenate([np.asarray(stats[m], dtype=np.float64)
+                        for stats in (unscaled, scaled) for m in metrics])
+    n, k = len(d), len(metrics)
+    return pd.DataFrame({
+        "d_k": np.tile(d, 2 * k),
+        "metric": np.tile(np.repeat(np.array(metrics, dtype=object), n), 2),
+        "scaled": np.repeat([False, True], k * n),
+        "mode": np.repeat(np.array(mode_labels, dtype=object), k * n),
+        "value": v, "plotted": np.maximum(v, FLOOR), "exact": np.char.mod("%.6g", v).astype(object),
+        "is_now": np.tile(d == current_d_k, 2 * k),
+    })
 
 
 def sweep_chart(frame: pd.DataFrame, metric: str, *, title: str, x_title: str, y_title: str,
@@ -293,15 +298,17 @@ def sweep_chart(frame: pd.DataFrame, metric: str, *, title: str, x_title: str, y
 
 # --- 4. temperature -------------------------------------------------------------------------------
 
-def temperature_frame(taus: Sequence[float], unscaled: np.ndarray, scaled: np.ndarray, current_tau: float,
+def temperature_frame(taus: Sequence[float], curves: np.ndarray, current_tau: float,
                       mode_labels: tuple[str, str]) -> pd.DataFrame:
+    """curves (2, len(taus)): max weight of one query against tau, [unscaled, scaled]."""
     taus = np.asarray(taus, dtype=np.float64)
-    frame = pd.concat([
-        pd.DataFrame({"tau": taus, "scaled": flag, "mode": mode_labels[int(flag)],
-                      "max_weight": np.asarray(v, dtype=np.float64)})
-        for flag, v in ((False, unscaled), (True, scaled))], ignore_index=True)
-    frame["is_now"] = np.isclose(frame["tau"], current_tau, rtol=1e-9, atol=0)
-    return frame
+    m = len(taus)
+    return pd.DataFrame({
+        "tau": np.tile(taus, 2), "scaled": np.repeat([False, True], m),
+        "mode": np.repeat(np.array(mode_labels, dtype=object), m),
+        "max_weight": np.asarray(curves, dtype=np.float64).reshape(-1),
+        "is_now": np.tile(np.isclose(taus, current_tau, rtol=1e-9, atol=0), 2),
+    })
 
 
 def temperature_chart(frame: pd.DataFrame, n_keys: int, *, x_title: str, y_title: str,
