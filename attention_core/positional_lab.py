@@ -233,10 +233,16 @@ def cosine_grid(table: torch.Tensor) -> torch.Tensor:
     return t @ t.T
 
 
-def random_qk(d: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """One seeded query vector and one key vector (d,), N(0, 1), float64."""
+def random_qk(d: int, seed: int = 0, match: float = 0.8) -> tuple[torch.Tensor, torch.Tensor]:
+    """A seeded query q ~ N(0, I) and a key k = match * q + sqrt(1 - match^2) * noise (float64, (d,)).
+
+    With ``match`` near 1 the key is one the query looks for (cosine ~ match at the same
+    position), so a score grid peaks at offset 0; ``match=0`` gives an unrelated key.
+    """
     g = torch.Generator().manual_seed(seed)
-    return torch.randn(d, generator=g, dtype=torch.float64), torch.randn(d, generator=g, dtype=torch.float64)
+    q = torch.randn(d, generator=g, dtype=torch.float64)
+    noise = torch.randn(d, generator=g, dtype=torch.float64)
+    return q, match * q + (1 - match ** 2) ** 0.5 * noise
 
 
 def rotary_score_grid(q: torch.Tensor, k: torch.Tensor, n: int, base: float = 10000.0) -> torch.Tensor:

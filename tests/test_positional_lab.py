@@ -226,6 +226,18 @@ def test_rotary_score_grid_depends_on_offset_only():
     assert abs(float(add[3, 11]) - additive_score(q, k, 3, 11)) < 1e-9
 
 
+def test_random_qk_match():
+    q, k = random_qk(4096, seed=1, match=0.8)
+    assert abs(float(q @ k / (q.norm() * k.norm())) - 0.8) < 0.03
+    q0, k0 = random_qk(4096, seed=1, match=0.0)
+    assert abs(float(q0 @ k0 / (q0.norm() * k0.norm()))) < 0.05
+    torch.testing.assert_close(q, q0)
+    # a matching key: the rotary score peaks at offset 0 (the diagonal of the grid)
+    q, k = random_qk(16, seed=0)
+    grid = rotary_score_grid(q, k, 24)
+    assert float(grid.diagonal().min()) >= float(grid.max()) - 1e-9
+
+
 def test_toeplitz_gap_oracle():
     t = torch.tensor([[1.0, 2.0, 3.0], [4.0, 1.0, 2.0], [5.0, 4.0, 1.0]])
     assert toeplitz_gap(t) == 0.0
