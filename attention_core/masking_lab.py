@@ -23,8 +23,8 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from .functional import apply_mask, scaled_dot_product_attention, scaled_dot_scores
-from .masks import causal_mask, padding_mask
+from .functional import apply_mask, masked_softmax, scaled_dot_product_attention, scaled_dot_scores
+from .masks import causal_mask, local_mask, padding_mask
 from .text import embed_tokens, projection
 
 PAD = "[PAD]"
@@ -213,3 +213,92 @@ def int_mask_error(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torc
         return str(exc).splitlines()[0]
     return None
 
+
+
+# ------------------------------------------------------------------ the page's computations, end to end
+def attend_batch(sentences: Sequence[Sequence[str]], side: str = "right", seed: int = 0, causal: bool = False,
+                 d_k: int = 8):
+    """Pad the batch, build its mask (encoder: padding; decoder: padding AND look-ahead), attend.
+
+    Returns (batch, keep, (q, k, v), stages).
+    """
+    batch = pad_batch(sentences, side=side)
+    keep = batch_mask(batch.lengths, batch.n, side=side, causal=causal)
+    q, k, v = batch_qkv(batch, d_k, seed)
+    return batch, keep, (q, k, v), masked_attention_stages(q, k, v, keep)
+
+
+def custom_attention(tokens: Sequence[str], code: str, seed: int = 0, d_k: int = 8):
+    """Attention of one sentence under a mask written as ``encode_mask`` text.
+
+    Returns (mask, stages, the tutorials' naive weights for comparison).
+    """
+    mask, _ = decode_mask(code, len(tokens))
+    q, k, v = batch_qkv(pad_batch([tokens]), d_k, seed)
+    out = masked_attention_stages(q, k, v, mask)
+    return mask, out, pitfall_naive_masked_softmax(out.scores, mask)
+
+
+PRESETS = ("all", "causal", "window", "none")
+
+
+def preset_mask(name: str, n: int) -> torch.Tensor:
+    """Starting points for a custom mask: all visible, causal, a ±1 window, all hidden."""
+    if name == "all":
+        return torch.ones(n, n, dtype=torch.bool)
+    if name == "causal":
+        return causal_mask(n)
+    if name == "window":
+        return local_mask(n, 1)
+    if name == "none":
+        return torch.zeros(n, n, dtype=torch.bool)
+    raise ValueError(f"unknown preset {name!r}")
+
+
+def default_custom_mask(n: int) -> torch.Tensor:
+    """A ±1 window with the third query switched off entirely: the safe softmax's zero row, on sight."""
+    m = local_mask(n, 1)
+    if n >= 3:
+        m[2] = False
+    return m
+
+
+def apply_edits(code: str, labels: Sequence[str], edited_rows: dict) -> str:
+    """Apply a checkbox grid's edits ({row: {column label: bool}}) to a mask written as text."""
+    n = len(labels)
+    mask, _ = decode_mask(code, n)
+    names = list(labels)
+    for r, changes in edited_rows.items():
+        for col, value in changes.items():
+            if col in names and 0 <= int(r) < n:
+                mask[int(r), names.index(col)] = bool(value)
+    return encode_mask(mask)
+
+
+def fully_masked_demo(sentences: Sequence[Sequence[str]], seed: int = 0, d_k: int = 8) -> dict:
+    """Pitfalls 1 and 2 on a row with no visible key, as plain numbers.
+
+    The row: the first query of the shortest sentence, left-padded, in a decoder — a [PAD] that
+    sees nothing (or, when every sentence has the same length, a row hidden by hand: by_hand).
+    """
+    batch, keep, (q, k, v), stages = attend_batch(sentences, "left", seed, True, d_k)
+    s = min(range(len(batch.lengths)), key=lambda i: batch.lengths[i])
+    row_mask = keep[s, 0, 0].clone()
+    by_hand = bool(row_mask.any())
+    row_mask[:] = False
+    scores = stages.scores[s, 0, 0]
+    all_naive = pitfall_naive_masked_softmax(stages.scores, keep)
+    fills = {}
+    for fill in ("-inf", "-1e9", "finfo.min"):
+        for dtype in DTYPES:
+            out = masked_fill_outcome(scores, row_mask, fill, dtype)
+            w = None if out.error else out.weights.float()
+            status = ("error" if out.error else "nan" if torch.isnan(w).any()
+                      else "zero" if bool((w == 0).all()) else "uniform")
+            fills[fill, dtype] = (out.stored, status, None if w is None else float(w[0]), out.error)
+    return {"s": s, "by_hand": by_hand, "tokens": batch.tokens[s],
+            "naive": pitfall_naive_masked_softmax(scores, row_mask).tolist(),
+            "safe": masked_softmax(scores, row_mask).tolist(),
+            "nan": int(torch.isnan(all_naive).sum()), "naive_sum": float((all_naive @ v).sum()),
+            "safe_sum": float(stages.output.sum()), "zeros": int((stages.weights.sum(-1) == 0).sum()),
+            "fills": fills, "cast": float(fill_then_cast(scores, row_mask, "-1e9", "float16")[0])}

@@ -184,3 +184,37 @@ def test_convention_mixups_match_torch_sdpa():
     ref = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(8) + keep.float(), dim=-1)
     assert torch.allclose(w["float01"], ref.expand_as(w["float01"]), atol=ATOL)
     assert "dtype" in int_mask_error(q, k, v, keep)
+
+
+# ---------------------------------------------------------------- the page's end-to-end helpers
+def test_presets_and_default_custom_mask():
+    from attention_core.masking_lab import PRESETS, apply_edits, default_custom_mask, preset_mask
+    n = 4
+    assert preset_mask("all", n).all() and not preset_mask("none", n).any()
+    assert torch.equal(preset_mask("causal", n), torch.ones(n, n, dtype=torch.bool).tril())
+    assert torch.equal(preset_mask("window", n), (torch.arange(n)[:, None] - torch.arange(n)).abs() <= 1)
+    assert set(PRESETS) == {"all", "causal", "window", "none"}
+    with pytest.raises(ValueError):
+        preset_mask("diagonal", n)
+    d = default_custom_mask(5)
+    assert not d[2].any() and d[[0, 1, 3, 4]].any(-1).all()
+    assert default_custom_mask(2).all()
+    labels = ["a", "b", "c"]
+    assert apply_edits("100-110-111", labels, {}) == "100-110-111"
+    assert apply_edits("100-110-111", labels, {"1": {"c": True}, 2: {"a": False, "zz": True}, 7: {"a": 1}}) \
+        == "100-111-011"
+
+
+def test_fully_masked_demo_numbers():
+    from attention_core.masking_lab import custom_attention, fully_masked_demo
+    d = fully_masked_demo(SENTS, seed=2)
+    assert d["s"] == 2 and not d["by_hand"] and d["tokens"][0] == PAD
+    assert all(math.isnan(x) for x in d["naive"]) and all(x == 0 for x in d["safe"])
+    assert d["nan"] > 0 and math.isnan(d["naive_sum"]) and math.isfinite(d["safe_sum"])
+    assert d["fills"]["-1e9", "float16"][1] == "error" and d["fills"]["-inf", "float32"][1] == "nan"
+    assert d["fills"]["finfo.min", "float16"][1] == "uniform" and math.isnan(d["cast"])
+    same = fully_masked_demo([["a", "b"], ["c", "d"]])
+    assert same["by_hand"] and all(x == 0 for x in same["safe"])
+    mask, out, naive = custom_attention(["x", "y", "z"], "110-000-011", seed=1)
+    assert (out.weights[0, 0, 1] == 0).all() and torch.isnan(naive[0, 0, 1]).all()
+    assert torch.allclose(out.weights[0, 0, [0, 2]].sum(-1), torch.ones(2))

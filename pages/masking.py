@@ -1,0 +1,388 @@
+"""Masking: pad a batch, hide the future in a decoder, draw your own mask — and meet the NaN,
+float16 and mixed-convention traps of the tutorials, live."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import streamlit as st
+import torch
+
+from attention_core import masking_lab as ml
+from attention_core.functional import masked_softmax, scaled_dot_product_attention
+from attention_core.masks import causal_mask, local_mask, padding_mask
+from attention_core.text import tokenize
+from ui import anatomy
+from ui.charts import heatmap, unique_labels
+from ui.controls import seed as seed_control
+from ui.i18n import lesson, t
+from ui.masking_charts import batch_chart, mask_panels, row_bars
+
+NS = "masking"
+MAX_SENTENCES = 6
+MAX_TOKENS = 10          # per sentence: a padded batch stays at most 6 x 10, numbers fit in the cells
+MAX_CHARS = 1200
+D_K = 8
+FORMULA = (r"\operatorname{{Attention}}(Q,K,V)=\operatorname{{softmax}}\!\Big(\frac{{QK^{{\top}}}}{{\sqrt{{d_k}}}}"
+           r"+M\Big)V,\qquad M_{{ij}}=\begin{{cases}}0 & \text{{{visible}}}\\ -\infty & \text{{{hidden}}}"
+           r"\end{{cases}}")
+
+
+# ------------------------------------------------------------------ inputs
+def read_batch() -> list[list[str]] | None:
+    """The sentences of the text area, one per line; messages for empty / too many / too long."""
+    text = st.text_area(t("masking.batch_label"), value=t("masking.default_batch"), key="batch",
+                        bind="query-params", max_chars=MAX_CHARS, height=130,
+                        help=t("masking.batch_help", max=MAX_SENTENCES, tokens=MAX_TOKENS))
+    lines = [tokenize(line) for line in (text or "").splitlines()]
+    sentences = [s for s in lines if s]
+    if not sentences:
+        anatomy.problem("masking.err_empty")
+        return None
+    if len(lines) > len(sentences):
+        st.caption(t("masking.note_blank", n=len(lines) - len(sentences)))
+    if len(sentences) > MAX_SENTENCES:
+        anatomy.problem("masking.warn_too_many", n=len(sentences), max=MAX_SENTENCES)
+        sentences = sentences[:MAX_SENTENCES]
+    long = [str(i + 1) for i, s in enumerate(sentences) if len(s) > MAX_TOKENS]
+    if long:
+        anatomy.problem("masking.warn_truncated", lines=", ".join(long), max=MAX_TOKENS)
+        sentences = [s[:MAX_TOKENS] for s in sentences]
+    if len(sentences) == 1:
+        st.info(t("masking.note_one"), icon=":material/info:")
+    elif len({len(s) for s in sentences}) == 1:
+        st.info(t("masking.note_same_length"), icon=":material/info:")
+    return sentences
+
+
+def pick_sentence(sentences: list[list[str]]) -> int:
+    lengths = [len(s) for s in sentences]
+    default = next((i for i, n in enumerate(lengths) if n < max(lengths)), 0)
+    picked = st.segmented_control(t("masking.pick"), list(range(len(sentences))), default=default,
+                                  format_func=lambda i: str(i + 1), key="s", bind="query-params",
+                                  required=True)
+    return default if picked is None or picked >= len(sentences) else int(picked)
+
+
+def side_control() -> str:
+    side = st.segmented_control(t("masking.side"), ["right", "left"], default="right", required=True,
+                                format_func=lambda s: t(f"masking.side_{s}"), key="side",
+                                bind="query-params", help=t("masking.side_help"))
+    return side or "right"
+
+
+def hm_height(n: int) -> int:
+    """Heatmap height: autosize "fit" counts the title and the rotated key labels, so add room."""
+    return 28 * n + 130
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+# ------------------------------------------------------------------ cached computations (plain parameters)
+Batch = tuple[tuple[str, ...], ...]
+
+
+_cached = st.cache_data(max_entries=64, show_spinner=False)
+attend = _cached(ml.attend_batch)              # (sentences, side, seed, causal) -> batch, keep, qkv, stages
+attend_custom = _cached(ml.custom_attention)   # (tokens, mask text, seed) -> mask, stages, naive weights
+fully_masked_demo = _cached(ml.fully_masked_demo)
+
+
+@_cached
+def mixups(sentences: Batch, side: str, seed: int):
+    _, keep, (q, k, v), _ = ml.attend_batch(sentences, side, seed)
+    return ml.convention_mixups(q, k, v, keep), ml.int_mask_error(q, k, v, keep)
+
+
+# ------------------------------------------------------------------ the sections
+def padding_section(batch: ml.PaddedBatch, stages: ml.MaskedStages, keep: torch.Tensor, s: int) -> None:
+    st.subheader(t("masking.pad_title"))
+    st.markdown(t("masking.pad_text"))
+    names = [t("masking.sentence_n", i=i + 1) for i in range(len(batch.tokens))]
+    key_keep = keep[:, 0, 0]                                                # (b, n)
+    data, spec = batch_chart(batch.tokens, key_keep, row_names=names, selected=s,
+                             title=t("masking.batch_title", b=len(names), n=batch.n),
+                             x_title=t("masking.position"), y_title=t("masking.sentence"),
+                             mask_title=t("masking.mask_value"), token_title=t("masking.token"))
+    st.vega_lite_chart(data, spec, width="stretch", key="batch_chart")
+    st.caption(t("masking.batch_legend"))
+    rows = "\n".join("  " + str(r) for r in key_keep.int().tolist())
+    st.code(f"padding_mask(lengths={batch.lengths}, n={batch.n})   # {tuple(keep.shape)}\n"
+            f"[:, 0, 0].int() =\n{rows}", language="python")
+
+    toks = batch.tokens[s]
+    labels = unique_labels(toks)
+    scores, masked_scores, weights = (x[s, 0] for x in stages[:3])
+    hidden = ~key_keep[s].expand(batch.n, batch.n)
+    stage = st.segmented_control(t("masking.stage"), ["before", "after", "weights"], default="weights",
+                                 required=True, format_func=lambda x: t(f"masking.stage_{x}"), key="sc",
+                                 bind="query-params", help=t("masking.stage_help"))
+    if stage in ("before", "after"):
+        shown = scores if stage == "before" else masked_scores
+        anatomy.show_matrix(heatmap(shown, toks, kind="scores", title=t(f"masking.scores_{stage}"),
+                                    x_title=t("common.key"), y_title=t("common.query"),
+                                    value_title=t("common.score"), selectable=False, height=hm_height(batch.n)),
+                            shown, toks, key="pad_scores", selectable=False, file_name=f"scores_{stage}.csv")
+        if stage == "after":
+            st.caption(t("masking.masked_legend"))
+        row = 0
+    else:
+        row = drill(weights, hidden, toks, key="pad_w", title=t("masking.weights_title", i=s + 1))
+
+    n_pad = batch.n - batch.lengths[s]
+    sums = weights.sum(-1)
+    all_pad = ~key_keep.unsqueeze(1).expand(-1, batch.n, -1)               # (b, n, n) padded keys
+    batch_pad_max = float(stages.weights[:, 0][all_pad].max()) if all_pad.any() else 0.0
+    unmasked = masked_softmax(scores)                                       # what the pads would get
+    items = []
+    if n_pad:
+        items.append(t("masking.notice_pad_zero", i=s + 1, real=batch.lengths[s], pads=n_pad,
+                       lo=f"{float(sums.min()):.7f}", hi=f"{float(sums.max()):.7f}",
+                       pad_max=repr(float(weights[hidden].max())), batch_max=repr(batch_pad_max)))
+        items.append(t("masking.notice_without", q=anatomy.md_escape(labels[row]),
+                       share=pct(float(unmasked[row][hidden[row]].sum())),
+                       zero=f"{float(scores[row][hidden[row]].abs().max()):.2f}"))
+        items.append(t("masking.notice_pad_rows"))
+    else:
+        items.append(t("masking.notice_no_pad", i=s + 1, lo=f"{float(sums.min()):.7f}",
+                       batch_max=repr(batch_pad_max)))
+    anatomy.notice(items)
+
+
+def drill(weights: torch.Tensor, hidden: torch.Tensor, tokens: list[str], *, key: str, title: str,
+          default_row: int | None = None) -> int:
+    """Weights heatmap (masked cells grey ×) whose clicked row is drawn as bars below it.
+
+    Without a click, the bars show ``default_row`` (else the first row that sees any key)."""
+    chart = heatmap(weights, tokens, kind="weights", masked=hidden, title=title, x_title=t("common.key"),
+                    y_title=t("common.query"), value_title=t("common.weight"), height=hm_height(len(tokens)))
+    picked = anatomy.show_matrix(chart, weights, tokens, key=key, file_name=f"{key}.csv")
+    if default_row is None:
+        default_row = next((i for i in range(weights.shape[0]) if not bool(hidden[i].all())), 0)
+    row = default_row if picked is None or picked >= weights.shape[0] else picked
+    labels = unique_labels(tokens)
+    st.caption(t("masking.row_caption", q=anatomy.md_escape(labels[row]),
+                 total=f"{float(weights[row].sum()):.7f}", hidden=int(hidden[row].sum())))
+    data, spec = row_bars(weights[row], hidden[row], tokens, value_title=t("common.weight"),
+                          label_title=t("common.key"), hidden_title=t("masking.hidden"))
+    st.vega_lite_chart(data, spec, width="stretch", key=f"{key}_bars")
+    return row
+
+
+def causal_section(sentences: Batch, side: str, seed: int, s: int) -> None:
+    st.subheader(t("masking.causal_title"))
+    st.markdown(lesson("masking/encoder_decoder"))
+    use = st.segmented_control(t("masking.use"), ["encoder", "decoder"], default="decoder", required=True,
+                               format_func=lambda u: t(f"masking.use_{u}"), key="use", bind="query-params")
+    use = use or "decoder"
+    batch, keep, _, stages = attend(sentences, side, seed, use == "decoder")
+    toks = batch.tokens[s]
+    pad_nn = ml.key_padding_mask(batch.lengths, batch.n, side=side)[s, 0].expand(batch.n, batch.n)
+    look = causal_mask(batch.n)
+    panels = [(t("masking.panel_padding"), pad_nn), (t("masking.panel_causal"), look),
+              (t("masking.panel_both"), pad_nn & look)]
+    data, spec = mask_panels(panels, toks, x_title=t("common.key"), y_title=t("common.query"),
+                             mask_title=t("masking.mask_value"))
+    st.vega_lite_chart(data, spec, width="content", key="causal_masks")
+    st.caption(t("masking.panels_caption"))
+    used = keep[s, 0].expand(batch.n, batch.n)
+    weights = stages.weights[s, 0]
+    real = [i for i, tok in enumerate(toks) if tok != ml.PAD]
+    drill(weights, ~used, toks, key="causal_w", title=t(f"masking.weights_{use}", i=s + 1),
+          default_row=real[-1])
+
+    labels = unique_labels(toks)
+    visible = used.sum(-1)
+    sums = weights.sum(-1)
+    empty = [labels[i] for i in range(batch.n) if not bool(used[i].any())]
+    items = []
+    if use == "decoder":
+        first, last = real[0], real[-1]
+        items.append(t("masking.notice_decoder", first=anatomy.md_escape(labels[first]),
+                       w=f"{float(weights[first, first]):.4f}", last=anatomy.md_escape(labels[last]),
+                       n=int(visible[last]), future=int((~look[first]).sum())))
+    else:
+        items.append(t("masking.notice_encoder", n=len(real),
+                       back=f"{float(weights[real[0], real[-1]]):.4f}",
+                       first=anatomy.md_escape(labels[real[0]]), last=anatomy.md_escape(labels[real[-1]])))
+    has = used.any(-1)
+    items.append(t("masking.notice_sums", lo=f"{float(sums[has].min()):.7f}", hi=f"{float(sums[has].max()):.7f}"))
+    if empty:
+        items.append(t("masking.notice_empty_rows", rows=", ".join(anatomy.md_escape(x) for x in empty),
+                       n=len(empty)))
+    elif use == "decoder" and side == "right" and batch.n > batch.lengths[s]:
+        items.append(t("masking.notice_try_left"))
+    anatomy.notice(items)
+
+
+def _set_preset(name: str, n: int) -> None:
+    st.session_state["cm"] = ml.encode_mask(ml.preset_mask(name, n))
+
+
+def _apply_edits(editor_key: str, code: str, labels: list[str]) -> None:
+    edits = (st.session_state.get(editor_key) or {}).get("edited_rows", {})
+    st.session_state["cm"] = ml.apply_edits(code, labels, edits)
+
+
+def custom_section(tokens: list[str], seed: int, s: int) -> None:
+    st.subheader(t("masking.custom_title"))
+    st.markdown(t("masking.custom_text", i=s + 1))
+    n = len(tokens)
+    labels = unique_labels(tokens)
+    if "cm" not in st.session_state and "cm" not in st.query_params:
+        st.session_state["cm"] = ml.encode_mask(ml.default_custom_mask(n))
+    cols = st.columns(len(ml.PRESETS))
+    for col, name in zip(cols, ml.PRESETS):
+        col.button(t(f"masking.preset_{name}"), key=f"preset_{name}", on_click=_set_preset, args=(name, n),
+                   width="stretch")
+    code = st.text_input(t("masking.cm_label"), key="cm", bind="query-params", max_chars=MAX_TOKENS * 12,
+                         help=t("masking.cm_help"))
+    try:
+        mask, exact = ml.decode_mask(code, n, fallback=local_mask(n, 1))
+    except ValueError:
+        anatomy.problem("masking.err_mask_text")
+        mask, exact = ml.default_custom_mask(n), True
+    if not exact:
+        st.caption(t("masking.note_resized", n=n))
+    code_now = ml.encode_mask(mask)
+    editor_key = f"cm_ed_{code_now}"
+    frame = pd.DataFrame(mask.numpy(), index=labels, columns=labels)
+    st.caption(t("masking.grid_caption"))
+    st.data_editor(frame, key=editor_key, on_change=_apply_edits, args=(editor_key, code_now, labels),
+                   column_config={c: st.column_config.CheckboxColumn(c, width="small") for c in labels},
+                   width="content")
+
+    mask, out, naive = attend_custom(tuple(tokens), code_now, seed)
+    weights = out.weights[0, 0]
+    drill(weights, ~mask, list(tokens), key="custom_w", title=t("masking.weights_custom"))
+    has = mask.any(-1)
+    sums = weights.sum(-1)
+    items = [t("masking.notice_custom_count", v=int(mask.sum()), total=n * n)]
+    if has.any():
+        items.append(t("masking.notice_sums", lo=f"{float(sums[has].min()):.7f}",
+                       hi=f"{float(sums[has].max()):.7f}"))
+    if (~has).any():
+        empty = ", ".join(anatomy.md_escape(labels[i]) for i in range(n) if not has[i])
+        items.append(t("masking.notice_custom_empty", rows=empty, n=int((~has).sum()),
+                       nan=int(torch.isnan(naive).sum())))
+    anatomy.notice(items)
+
+
+# ------------------------------------------------------------------ pitfalls
+def nan_demo(sentences: Batch, seed: int) -> None:
+    d = fully_masked_demo(sentences, seed)
+    st.caption(t("masking.nan_where_hand" if d["by_hand"] else "masking.nan_where", i=d["s"] + 1))
+    st.dataframe(pd.DataFrame([d["naive"], d["safe"]], columns=unique_labels(d["tokens"]),
+                              index=[t("masking.row_naive"), t("masking.row_safe")]).map(_num),
+                 width="stretch")
+    st.markdown(t("masking.nan_batch", nan=d["nan"], naive=_num(d["naive_sum"]), safe=_num(d["safe_sum"]),
+                  zeros=d["zeros"]))
+
+
+def _num(x: float) -> str:
+    """A number as a learner reads it: NaN, −∞, −65504, −1e+09, 0.1111."""
+    x = float(x)
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "−∞" if x < 0 else "∞"
+    text = str(int(x)) if x.is_integer() and abs(x) < 1e6 else f"{x:.4g}"
+    return text.replace("-", "−")
+
+
+FILL_KEYS = {"-inf": "masking.fill_inf", "-1e9": "masking.fill_1e9", "finfo.min": "masking.fill_finfo"}
+
+
+def fp16_demo(sentences: Batch, seed: int) -> None:
+    d = fully_masked_demo(sentences, seed)
+    table = {}
+    for fill, key in FILL_KEYS.items():
+        cells = {}
+        for dtype in ml.DTYPES:
+            stored, status, w, _ = d["fills"][fill, dtype]
+            result = {"error": t("masking.fp_error"), "nan": "NaN", "zero": "0"}.get(status) or t(
+                "masking.fp_uniform", w=f"{w:.3g}")
+            cells[dtype] = result if status == "error" else f"{_num(stored)} → {result}"
+        table[t(key)] = cells
+    st.dataframe(pd.DataFrame(table).T, width="stretch")
+    st.markdown(t("masking.fp_details", err=d["fills"]["-1e9", "float16"][3] or "—", cast=_num(d["cast"]),
+                  m=_num(ml.stored_as(-1e9, torch.float16)), fmin=_num(torch.finfo(torch.float16).min)))
+
+
+def convention_demo(sentences: Batch, side: str, seed: int, s: int) -> None:
+    box = st.expander(t("masking.mix_run", i=s + 1), icon=":material/play_arrow:", key="mixx",
+                      on_change="rerun", bind="query-params")
+    if box.open:  # only computed and drawn when the learner opens it: keeps the page fast
+        with box:
+            convention_run(sentences, side, seed, s)
+
+
+def convention_run(sentences: Batch, side: str, seed: int, s: int) -> None:
+    mix = st.segmented_control(t("masking.mix"), list(ml.MIXUPS), default="float01", required=True,
+                               format_func=lambda m: t(f"masking.mix_{m}"), key="mix", bind="query-params")
+    mix = mix or "float01"
+    batch, keep, _, _ = attend(sentences, side, seed)
+    weights, int_error = mixups(sentences, side, seed)
+    w = weights[mix][s, 0]
+    toks = batch.tokens[s]
+    pads = ~keep[s, 0, 0]
+    hidden = {"correct": pads, "float01": torch.zeros_like(pads), "inverted": ~pads}[mix]
+    st.code(t(f"masking.mix_code_{mix}"), language="python")
+    chart = heatmap(w, toks, kind="weights", masked=hidden.expand(len(toks), len(toks)),
+                    title=t("masking.mix_title", what=t(f"masking.mix_{mix}")), x_title=t("common.key"),
+                    y_title=t("common.query"), value_title=t("common.weight"), selectable=False,
+                    height=hm_height(len(toks)))
+    anatomy.show_matrix(chart, w, toks, key="mix_w", selectable=False, file_name="mixup.csv")
+    real = ~pads
+    on_pads = float(w[real][:, pads].sum(-1).max()) if pads.any() else 0.0
+    empty = int((w.sum(-1) == 0).sum())
+    st.markdown(t(f"masking.mix_result_{mix}", pad=pct(on_pads), empty=empty, n=len(toks)))
+    st.caption(t("masking.mix_int", err=int_error or "—"))
+
+
+# ------------------------------------------------------------------ the page
+anatomy.header(NS)
+anatomy.intuition(NS)
+anatomy.formula(FORMULA.format(visible=t("masking.formula_visible"), hidden=t("masking.formula_hidden")),
+                t("masking.formula_caption"))
+
+left, right = st.columns([3, 2])
+with left:
+    sentences = read_batch()
+with right:
+    seed = seed_control()
+    side = side_control()
+    s = pick_sentence(sentences) if sentences else 0
+
+if sentences:
+    sentences = tuple(tuple(x) for x in sentences)
+    batch, keep, _, stages = attend(sentences, side, seed)                  # keep: (b, 1, 1, n)
+
+    tab_pad, tab_causal, tab_custom = st.tabs(
+        [t("masking.tab_padding"), t("masking.tab_causal"), t("masking.tab_custom")], key="tab",
+        bind="query-params")
+    if tab_pad.open is not False:
+        with tab_pad:
+            padding_section(batch, stages, keep, s)
+    if tab_causal.open:
+        with tab_causal:
+            causal_section(sentences, side, seed, s)
+    if tab_custom.open:
+        with tab_custom:
+            custom_section(sentences[s], seed, s)
+
+    anatomy.exercise("mask_ex", t("masking.ex_question"), [t(f"masking.ex_opt{i}") for i in range(4)],
+                     answer=2, explanation=t("masking.ex_explain"))
+
+    anatomy.pitfall(t("masking.pit_nan_title"), t("masking.pit_nan_body"), t("masking.pit_nan_code"),
+                    demo=lambda: nan_demo(sentences, seed))
+    anatomy.pitfall(t("masking.pit_fp16_title"), t("masking.pit_fp16_body"), t("masking.pit_fp16_code"),
+                    demo=lambda: fp16_demo(sentences, seed))
+    anatomy.pitfall(t("masking.pit_conv_title"), t("masking.pit_conv_body", i=s + 1), None,
+                    demo=lambda: convention_demo(sentences, side, seed, s))
+
+    anatomy.show_code(ml.attend_batch, ml.pad_batch, ml.batch_mask, ml.key_padding_mask, padding_mask, causal_mask,
+                      masked_softmax, scaled_dot_product_attention, ml.pitfall_naive_masked_softmax,
+                      ml.masked_fill_outcome, ml.convention_mixups)
