@@ -111,7 +111,8 @@ def library_arrays(books: Sequence[Book] = LIBRARY) -> tuple[np.ndarray, np.ndar
             np.array([b.value for b in books], dtype=np.float64).reshape(len(books), len(VALUE_AXES)))
 
 
-def parse_number_table(rows: Sequence[Sequence[object]], limit: float) -> tuple[np.ndarray, list[tuple[int, int]]]:
+def parse_number_table(rows: Sequence[Sequence[object]],
+                       limit: float) -> tuple[np.ndarray, list[tuple[int, int]]]:
     """Cells of an edited table -> (float array, [(row, col) of every unusable cell]).
 
     A cell is unusable when it is empty (None, NaN, ""), not a number ("abc", True), not finite
@@ -198,7 +199,9 @@ def qkv_step_through(tokens: Sequence[str], d_model: int, d_k: int, d_v: int | N
     """
     d_v = d_k if d_v is None else d_v
     x = embed_tokens(list(tokens), d_model, seed)              # (n, d_model)
-    w_q, w_k, w_v = (projection(d_model, d, seed, name) for d, name in ((d_k, "W_Q"), (d_k, "W_K"), (d_v, "W_V")))
+    w_q = projection(d_model, d_k, seed, "W_Q")                # (d_model, d_k)
+    w_k = projection(d_model, d_k, seed, "W_K")                # (d_model, d_k)
+    w_v = projection(d_model, d_v, seed, "W_V")                # (d_model, d_v)
     q, k, v = x @ w_q, x @ w_k, x @ w_v                        # (n, d_k), (n, d_k), (n, d_v)
     scores = dot_scores(q, k)                                  # (n, n)
     scaled = scaled_dot_scores(q, k)                           # (n, n), scale 1/sqrt(d_k)
@@ -216,7 +219,7 @@ def neuron_view(q_row: torch.Tensor, k_row: torch.Tensor) -> tuple[torch.Tensor,
 class NormalisationPitfalls:
     """One sentence's weights computed right and the two wrong ways the tutorials invite."""
     correct: torch.Tensor           # softmax(Q K^T / sqrt(d_k))
-    sqrt_d_model: torch.Tensor      # softmax(Q K^T / sqrt(d_model)): the seed's scale reused when d_k != d_model
+    sqrt_d_model: torch.Tensor      # softmax(Q K^T / sqrt(d_model)): the seed's scale; wrong if d_k < d_model
     softmax_twice: torch.Tensor     # softmax(softmax(...)): normalising weights that already sum to 1
 
 
@@ -249,7 +252,8 @@ def make_additive(d_q: int, d_k: int, hidden: int, seed: int = 0) -> AdditiveAtt
         return AdditiveAttention(d_q, d_k, hidden)
 
 
-def compare_similarities(q: torch.Tensor, k: torch.Tensor, hidden: int, seed: int = 0) -> dict[str, SimilarityResult]:
+def compare_similarities(q: torch.Tensor, k: torch.Tensor, hidden: int,
+                         seed: int = 0) -> dict[str, SimilarityResult]:
     """Additive v^T tanh(W_q q + W_k k), dot q . k and scaled dot q . k / sqrt(d_k) on the same q, k.
 
     q (n_q, d_k), k (n_k, d_k). Keys of the result: "additive", "dot", "scaled".

@@ -15,7 +15,9 @@ from .charts import as_numpy, unique_labels
 QUERY_ORANGE = "#e66101"
 KEY_BLUE = "#3b528b"
 TRUTH_GREY = "#888888"
-BOOK_SCHEME = "tableau10"
+# one colour per book (no orange: orange is the query's colour everywhere on the page)
+BOOK_COLOURS = ["#4e79a7", "#59a14f", "#e15759", "#76b7b2", "#b07aa1", "#edc948", "#9c755f", "#ff9da7",
+                "#bab0ac", "#1b9e77", "#7570b3", "#66a61e"]
 SIGN_COLOURS = ("#2166ac", "#e66101")  # negative, positive (blue / orange, colour-blind safe)
 
 
@@ -26,6 +28,11 @@ def _vec(values) -> np.ndarray:
     return np.asarray(values, dtype=np.float64).reshape(-1)
 
 
+def _book_scale(books: Sequence[str]) -> alt.Scale:
+    colours = [BOOK_COLOURS[i % len(BOOK_COLOURS)] for i in range(len(books))]
+    return alt.Scale(domain=list(books), range=colours)
+
+
 def _fmt(values: np.ndarray) -> np.ndarray:
     return np.char.mod("%.6g", values)
 
@@ -33,9 +40,10 @@ def _fmt(values: np.ndarray) -> np.ndarray:
 # --- 1. kernel regression --------------------------------------------------------------------
 
 def kernel_fit(x_train, y_train, x_curve, y_true, y_fit, *, query_x: float, query_weights, query_pred: float,
-               labels: dict[str, str], height: int = 420) -> alt.Chart:
+               labels: dict[str, str], height: int = 420, weight_max: float = 1.0) -> alt.Chart:
     """Training points (size and colour = their weight for the chosen query), the true curve,
     the Nadaraya-Watson fit, and the chosen query as a vertical rule with its prediction.
+    The weight colours span 0..``weight_max`` (match the heatmap next to it).
 
     ``labels``: x, y, weight, truth, fit, query, prediction, series (legend title).
     """
@@ -55,13 +63,13 @@ def kernel_fit(x_train, y_train, x_curve, y_true, y_fit, *, query_x: float, quer
                        legend=alt.Legend(orient="bottom"))
     lines = alt.Chart(curves).mark_line(strokeWidth=2.5).encode(
         x=x_enc, y=alt.Y("y:Q", title=labels["y"]), color=colour,
-        strokeDash=alt.StrokeDash("series:N", legend=None,
-                                  scale=alt.Scale(domain=[labels["truth"], labels["fit"]], range=[[5, 4], [1, 0]])))
+        strokeDash=alt.StrokeDash("series:N", legend=None, scale=alt.Scale(
+            domain=[labels["truth"], labels["fit"]], range=[[5, 4], [1, 0]])))
     dots = alt.Chart(points).mark_circle(stroke="black", strokeWidth=0.4).encode(
         x=x_enc, y="y:Q",
         size=alt.Size("weight:Q", scale=alt.Scale(domain=[0, max(float(w.max()), 1e-9)], range=[12, 420]),
                       legend=None),
-        color=alt.Color("weight:Q", scale=alt.Scale(domain=[0, 1], scheme="viridis", clamp=True),
+        color=alt.Color("weight:Q", scale=alt.Scale(domain=[0, weight_max], scheme="viridis", clamp=True),
                         title=labels["weight"], legend=alt.Legend(orient="right")),
         tooltip=[alt.Tooltip("x:Q", title=labels["x"], format=".4f"), alt.Tooltip("y:Q", title=labels["y"],
                                                                              format=".4f"),
@@ -72,6 +80,15 @@ def kernel_fit(x_train, y_train, x_curve, y_true, y_fit, *, query_x: float, quer
         x="x:Q", y="y:Q", tooltip=[alt.Tooltip("x:Q", title=labels["query"], format=".3f"),
                                    alt.Tooltip("exact:N", title=labels["prediction"])])
     return alt.layer(lines, dots, rule, pred).resolve_scale(color="independent").properties(height=height)
+
+
+def outline_row(chart: alt.LayerChart, row_labels: Sequence[str], row: int) -> alt.LayerChart:
+    """An orange frame around one query row of a ui.charts.heatmap (the query now shown elsewhere)."""
+    order = unique_labels(list(row_labels))
+    frame = pd.DataFrame({"query": [order[row]]})
+    box = alt.Chart(frame).mark_rect(fill=None, stroke=QUERY_ORANGE, strokeWidth=2.5).encode(
+        y=alt.Y("query:N", sort=order))
+    return alt.layer(chart, box)
 
 
 # --- 2. the library --------------------------------------------------------------------------
@@ -100,10 +117,11 @@ def library_mix(contributions, weights, values, books: Sequence[str], value_name
     y = alt.Y("feature:N", sort=list(value_names), title=labels["feature"])
     bars = alt.Chart(frame).mark_bar(stroke="white", strokeWidth=0.5).encode(
         y=y, x=alt.X("part:Q", stack="zero", title=labels["contribution"]),
-        color=alt.Color("book:N", sort=books_u, scale=alt.Scale(scheme=BOOK_SCHEME), title=labels["book"],
-                        legend=alt.Legend(orient="bottom", columns=3, labelLimit=160)),
+        color=alt.Color("book:N", sort=books_u, scale=_book_scale(books_u), title=labels["book"],
+                        legend=alt.Legend(orient="right", labelLimit=170)),
         order=alt.Order("order:Q"),
-        tooltip=[alt.Tooltip("book:N", title=labels["book"]), alt.Tooltip("feature:N", title=labels["feature"]),
+        tooltip=[alt.Tooltip("book:N", title=labels["book"]),
+                 alt.Tooltip("feature:N", title=labels["feature"]),
                  alt.Tooltip("weight:Q", title=labels["weight"], format=".4f"),
                  alt.Tooltip("value:Q", title=labels["value"], format=".4g"),
                  alt.Tooltip("exact:N", title=labels["contribution"])])
@@ -114,52 +132,70 @@ def library_mix(contributions, weights, values, books: Sequence[str], value_name
     return alt.layer(bars, text).properties(height=height)
 
 
+def book_bars(values, books: Sequence[str], *, value_title: str, book_title: str,
+              domain: tuple[float, float] | None = None, height: int | None = None) -> alt.Chart:
+    """One number per book as horizontal bars in the book's colour (same colours as library_mix),
+    with the value printed at the end of each bar."""
+    v = _vec(values)
+    books_u = unique_labels(list(books))
+    frame = pd.DataFrame({"book": books_u, "value": v, "exact": _fmt(v), "text": [f"{x:.2f}" for x in v]})
+    y = alt.Y("book:N", sort=books_u, title=book_title, axis=alt.Axis(labelLimit=170))
+    x = alt.X("value:Q", title=value_title, scale=alt.Scale(domain=list(domain)) if domain else alt.Undefined)
+    tooltip = [alt.Tooltip("book:N", title=book_title), alt.Tooltip("exact:N", title=value_title)]
+    bars = alt.Chart(frame).mark_bar().encode(
+        y=y, x=x, tooltip=tooltip,
+        color=alt.Color("book:N", sort=books_u, scale=_book_scale(books_u), legend=None))
+    text = alt.Chart(frame).mark_text(align="left", dx=3, fontSize=11).encode(
+        y=y, x=alt.X("value:Q"), text="text:N", tooltip=tooltip)
+    return alt.layer(bars, text).properties(height=height or max(130, 34 * len(v) + 50))
+
+
 def library_plane(keys2d, query2d, books: Sequence[str], scores, weights, *, labels: dict[str, str],
                   size: int = 380) -> alt.Chart:
-    """Query and keys as arrows from the origin in one plane of the key space.
+    """Keys as arrows from the origin in one plane of the key space, coloured like the books
+    elsewhere, the dot at each tip sized by the book's weight; the query's direction in orange.
 
-    The dashed line is the query's direction; the dotted segments drop each key onto it, so the
-    length of a key's shadow along q (times |q|) is the in-plane part of its score.
+    The query arrow is drawn with the length of the longest key (its direction is what matters
+    for alignment; its length |q| multiplies every score). The dotted segments drop each key onto
+    the query's line: the signed length of that shadow, times |q|, is the in-plane part of the score.
     ``labels``: x, y, book, score, weight, query, projection.
     """
     k = as_numpy(keys2d)
     q = _vec(query2d)
     books_u = unique_labels(list(books))
     s, w = _vec(scores), _vec(weights)
-    reach = max(1.0, float(np.abs(k).max(initial=0.0)), float(np.abs(q).max(initial=0.0))) * 1.15
+    reach = max(1.0, float(np.abs(k).max(initial=0.0))) * 1.25
     qn = float(np.linalg.norm(q))
     qhat = q / qn if qn > 0 else np.zeros(2)
+    q_draw = qhat * reach / 1.25
     shadow = (k @ qhat)[:, None] * qhat[None, :]                     # foot of each key on the q line
     keys = pd.DataFrame({"x": k[:, 0], "y": k[:, 1], "x0": 0.0, "y0": 0.0, "book": books_u,
                          "score": s, "weight": w, "px": shadow[:, 0], "py": shadow[:, 1],
                          "along": k @ qhat})
-    qf = pd.DataFrame({"x": [q[0]], "y": [q[1]], "x0": [0.0], "y0": [0.0], "name": [labels["query"]]})
+    qf = pd.DataFrame({"x": [q_draw[0]], "y": [q_draw[1]], "x0": [0.0], "y0": [0.0],
+                       "name": [labels["query"]]})
     line = pd.DataFrame({"x": [-reach * qhat[0], reach * qhat[0]], "y": [-reach * qhat[1], reach * qhat[1]]})
     sx = alt.Scale(domain=[-reach, reach], nice=False)
     sy = alt.Scale(domain=[-reach, reach], nice=False)
     X, Y = alt.X("x:Q", scale=sx, title=labels["x"]), alt.Y("y:Q", scale=sy, title=labels["y"])
-    tooltip = [alt.Tooltip("book:N", title=labels["book"]), alt.Tooltip("score:Q", title=labels["score"], format=".4f"),
+    X0, Y0 = alt.X("x0:Q", scale=sx, title=labels["x"]), alt.Y("y0:Q", scale=sy, title=labels["y"])
+    colour = alt.Color("book:N", sort=books_u, scale=_book_scale(books_u), title=labels["book"], legend=None)
+    tooltip = [alt.Tooltip("book:N", title=labels["book"]),
+               alt.Tooltip("score:Q", title=labels["score"], format=".4f"),
                alt.Tooltip("weight:Q", title=labels["weight"], format=".4f"),
                alt.Tooltip("along:Q", title=labels["projection"], format=".4f")]
     layers = [
-        alt.Chart(line).mark_line(color=QUERY_ORANGE, strokeDash=[6, 4], opacity=0.6).encode(X, Y),
+        alt.Chart(line).mark_line(color=QUERY_ORANGE, strokeDash=[6, 4], opacity=0.7).encode(X, Y),
         alt.Chart(keys).mark_rule(color="#999999", strokeDash=[2, 3]).encode(X, Y, x2="px:Q", y2="py:Q"),
-        alt.Chart(keys).mark_rule(strokeWidth=2).encode(
-            alt.X("x0:Q", scale=sx, title=labels["x"]), alt.Y("y0:Q", scale=sy, title=labels["y"]),
-            x2="x:Q", y2="y:Q",
-            color=alt.Color("weight:Q", scale=alt.Scale(domain=[0, 1], scheme="viridis", clamp=True),
-                            title=labels["weight"]), tooltip=tooltip),
-        alt.Chart(keys).mark_circle(size=90, stroke="black", strokeWidth=0.5).encode(
-            X, Y, color=alt.Color("weight:Q", scale=alt.Scale(domain=[0, 1], scheme="viridis", clamp=True),
-                                  title=labels["weight"]), tooltip=tooltip),
-        alt.Chart(keys).mark_text(align="left", dx=7, dy=-7, fontSize=11).encode(X, Y, text="book:N",
-                                                                              tooltip=tooltip),
-        alt.Chart(qf).mark_rule(color=QUERY_ORANGE, strokeWidth=4).encode(
-            alt.X("x0:Q", scale=sx, title=labels["x"]), alt.Y("y0:Q", scale=sy, title=labels["y"]),
-            x2="x:Q", y2="y:Q"),
-        alt.Chart(qf).mark_point(shape="diamond", size=200, filled=True, color=QUERY_ORANGE).encode(X, Y),
-        alt.Chart(qf).mark_text(align="left", dx=8, dy=10, fontWeight="bold", color=QUERY_ORANGE).encode(
-            X, Y, text="name:N"),
+        alt.Chart(keys).mark_rule(strokeWidth=2.5).encode(X0, Y0, x2="x:Q", y2="y:Q", color=colour,
+                                                          tooltip=tooltip),
+        alt.Chart(keys).mark_circle(stroke="black", strokeWidth=0.6, opacity=1).encode(
+            X, Y, color=colour, tooltip=tooltip,
+            size=alt.Size("weight:Q", scale=alt.Scale(domain=[0, 1], range=[30, 700]), legend=None)),
+        alt.Chart(qf).mark_rule(color=QUERY_ORANGE, strokeWidth=4).encode(X0, Y0, x2="x:Q", y2="y:Q"),
+        alt.Chart(qf).mark_point(shape="diamond", size=160, filled=True, color=QUERY_ORANGE).encode(X, Y),
+        alt.Chart(qf).mark_text(align="left", dx=8, dy=-8, fontWeight="bold", fontSize=14,
+                                color=QUERY_ORANGE).encode(X, Y, text="name:N"),
     ]
     return alt.layer(*layers).properties(width=size, height=size)
 
@@ -176,7 +212,8 @@ def products(values, *, labels: dict[str, str], height: int = 200) -> alt.Chart:
     return alt.Chart(frame).mark_bar().encode(
         x=alt.X("dim:O", title=labels["dim"], axis=alt.Axis(labelAngle=0, labelOverlap=True)),
         y=alt.Y("product:Q", title=labels["product"]),
-        color=alt.Color("positive:N", scale=alt.Scale(domain=[False, True], range=list(SIGN_COLOURS)), legend=None),
+        color=alt.Color("positive:N", scale=alt.Scale(domain=[False, True], range=list(SIGN_COLOURS)),
+                        legend=None),
         tooltip=[alt.Tooltip("dim:O", title=labels["dim"]), alt.Tooltip("exact:N", title=labels["product"])],
     ).properties(height=height)
 

@@ -1,0 +1,345 @@
+"""The Query-Key-Value page: what its charts contain, checked against independent computations.
+
+Oracles: an explicit Gaussian-kernel average in numpy (kernel regression), numpy dot products and
+softmax (library), torch's scaled_dot_product_attention on embeddings built here (tokens),
+hand-counted parameters (similarity functions).
+"""
+import math
+import re
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from attention_core import qkv_lab as lab
+from attention_core.text import embed_tokens, projection, tokenize
+from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page
+from ui.i18n import catalog
+
+EN, ZH = catalog("en"), catalog("zh")
+TAB_KEYS = ("tab_kernel", "tab_library", "tab_tokens", "tab_similarity")
+TAB = {i: EN[f"qkv.{name}"] for i, name in enumerate(TAB_KEYS)}
+SENTENCE = EN["common.default_sentence"]
+BOOK_COLUMNS = list(lab.KEY_AXES) + list(lab.VALUE_AXES)
+
+
+def _frames(at, *columns):
+    """Every chart dataset holding all ``columns``."""
+    return [f for c in charts(at) for f in chart_data(c).values() if set(columns) <= set(f.columns)]
+
+
+def _matrix(frame) -> np.ndarray:
+    f = frame.sort_values(["query_pos", "key_pos"])
+    return f["value"].to_numpy().reshape(f["query_pos"].nunique(), f["key_pos"].nunique())
+
+
+def _notice(at) -> str:
+    return "\n".join(m.value for m in at.markdown if str(m.value).startswith("- "))
+
+
+def _numbers(text: str) -> list[float]:
+    return [float(x) for x in re.findall(r"-?\d+\.\d+", text)]
+
+
+def _shown(at, key: str) -> bool:
+    """Whether the message ``key`` (any values in its placeholders) is among the warnings on screen."""
+    pattern = ".*".join(re.escape(part) for part in re.split(r"\{[^}]*\}", EN[key]))
+    return any(re.search(pattern, w.value, flags=re.S) for w in at.warning)
+
+
+def _titles(spec) -> set[str]:
+    """Every chart, axis, legend and tooltip title in a Vega-Lite spec."""
+    found = set()
+    if isinstance(spec, dict):
+        for k, v in spec.items():
+            if k == "title" and isinstance(v, str):
+                found.add(v)
+            found |= _titles(v)
+    elif isinstance(spec, list):
+        for v in spec:
+            found |= _titles(v)
+    return found
+
+
+def _softmax(s: np.ndarray) -> np.ndarray:
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _tokens_oracle(text: str, d_model: int, d_k: int, seed: int = 0):
+    """Q, K, V and the weights of the step-through, rebuilt here and run through torch SDPA."""
+    tokens = tokenize(text)
+    x = embed_tokens(tokens, d_model, seed)
+    q, k, v = (x @ projection(d_model, d_k, seed, name) for name in ("W_Q", "W_K", "W_V"))
+    out = F.scaled_dot_product_attention(q[None], k[None], v[None])[0]
+    w = torch.softmax(q @ k.T / math.sqrt(d_k), dim=-1)
+    return tokens, q.numpy(), k.numpy(), w.numpy(), out.numpy()
+
+
+@pytest.fixture(scope="module")
+def kernel_en():
+    return open_page("qkv", "en")
+
+
+@pytest.fixture(scope="module")
+def tokens_en():
+    return open_page("qkv", "en", params={"tab": TAB[2], "stage": "④ softmax"})
+
+
+# --- opening ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("tab,n_charts", [(0, 2), (1, 4), (2, 7), (3, 3)])
+def test_every_tab_opens_in_both_languages(lang, tab, n_charts):
+    cat = catalog(lang)
+    at = open_page("qkv", lang, params={"tab": TAB[tab]})      # an English label still opens the tab in zh
+    assert exceptions(at) == []
+    assert cat["qkv.title"] in [t.value for t in at.title]
+    assert [t.label for t in at.tabs] == [cat[f"qkv.{n}"] for n in TAB_KEYS]
+    assert len(charts(at)) == n_charts
+    assert _notice(at), "no what-to-notice"
+    other = EN if lang == "zh" else ZH
+    key = {0: "qkv.k_keys_axis", 1: "qkv.l_book", 2: "qkv.t_dim", 3: "common.key"}[tab]
+    titles = set().union(*(_titles(chart_spec(c)) for c in charts(at)))   # axis titles in this language
+    assert cat[key] in titles and (other[key] == cat[key] or other[key] not in titles)
+
+
+def test_a_tab_label_of_the_other_language_opens_the_same_tab():
+    """Tab labels are the URL value and differ by language; a link or a language switch keeps the tab."""
+    at = open_page("qkv", "zh", params={"tab": TAB[2]})
+    assert exceptions(at) == []
+    assert at.session_state["tab"] == ZH["qkv.tab_tokens"]
+    assert at.get("button_group")[0].key == "stage"        # the step-through is what is on screen
+
+
+# --- tab 1: kernel regression ----------------------------------------------------------------
+
+def test_kernel_heatmap_is_the_gaussian_kernel_average(kernel_en):
+    heat = _matrix(_frames(kernel_en, "query_pos", "key_pos", "value")[0])
+    x, y = (a.double().numpy() for a in lab.kernel_regression_data(40, 0.5, seed=0))
+    grid = np.linspace(0, 5, 41)
+    kern = np.exp(-(grid[:, None] - x[None, :]) ** 2 / (2 * 0.4 ** 2))
+    expected = kern / kern.sum(axis=1, keepdims=True)
+    assert heat.shape == (41, 40)
+    np.testing.assert_allclose(heat, expected, atol=1e-5)
+    np.testing.assert_allclose(heat.sum(axis=1), 1.0, atol=1e-5)
+    points = _frames(kernel_en, "x", "y", "weight")[0]            # the dots of the fit chart
+    np.testing.assert_allclose(points["weight"], expected[20], atol=1e-5)   # query x = 2.5 is row 20
+    pred = _frames(kernel_en, "x", "y", "exact")
+    pred = [f for f in pred if len(f) == 1 and "weight" not in f.columns][0]
+    assert float(pred["y"][0]) == pytest.approx(float(expected[20] @ y), abs=1e-4)
+    notice = _notice(kernel_en)
+    w_top = max(expected[20])
+    assert f"{w_top:.3f}" in notice and f"{1 / (expected[20] ** 2).sum():.1f}" in notice
+    assert f"f(2.5) = {expected[20] @ y:.2f}" in notice
+
+
+def test_kernel_url_reproduces_bandwidth_and_query():
+    at = open_page("qkv", "en", params={"h": "0.1", "x": "4", "n": "20", "noise": "0", "kseed": "3"})
+    assert exceptions(at) == []
+    assert at.slider(key="h").value == pytest.approx(0.1) and at.slider(key="x").value == pytest.approx(4.0)
+    heat = _matrix(_frames(at, "query_pos", "key_pos", "value")[0])
+    x, y = (a.double().numpy() for a in lab.kernel_regression_data(20, 0.0, seed=3))
+    kern = np.exp(-(4.0 - x) ** 2 / (2 * 0.1 ** 2))
+    np.testing.assert_allclose(heat[32], kern / kern.sum(), atol=1e-5)      # 4 / 0.125 = row 32
+    outline = [f for f in _frames(at, "query") if len(f) == 1]
+    assert outline and outline[0]["query"][0] == "4"
+
+
+# --- tab 2: the library ----------------------------------------------------------------------
+
+def _library(params=None, edits=None):
+    at = open_page("qkv", "en", params={"tab": TAB[1], **(params or {})})
+    if edits is not None:
+        at.session_state["books"] = {"edited_rows": {}, "added_rows": [], "deleted_rows": []} | edits
+        at.run()
+    return at
+
+
+def _book_bars(at):
+    """(scores, weights) as drawn, in table order."""
+    frames = [f for f in _frames(at, "book", "value", "text")]
+    assert len(frames) == 2
+    return frames[0]["value"].to_numpy(), frames[1]["value"].to_numpy()
+
+
+def test_library_scores_weights_and_mix_match_numpy():
+    at = _library()
+    assert exceptions(at) == []
+    keys, values = lab.library_arrays()
+    q = np.array([2.0, 2.0, 0.0])
+    s = keys @ q
+    w = _softmax(s)
+    scores, weights = _book_bars(at)
+    np.testing.assert_allclose(scores, s, atol=1e-9)
+    np.testing.assert_allclose(weights, w, atol=1e-9)
+    mix = _frames(at, "feature", "part")[0]
+    totals = mix.groupby("feature", sort=False)["part"].sum().to_numpy()
+    np.testing.assert_allclose(totals, w @ values, atol=1e-9)
+    assert "Kitchen Chemistry" in _notice(at) and f"{w.max():.2f}" in _notice(at)
+    assert f"{(w @ values)[0]:.2f}" in _notice(at)
+
+
+def test_library_query_from_the_url():
+    at = _library({"qs": "-1", "qc": "0", "qh": "3"})
+    scores, weights = _book_bars(at)
+    keys, _ = lab.library_arrays()
+    np.testing.assert_allclose(scores, keys @ np.array([-1.0, 0.0, 3.0]), atol=1e-9)
+    assert "Great Battles" in _notice(at)
+
+
+def test_changing_a_value_leaves_the_weights_alone():
+    before = _book_bars(_library())[1]
+    after_at = _library(edits={"edited_rows": {2: {"formulas": 0.0, "recipes": 0.0, "dates": 0.0}}})
+    np.testing.assert_allclose(_book_bars(after_at)[1], before, atol=1e-12)
+    mix = _frames(after_at, "feature", "part")[0]
+    assert (mix[mix["book"] == "Kitchen Chemistry"]["part"] == 0).all()
+
+
+@pytest.mark.parametrize("edits,message,n_charts", [
+    ({"edited_rows": {0: {"science": None}}}, "qkv.err_cells", 0),
+    ({"edited_rows": {1: {"dates": float("inf")}}}, "qkv.err_cells", 0),
+    ({"edited_rows": {1: {"dates": 1e6}}}, "qkv.err_cells", 0),
+    ({"added_rows": [{"title": "new", "science": 1.0}]}, "qkv.err_cells", 0),
+    ({"deleted_rows": [0, 1, 2, 3, 4, 5]}, "qkv.err_no_books", 0),
+    ({"added_rows": [dict(title="<script>alert(1)</script>", **{c: 1.0 for c in BOOK_COLUMNS})] * 7},
+     "qkv.err_many_books", 4),
+])
+def test_bad_table_edits_give_a_message_not_a_crash(edits, message, n_charts):
+    at = _library(edits=edits)
+    assert exceptions(at) == []
+    assert _shown(at, message)
+    assert len(charts(at)) == n_charts
+    assert "<script>" not in all_text(at).replace("\\<script\\>", "")
+
+
+# --- tab 3: tokens ---------------------------------------------------------------------------
+
+def test_step_through_weights_match_torch(tokens_en):
+    at = tokens_en
+    tokens, q, k, w, out = _tokens_oracle(SENTENCE, 32, 8)
+    heat = _matrix(_frames(at, "query_pos", "key_pos", "value")[0])
+    np.testing.assert_allclose(heat, w, atol=1e-5)
+    np.testing.assert_allclose(heat.sum(axis=1), 1.0, atol=1e-5)
+    it = tokens.index("it")
+    assert at.selectbox(key="q").value == "it"
+    row = _frames(at, "pos", "label", "value")[0]["value"].to_numpy()
+    np.testing.assert_allclose(row, w[it], atol=1e-5)
+    j = int(np.argmax(w[it]))                                      # default key of the neuron view
+    prods = _frames(at, "dim", "product")[0]["product"].to_numpy()
+    np.testing.assert_allclose(prods, q[it] * k[j], atol=1e-5)
+    neuron = next(m.value for m in at.markdown if "Σ" in m.value)
+    assert f"**{(q[it] @ k[j]):.3f}**" in neuron and f"**{w[it, j]:.3f}**" in neuron
+    assert f"{w[it].max():.3f}" in _notice(at) and "1.0000" in _notice(at)
+    spec = chart_spec(charts(at)[0])
+    assert {"query_pos": it} in spec["params"][0]["value"]           # the selected row is the drawn one
+
+
+@pytest.mark.parametrize("stage,attr", [(1, None), (2, "scores"), (3, "scaled"), (5, "output")])
+def test_every_stage_draws_its_matrix(stage, attr):
+    label = {1: "① X → Q, K, V", 2: "② Q Kᵀ", 3: "③ ÷ √d_k", 5: "⑤ × V"}[stage]
+    at = open_page("qkv", "en", params={"tab": TAB[2], "stage": label, "dk": "4", "dm": "16", "q": "animal"})
+    assert exceptions(at) == []
+    tokens, q, k, w, out = _tokens_oracle(SENTENCE, 16, 4)
+    mats = [_matrix(f) for f in _frames(at, "query_pos", "key_pos", "value")]
+    expected = {2: q @ k.T, 3: q @ k.T / 2.0, 5: out}
+    if stage == 1:
+        assert [m.shape for m in mats[:4]] == [(12, 16), (12, 4), (12, 4), (12, 4)]
+        np.testing.assert_allclose(mats[1], q, atol=1e-5)
+    else:
+        np.testing.assert_allclose(mats[0], expected[stage], atol=1e-4)
+    assert at.selectbox(key="q").value == "animal"
+    assert at.get("button_group")[0].value == stage
+
+
+def test_pitfall_demo_compares_the_right_rows(tokens_en):
+    tokens, q, k, w, _ = _tokens_oracle(SENTENCE, 32, 8)
+    it = tokens.index("it")
+    frame = _frames(tokens_en, "key", "series", "weight")[0]
+    series = list(dict.fromkeys(frame["series"]))
+    rows = {s: frame[frame["series"] == s]["weight"].to_numpy() for s in series}
+    np.testing.assert_allclose(rows[series[0]], w[it], atol=1e-5)
+    np.testing.assert_allclose(rows[series[1]], _softmax(q[it] @ k.T / math.sqrt(32)), atol=1e-5)
+    np.testing.assert_allclose(rows[series[2]], _softmax(w[it]), atol=1e-5)
+    assert rows[series[2]].max() / rows[series[2]].min() <= math.e + 1e-6
+    assert rows[series[1]].max() < rows[series[0]].max()
+
+
+# --- tab 4: three similarity functions --------------------------------------------------------
+
+def test_similarity_functions_side_by_side():
+    at = open_page("qkv", "en", params={"tab": TAB[3], "cdk": "64", "hid": "16"})
+    assert exceptions(at) == []
+    tokens, q, k, _, _ = _tokens_oracle(SENTENCE, 32, 64)
+    add, dot, scaled = (_matrix(f) for f in _frames(at, "query_pos", "key_pos", "value"))
+    np.testing.assert_allclose(dot, _softmax(q @ k.T), atol=1e-5)
+    np.testing.assert_allclose(scaled, _softmax(q @ k.T / 8.0), atol=1e-5)
+    for m in (add, dot, scaled):
+        np.testing.assert_allclose(m.sum(axis=1), 1.0, atol=1e-5)
+    table = at.dataframe[0].value
+    assert list(table.iloc[:, 2]) == [16 * (64 + 64 + 1), 0, 0]
+    assert dot.max(axis=1).mean() > scaled.max(axis=1).mean() > add.max(axis=1).mean()
+    assert f"{dot.max(axis=1).mean():.3f}" in _notice(at) and "2,064" in _notice(at)
+
+
+# --- every widget at its extremes --------------------------------------------------------------
+
+SWEEP = {
+    0: [("slider", "h", [0.05, 3.0]), ("slider", "n", [2, 100]), ("slider", "noise", [0.0, 1.5]),
+        ("slider", "x", [0.0, 5.0]), ("number_input", "kseed", [9999])],
+    1: [("slider", "qs", [-3.0, 3.0]), ("slider", "qc", [-3.0]), ("slider", "qh", [3.0]),
+        ("selectbox", "plane", [(1, 2)])],
+    2: [("select_slider", "dm", [2, 64]), ("select_slider", "dk", [2, 64]), ("number_input", "seed", [9999]),
+        ("button_group", "stage", [2, 3, 4, 5, 1]), ("selectbox", "kt", ["tired"])],
+    3: [("select_slider", "cdk", [2, 1024]), ("select_slider", "hid", [2, 64])],
+}
+
+
+@pytest.mark.parametrize("tab", sorted(SWEEP))
+def test_widget_extremes(tab):
+    """Every control of a tab, one after another, to its ends: no exception, the charts stay."""
+    at = open_page("qkv", "en", params={"tab": TAB[tab]})
+    for kind, key, values in SWEEP[tab]:
+        for value in values:
+            widget = next(w for w in at.get(kind) if w.key == key)
+            widget.set_value(value).run()
+            assert exceptions(at) == [], (key, value)
+            assert charts(at), (key, value)
+    assert len(at.get("slider")) + len(at.get("select_slider")) + len(at.get("number_input")) >= 2
+
+
+TEXTS = [
+    ("", "common.err_empty"),
+    (" ".join(f"w{i}" for i in range(300)), "common.warn_truncated"),
+    ("hi", "qkv.t_one_token"),
+    ("I ❤️ attention 🚀🚀 👍🏽", None),
+    ("这只动物没有过马路，因为它太累了。", None),
+    ("<script>alert(1)</script> **bold** $x$", None),
+]
+
+
+@pytest.mark.parametrize("tab", [2, 3])
+def test_sentences_that_could_break_the_page(tab):
+    at = open_page("qkv", "en", params={"tab": TAB[tab]})
+    for text, message in TEXTS:
+        at.text_input(key="text").set_value(text).run()
+        assert exceptions(at) == [], text
+        if message == "qkv.t_one_token" and tab == 3:
+            message = None                       # the comparison tab has no one-token note
+        if message:
+            assert _shown(at, message), message
+        if message == "common.err_empty":
+            assert charts(at) == []
+            continue
+        n = min(len(tokenize(text)), 48)
+        if tab == 2:                             # the pitfall bars: the correct row sums to 1
+            frame = _frames(at, "key", "series", "weight")[0]
+            correct = frame[frame["series"] == frame["series"].iloc[0]]["weight"]
+            assert len(correct) == n and correct.sum() == pytest.approx(1.0, abs=1e-5)
+        else:
+            heat = _matrix(_frames(at, "query_pos", "key_pos", "value")[0])
+            assert heat.shape == (n, n)
+            np.testing.assert_allclose(heat.sum(axis=1), 1.0, atol=1e-5)
+        for md in at.markdown:                   # user text is quoted inertly, never as HTML
+            assert "<script>" not in md.value
