@@ -19,6 +19,23 @@ from .analysis import (
 )
 from .crossmodal import CrossModalAttention, image_to_patches, synthetic_image, synthetic_scene
 from .diagnostics import attention_entropy, max_weight, softmax_jacobian_norm, sparsity
+from .efficient import (
+    FlashAttentionOutput,
+    bigbird_mask,
+    block_local_global_mask,
+    effective_weights,
+    flash_attention,
+    linear_attention,
+    linear_attention_states,
+    linformer_attention,
+    longformer_mask,
+    orthogonal_random_features,
+    performer_attention,
+    relative_error,
+    sliding_window_attention,
+    sparse_attention,
+    strided_sparse_mask,
+)
 from .functional import (
     apply_mask,
     default_scale,
@@ -49,6 +66,10 @@ __all__ = [
     "sinusoidal_encoding", "rotary_embedding", "apply_rotary", "LearnedPositionalEmbedding",
     "PositionWiseFFN", "TransformerEncoderLayer", "TransformerEncoder", "EncoderOutput",
     "CrossModalAttention", "synthetic_image", "synthetic_scene", "image_to_patches",
+    "linear_attention", "linear_attention_states", "orthogonal_random_features", "performer_attention",
+    "linformer_attention", "sparse_attention", "sliding_window_attention", "strided_sparse_mask",
+    "block_local_global_mask", "longformer_mask", "bigbird_mask", "flash_attention", "FlashAttentionOutput",
+    "effective_weights", "relative_error",
     "PATTERNS", "synthetic_pattern", "classify_head", "classify_heads", "head_entropy", "head_sparsity",
     "js_distance", "head_similarity", "attention_rollout", "pca_2d", "qk_geometry",
     "attention_entropy", "max_weight", "softmax_jacobian_norm", "sparsity",
