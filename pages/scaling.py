@@ -132,7 +132,7 @@ anatomy.formula(r"\operatorname{Attention}(Q,K,V)=\operatorname{softmax}\!\left(
                 r"=\sum_{i=1}^{d_k}\operatorname{Var}(q_i k_i)=d_k",
                 t("scaling.formula_caption"))
 
-c_dk, c_scale, c_tau, c_seed = st.columns([3, 1.4, 2.4, 1.2], vertical_alignment="center")
+c_dk, c_scale, c_tau, c_seed = st.columns([3, 1.9, 2.4, 1.2], vertical_alignment="center")
 with c_dk:
     d_k = int(st.select_slider(t("scaling.ctl_dk"), options=list(sl.D_K_STEPS), value=64, key="dk",
                                bind="query-params", help=t("scaling.ctl_dk_help")))
@@ -165,14 +165,15 @@ with left:
          y_title=t("scaling.hist_y"), count_title=t("scaling.hist_count"))
     st.caption(t("scaling.hist_caption", n=N_PAIRS, dk=d_k))
 with right:
-    draw("var", sc.variance_chart, var["var"], "var", title=t("scaling.var_title", n=N_PAIRS),
+    draw("var", sc.variance_chart, var["var"], "var", title=t("scaling.var_title"),
          x_title=t("scaling.var_x"), y_title=t("scaling.var_y"), legend_title=t("scaling.var_legend"))
+    st.caption(t("scaling.var_caption", n=N_PAIRS))
 
 # ------------------------------------------------------------------ 2. what big scores do to softmax
 st.header(t("scaling.sec_softmax"))
 st.markdown(lesson("scaling/softmax"))
 row = int(st.session_state.get("scaling_row", 0))
-left, right = st.columns([1.3, 1])
+left, right = st.columns([1.7, 1])
 with left:
     st.markdown(f"**{t('scaling.heat_title', mode=mode_now, dk=d_k, tau=tau_txt)}**")
     picked = draw_weights(softmax_view(seed, d_k, tau, scaled, row, modes), row, key="w",

@@ -248,10 +248,10 @@ def strip_chart(frame: pd.DataFrame, *, column_title: str, key_title: str, weigh
         opacity=alt.when(alt.datum.is_max).then(alt.value(1.0)).otherwise(alt.value(0.45)),
         tooltip=[alt.Tooltip("d_k:Q", title=column_title), alt.Tooltip("mode:N", title=mode_title),
                  alt.Tooltip("key:N", title=key_title), alt.Tooltip("exact:N", title=weight_title)],
-    ).properties(width=120, height=80).facet(
+    ).properties(width=88, height=80).facet(
         column=alt.Column("d_k:O", title=column_title, header=alt.Header(labelExpr="'d_k = ' + datum.value")),
         row=alt.Row("mode:N", sort=modes, title=None,
-                    header=alt.Header(labelAngle=0, labelAlign="left", labelLimit=170)),
+                    header=alt.Header(labelAngle=0, labelAlign="left", labelLimit=150)),
         spacing=6,
     )
 
@@ -282,8 +282,8 @@ def sweep_chart(frame: pd.DataFrame, metric: str, *, title: str, x_title: str, y
     modes = list(dict.fromkeys(frame["mode"]))
     y = alt.Y("plotted:Q", title=y_title,
               scale=alt.Scale(type="log", domain=list(y_domain) if y_domain else alt.Undefined))
-    colour = alt.Color("mode:N", title=mode_title, scale=_mode_colour(modes),
-                       legend=alt.Legend(orient="bottom", direction="vertical"))
+    colour = alt.Color("mode:N", title=None, scale=_mode_colour(modes),
+                       legend=alt.Legend(orient="top", direction="vertical", labelLimit=260))
     tooltip = [alt.Tooltip("mode:N", title=mode_title), alt.Tooltip("d_k:Q", title=x_title),
                alt.Tooltip("exact:N", title=y_title)]
     base = alt.Chart().encode(x=_log_d_k(x_title), y=y, color=colour, tooltip=tooltip).transform_filter(
