@@ -1,0 +1,264 @@
+"""The encoder-block page in AppTest: what its charts contain, checked against independent computations
+(torch.nn.TransformerEncoderLayer with copied weights, a numpy rollout, inverted dropout), its notices,
+the URL, and every control at its extremes."""
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attention_core.encoder_lab import encoder_for
+from attention_core.positional import sinusoidal_encoding
+from attention_core.text import embed_tokens, tokenize
+from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page
+from ui.i18n import catalog
+
+EN, ZH = catalog("en"), catalog("zh")
+SENTENCE = EN["common.default_sentence"]
+TOKENS = tokenize(SENTENCE)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+def frame_with(at, *columns):
+    """The dataset (DataFrame) of the first chart whose data has all these columns."""
+    for chart in charts(at):
+        for frame in chart_data(chart).values():
+            if set(columns) <= set(frame.columns):
+                return frame
+    raise AssertionError(f"no chart with columns {columns}")
+
+
+def heatmap_titled(at, prefix):
+    for chart in charts(at):
+        title = chart_spec(chart).get("title")
+        if isinstance(title, str) and title.startswith(prefix):
+            (frame,) = chart_data(chart).values()
+            n = frame["query_pos"].max() + 1
+            return frame, frame.sort_values(["query_pos", "key_pos"])["value"].to_numpy().reshape(n, n)
+    raise AssertionError(f"no heatmap titled {prefix!r}")
+
+
+def diagram_tensor(cells, step):
+    one = cells[cells["step"] == step]
+    return one.pivot_table(index="y0", columns="dim", values="value").sort_index().to_numpy()
+
+
+def torch_reference(variant, act, d, h, seed):
+    """torch.nn.TransformerEncoderLayer holding the weights of the page's first layer."""
+    mine = encoder_for(variant, d, h, 12, act, seed, max_len=24).layers[0]
+    ref = nn.TransformerEncoderLayer(d, h, 4 * d, dropout=0.0, activation=act, batch_first=True,
+                                     norm_first=variant == "pre")
+    a = mine.self_attn
+    with torch.no_grad():
+        ref.self_attn.in_proj_weight.copy_(torch.cat([a.W_query.weight, a.W_key.weight, a.W_value.weight]))
+        ref.self_attn.in_proj_bias.copy_(torch.cat([a.W_query.bias, a.W_key.bias, a.W_value.bias]))
+        ref.self_attn.out_proj.weight.copy_(a.W_output.weight)
+        ref.self_attn.out_proj.bias.copy_(a.W_output.bias)
+        for dst, src in ((ref.linear1, mine.ffn.linear1), (ref.linear2, mine.ffn.linear2),
+                         (ref.norm1, mine.norm1), (ref.norm2, mine.norm2)):
+            dst.weight.copy_(src.weight)
+            dst.bias.copy_(src.bias)
+    return ref.eval()
+
+
+@pytest.fixture(scope="module")
+def en_page():
+    return open_page("encoder", "en")
+
+
+def test_opens_in_chinese_with_chinese_labels():
+    at = open_page("encoder", "zh")
+    assert exceptions(at) == []
+    text = all_text(at)
+    assert ZH["encoder.title"] in text and ZH["encoder.layer_title"] in text
+    cells = frame_with(at, "where", "dim")
+    assert ZH["encoder.step_attention"] in set(cells["where"])
+
+
+def test_diagram_is_the_layer_of_torch_and_its_boxes_quote_the_tensors(en_page):
+    at = en_page
+    assert exceptions(at) == []
+    cells = frame_with(at, "where", "dim")
+    boxes = frame_with(at, "label", "formula", "detail")
+    assert list(boxes["label"]) == [EN[f"encoder.step_{s}"] for s in
+                                    ("input", "attention", "residual1", "norm1", "ffn_hidden", "ffn_output",
+                                     "residual2", "norm2")]
+    n, d = len(TOKENS), 32
+    x = embed_tokens(TOKENS, d, 0) + sinusoidal_encoding(n, d)        # the input, computed independently
+    steps = [diagram_tensor(cells, s) for s in range(8)]
+    np.testing.assert_allclose(steps[0], x.numpy(), atol=1e-6)
+    np.testing.assert_allclose(steps[2], steps[0] + steps[1], atol=1e-5)        # residual1 = x + MHA(x)
+    np.testing.assert_allclose(steps[3], F.layer_norm(torch.tensor(steps[2]), (d,)).numpy(), atol=1e-5)
+    assert steps[4].shape == (n, 4 * d) and steps[4].min() >= 0                 # ReLU hidden layer
+    np.testing.assert_allclose(steps[6], steps[3] + steps[5], atol=1e-5)
+    with torch.no_grad():
+        expected = torch_reference("post", "relu", d, 4, 0)(x[None].float())[0].numpy()
+    np.testing.assert_allclose(steps[7], expected, atol=1e-5)
+    # each box states the shape and the RMS of its tensor
+    for s, detail in enumerate(boxes["detail"]):
+        assert f"(1, {n}, {steps[s].shape[1]})" in detail
+        assert f"RMS {np.sqrt(np.mean(steps[s] ** 2)):.2f}" in detail
+    # what to notice quotes the same numbers
+    text = all_text(at)
+    assert f"RMS {np.sqrt(np.mean(steps[2] ** 2)):.2f}" in text
+    assert f"{100 * (steps[4] == 0).mean():.0f}%" in text
+
+
+def test_scale_chart_post_stays_at_one_pre_grows_and_notice_agrees(en_page):
+    scale = frame_with(en_page, "series", "rms", "layer")
+    post = scale[scale["series"] == EN["encoder.series_post"]].sort_values("layer")["rms"].to_numpy()
+    pre = scale[scale["series"] == EN["encoder.series_pre"]].sort_values("layer")["rms"].to_numpy()
+    final = scale[scale["series"] == EN["encoder.series_pre_final"]]["rms"].to_numpy()
+    assert len(post) == len(pre) == 7                                           # layers 0..6
+    np.testing.assert_allclose(post[1:], 1.0, atol=1e-4)
+    assert post[0] == pytest.approx(pre[0]) and pre[0] > 1.0
+    assert pre[-1] > 1.5 * pre[1] and np.all(np.diff(pre[1:]) > -0.2)
+    assert final == pytest.approx([1.0], abs=1e-4)
+    text = all_text(en_page)
+    assert f"{pre[1]:.2f} after layer 1 and {pre[-1]:.2f} after layer 6" in text
+
+
+def test_double_residual_bars_halve_the_update(en_page):
+    bars = frame_with(en_page, "series", "value", "token")
+    right = bars[bars["series"] == EN["encoder.dr_correct"]]["value"].to_numpy()
+    wrong = bars[bars["series"] == EN["encoder.dr_tutorial"]]["value"].to_numpy()
+    assert len(right) == len(wrong) == len(TOKENS)
+    assert np.all(wrong < right)
+    assert f"a factor {np.median(wrong / right):.2f}" in all_text(en_page)
+
+
+def test_head_grid_enlarged_tile_and_rollout_agree(en_page):
+    grid = frame_with(en_page, "layer", "head", "query_pos", "key_pos")
+    n, n_layers, n_heads = len(TOKENS), 6, 4
+    assert grid["layer"].nunique() == n_layers and grid["head"].nunique() == n_heads
+    w = grid.sort_values(["layer", "head", "query_pos", "key_pos"])["value"].to_numpy().reshape(
+        n_layers, n_heads, n, n)
+    np.testing.assert_allclose(w.sum(-1), 1.0, atol=1e-5)
+    # the enlarged tile is the sharpest head, and is that head's weights
+    sharp = np.unravel_index(np.argmax(w.max(-1).mean(-1)), (n_layers, n_heads))
+    _, tile = heatmap_titled(en_page, EN["encoder.tile_title"].format(layer=sharp[0] + 1, head=sharp[1] + 1))
+    np.testing.assert_allclose(tile, w[sharp], atol=1e-7)
+    # rollout, recomputed with numpy from the grid's weights
+    r = np.eye(n)
+    for layer in range(n_layers):
+        a = w[layer].mean(0) + np.eye(n)
+        r = (a / a.sum(-1, keepdims=True)) @ r
+    _, rollout = heatmap_titled(en_page, EN["encoder.rollout_title"].format(n=n_layers))
+    np.testing.assert_allclose(rollout, r, atol=1e-5)
+    np.testing.assert_allclose(rollout.sum(-1), 1.0, atol=1e-5)
+    row = frame_with(en_page, "label", "highlight", "exact")
+    np.testing.assert_allclose(row["value"].to_numpy(), r[0], atol=1e-6)
+
+
+def test_dropout_train_weights_are_inverted_dropout_of_eval_and_row_sums_shown(en_page):
+    p, head = 0.2, None
+    for chart in charts(en_page):
+        title = chart_spec(chart).get("title")
+        if isinstance(title, str) and title.startswith("eval mode"):
+            head = int(title.rsplit("head ", 1)[1])
+    _, ev = heatmap_titled(en_page, EN["encoder.eval_title"].format(head=head))
+    train_frame, tr = heatmap_titled(en_page, EN["encoder.train_title"].format(head=head, p="0.20"))
+    np.testing.assert_allclose(ev.sum(-1), 1.0, atol=1e-5)
+    kept = tr != 0
+    np.testing.assert_allclose(tr[kept], ev[kept] / (1 - p), rtol=1e-5)
+    assert (~kept).sum() > 0
+    assert set(train_frame.sort_values(["query_pos", "key_pos"])["masked"].to_numpy().nonzero()[0]) == \
+        set((~kept).ravel().nonzero()[0])                                       # dropped cells drawn grey
+    sums = frame_with(en_page, "mode", "sum")
+    np.testing.assert_allclose(sums[sums["mode"] == EN["encoder.mode_train"]]["sum"].to_numpy(), tr.sum(-1),
+                               atol=1e-6)
+    np.testing.assert_allclose(sums[sums["mode"] == EN["encoder.mode_eval"]]["sum"].to_numpy(), 1.0, atol=1e-5)
+    text = all_text(en_page)
+    assert f"between {tr.sum(-1).min():.3f} and {tr.sum(-1).max():.3f}" in text
+    assert f"{int((~kept).sum())} of the {tr.size} weights" in text
+
+
+def test_exercise_reveals_feedback(en_page):
+    at = en_page
+    at.radio(key="ex_scale_guess").set_value(1).run()
+    at.button(key="ex_scale_reveal").click().run()
+    assert exceptions(at) == []
+    assert EN["common.correct"] in [s.value for s in at.success]
+
+
+def test_url_reproduces_the_view_pre_ln_gelu():
+    params = {"ln": "pre-LN", "act": "GELU", "d": "16", "h": "2", "L": "3", "l": "2", "p": "0.5", "seed": "7"}
+    at = open_page("encoder", "en", params)
+    assert exceptions(at) == []
+    assert at.slider(key="L").value == 3 and at.slider(key="l").value == 2 and at.slider(key="p").value == 0.5
+    assert at.number_input(key="seed").value == 7 and at.selectbox(key="d").value == 16
+    boxes = frame_with(at, "label", "formula", "detail")
+    assert list(boxes["label"])[:3] == [EN["encoder.step_input"], EN["encoder.step_norm1"],
+                                        EN["encoder.step_attention"]]
+    assert "GELU" in " ".join(boxes["formula"])
+    cells = frame_with(at, "where", "dim")
+    hidden = diagram_tensor(cells, 5)
+    assert hidden.shape == (len(TOKENS), 64) and hidden.min() < 0              # GELU lets negatives through
+    # layer 2 of a pre-LN stack, checked against torch: its input is layer 1's output
+    x = (embed_tokens(TOKENS, 16, 7) + sinusoidal_encoding(len(TOKENS), 16))[None]
+    enc = encoder_for("pre", 16, 2, 12, "gelu", 7, max_len=24)
+    with torch.no_grad():
+        layer1 = torch_reference("pre", "gelu", 16, 2, 7)(x)[0].numpy()
+        expected = enc.layers[1](torch.from_numpy(layer1)[None]).output[0].numpy()
+    np.testing.assert_allclose(diagram_tensor(cells, 0), layer1, atol=1e-5)
+    np.testing.assert_allclose(diagram_tensor(cells, 7), expected, atol=1e-5)
+    scale = frame_with(at, "series", "rms", "layer")
+    assert scale["layer"].max() == 3
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"d": "16", "h": "3"}, EN["encoder.err_heads"].format(d=16, h=3, ok="1, 2, 4, 8")),
+    ({"text": ""}, EN["common.err_empty"]),
+    ({"text": "hi"}, EN["common.err_too_few"].format(n=1, min=2)),
+    ({"text": " ".join(["word"] * 300)}, EN["common.warn_truncated"].format(n=300, max=24)),
+])
+def test_bad_input_gives_a_message_not_a_traceback(params, message):
+    at = open_page("encoder", "en", params)
+    assert exceptions(at) == []
+    assert message in [w.value for w in at.warning]
+
+
+@pytest.mark.parametrize("text", ["😀 🎉 👍🏽 ok", "动物没有过马路，因为它太累了。", "<script>alert(1)</script>"])
+def test_odd_text_runs_and_is_never_html(text):
+    at = open_page("encoder", "zh", {"text": text})
+    assert exceptions(at) == []
+    assert len(charts(at)) >= 9
+    assert all("<script" not in md.value for md in at.markdown)
+
+
+def test_every_control_at_its_extremes(en_page):
+    at = en_page
+    moves = [
+        lambda: at.slider(key="L").set_value(1),
+        lambda: at.slider(key="L").set_value(12),
+        lambda: at.slider(key="l").set_value(12),
+        lambda: at.slider(key="L").set_value(3),          # shallower than the layer drawn: clamped to 3
+        lambda: at.slider(key="L").set_value(12),
+        lambda: at.slider(key="p").set_value(0.0),
+        lambda: at.slider(key="p").set_value(0.9),
+        lambda: at.selectbox(key="d").set_value(64),
+        lambda: at.selectbox(key="h").set_value(8),
+        lambda: at.selectbox(key="h").set_value(1),
+        lambda: at.selectbox(key="d").set_value(16),
+        lambda: at.number_input(key="seed").set_value(9999),
+        lambda: [w for w in at.get("button_group") if w.key == "act"][0].set_value("gelu"),
+        lambda: [w for w in at.get("button_group") if w.key == "ln"][0].set_value("pre"),
+    ]
+    for move in moves:
+        move()
+        at.run()
+        assert exceptions(at) == [], exceptions(at)
+    assert at.slider(key="l").value <= at.slider(key="L").value
+    text = all_text(at)
+    assert EN["encoder.notice_p0"] not in text
+    at.slider(key="p").set_value(0.0).run()
+    assert EN["encoder.notice_p0"] in all_text(at)
+    grid = frame_with(at, "layer", "head", "query_pos")
+    assert grid["layer"].nunique() == 12 and grid["head"].nunique() == 1
