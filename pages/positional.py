@@ -1,0 +1,356 @@
+"""Positional encoding: attention sees a set, not a sequence, until positions are added.
+
+The sinusoidal table and its binary-counter analogy, similarity by offset, the shuffle test,
+and learned vs sinusoidal vs rotary encodings (first tutorial 6.3, second tutorial's
+``PositionalEncoding``), with the tutorials' odd-d_model and sqrt(d_model) pitfalls.
+"""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import streamlit as st
+import torch
+
+from attention_core import positional_lab as pl
+from attention_core.positional import sinusoidal_encoding
+from attention_core.rotary import rotary_embedding
+from ui import anatomy
+from ui.charts import heatmap, matrix_csv, unique_labels
+from ui.controls import seed as seed_control
+from ui.controls import sentence
+from ui.i18n import current_lang, lesson, t
+from ui.positional_charts import filled, gap_chart, offset_chart, rotation_chart, skeleton, wave_chart
+
+NS = "positional"
+MAX_TOKENS = 24     # shuffle-test sentences: two heatmaps stay readable
+D_SHUFFLE = 32      # width of the shuffle test's embeddings and attention
+GAIN = 2.0          # W_Q, W_K of the untrained layer x2: weights visibly uneven (see make_self_attention)
+D_ROT = 16          # width of the rotary demo's q and k
+N_COMPARE = 32      # positions in the comparison heatmaps
+BASES = (10, 100, 1000, 10000, 100000)
+
+
+# ------------------------------------------------------------------ drawing (specs cached on plain inputs)
+@st.cache_resource(max_entries=256, show_spinner=False)
+def _skeleton(cache_key: tuple, _build) -> tuple[str, bytes]:
+    """Shared, read-only: Altair builds and validates a spec only on a cache miss."""
+    return skeleton(_build())
+
+
+def draw(key: str, cache_key: tuple, build, *, select: bool = False, csv=None,
+         width: str = "stretch") -> int | None:
+    """Draw the chart ``build()`` (cached on ``cache_key`` + language); return the clicked query row.
+
+    ``csv``: (matrix, row labels, column labels) for a download button under a heatmap.
+    """
+    spec_json, data = _skeleton((key, current_lang(), *cache_key), build)
+    event = st.vega_lite_chart(filled(spec_json, data), width=width, key=key,
+                               on_select="rerun" if select else "ignore")
+    if csv is not None:
+        matrix, rows, cols = csv
+        st.download_button(t("common.download_csv"), lambda: matrix_csv(matrix, rows, cols),
+                           file_name=f"{key}.csv", mime="text/csv", key=f"{key}_csv",
+                           icon=":material/download:", type="tertiary")
+    if not select:
+        return None
+    try:
+        points = event.selection.get("row") or []
+    except AttributeError:
+        return None
+    for point in points:
+        if isinstance(point, dict) and "query_pos" in point:
+            return int(point["query_pos"])
+    return None
+
+
+# ------------------------------------------------------------------ cached computations
+@st.cache_data(max_entries=64, show_spinner=False)
+def table(n: int, d: int, base: float):
+    pe = sinusoidal_encoding(n, d, base)
+    return pe.numpy(), pl.binary_counter(n).numpy(), pl.periods(d, base).numpy()
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def shuffle_all(tokens: tuple[str, ...], seed: int, shuffle_seed: int) -> dict[str, dict]:
+    out = {}
+    for enc in pl.ENCODINGS:
+        r = pl.shuffle_test(tokens, D_SHUFFLE, enc, seed=seed, shuffle_seed=shuffle_seed, gain=GAIN)
+        out[enc] = {"perm": r.perm.tolist(), "w": r.original.weights.numpy(),
+                    "w_shuf": r.shuffled.weights.numpy(), "gap": r.gap.numpy()}
+    return out
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def comparison(n: int, base: float, seed: int) -> dict[str, tuple]:
+    q, k = pl.random_qk(D_ROT, seed)
+    grids = {
+        "sinusoidal": pl.cosine_grid(sinusoidal_encoding(n, D_ROT, base)),
+        "learned": pl.cosine_grid(pl.position_table("learned", n, D_ROT, seed)),
+        "rotary": pl.rotary_score_grid(q, k, n, base) / (q.norm() * k.norm()),
+        "added": pl.additive_score_grid(q, k, n) / (q.norm() * k.norm()),
+    }
+    return {name: (g.numpy(), pl.toeplitz_gap(g)) for name, g in grids.items()}
+
+
+def fmt(x: float, digits: int = 4) -> str:
+    return f"{x:.{digits}f}"
+
+
+def sci(x: float) -> str:
+    return "0" if x == 0 else f"{x:.1e}"
+
+
+def signed(x: float) -> str:
+    """A metric's delta: rounding-size differences in scientific notation, never "-0.0000"."""
+    return "0" if x == 0 else (f"{x:+.1e}" if abs(x) < 1e-4 else f"{x:+.4f}")
+
+
+# ------------------------------------------------------------------ 1. the table
+def table_section() -> tuple[int, int]:
+    st.header(t("positional.table_title"))
+    c1, c2, c3 = st.columns(3)
+    n = c1.slider(t("positional.n"), 2, 128, 48, key="n", bind="query-params", help=t("positional.n_help"))
+    d = c2.slider(t("positional.d"), 1, 128, 64, key="d", bind="query-params", help=t("positional.d_help"))
+    base = c3.select_slider(t("positional.base"), BASES, value=10000, key="base", bind="query-params",
+                            help=t("positional.base_help"))
+    base = int(base) if base in BASES else 10000
+    pe, bits, per = table(n, d, float(base))
+    positions = [str(i) for i in range(n)]
+    dims = [str(j) for j in range(d)]
+    ref_before = st.session_state.get("_pos_ref")
+
+    left, right = st.columns([3, 1])
+    with left:
+        picked = draw("pe", (n, d, base, ref_before), lambda: heatmap(
+            pe, positions, dims, kind="scores", domain=(-1.0, 1.0), title=t("positional.pe_title", n=n, d=d),
+            x_title=t("positional.dimension"), y_title=t("positional.position"),
+            value_title=t("positional.value"), show_numbers=False, selected_row=ref_before),
+            select=True, csv=(pe, positions, dims))
+    with right:
+        draw("bits", (n,), lambda: heatmap(
+            bits, positions, [str(b) for b in range(bits.shape[1])], kind="weights",
+            show_numbers=False, title=t("positional.bits_title"), x_title=t("positional.bit_axis"),
+            y_title=t("positional.position"), value_title=t("positional.bit_value"), selectable=False))
+    st.caption(t("positional.table_caption"))
+
+    # one column pair next to the counter bit of about the same period
+    pairs = math.ceil(d / 2)
+    i = st.slider(t("positional.pair"), 0, 63, 2, key="pair", bind="query-params",
+                  help=t("positional.pair_help"))
+    if i >= pairs:
+        anatomy.problem("positional.err_pair", i=i, pairs=pairs, d=d)
+        i = pairs - 1
+    b = pl.closest_bit(float(per[i]))
+    has_cos = 2 * i + 1 < d
+    if not has_cos:
+        st.caption(t("positional.no_cos", d=d))
+    draw("wave", (n, d, base, i), lambda: wave_chart(
+        pe[:, 2 * i], pe[:, 2 * i + 1] if has_cos else [float("nan")] * n, pl.binary_counter(n, b + 1)[:, b],
+        series=[f"sin · {2 * i}", f"cos · {2 * i + 1}" if has_cos else "—", t("positional.bit", b=b)],
+        x_title=t("positional.position"), y_title=t("positional.value"),
+        title=t("positional.wave_title", i=i, period=fmt(float(per[i]), 1), b=b, bit_period=2 ** (b + 1))))
+
+    # similarity by offset, for the clicked position and one more
+    if picked is not None and picked < n:
+        st.session_state["_pos_ref"] = picked
+    elif ref_before is not None and ref_before >= n:
+        st.session_state["_pos_ref"] = None      # n shrank below the clicked row
+    ref = st.session_state.get("_pos_ref")
+    ref = n // 4 if ref is None else ref
+    other = (ref + n // 2) % n
+    curves = pl.offset_curves(torch.from_numpy(pe), [ref, other])
+    draw("offset", (n, d, base, ref), lambda: offset_chart(
+        curves, labels=[t("positional.ref", p=ref), t("positional.ref", p=other)],
+        x_title=t("positional.offset"), y_title=t("positional.dot"), title=t("positional.offset_title")))
+    gap = pl.curve_gap(curves[0], curves[1])
+    k = 3 if n > 3 + max(ref, other) else 1
+    dot_a = float(curves[0].dots[ref + k]) if ref + k < n else float("nan")
+    dot_b = float(curves[1].dots[other + k]) if other + k < n else float("nan")
+
+    items = [t("positional.notice_bits", b=b, every=2 ** b, i=i, period=fmt(float(per[i]), 1),
+               slow=fmt(float(per[-1]), 0), n=n),
+             t("positional.notice_offset", a=ref, b=other, k=k, dot_a=fmt(dot_a), dot_b=fmt(dot_b),
+               gap=sci(gap))]
+    if d % 2:
+        items.append(t("positional.notice_odd", d=d, gap=sci(gap)))
+    else:
+        norms = (pe.astype("float64") ** 2).sum(1) ** 0.5
+        items.append(t("positional.notice_norm", d=d, half=fmt(math.sqrt(d / 2), 3),
+                       lo=fmt(float(norms.min()), 3), hi=fmt(float(norms.max()), 3)))
+    anatomy.notice(items)
+    return d, base
+
+
+# ------------------------------------------------------------------ 2. the shuffle test
+def shuffle_section() -> tuple[dict | None, int]:
+    st.header(t("positional.shuffle_title"))
+    st.markdown(lesson("positional/shuffle"))
+    tokens = sentence(key="text", max_tokens=MAX_TOKENS, min_tokens=2)
+    enc = st.segmented_control(t("positional.encoding"), list(pl.ENCODINGS), default="none", required=True,
+                               format_func=lambda e: t(f"positional.enc_{e}"), key="enc", bind="query-params")
+    enc = enc if enc in pl.ENCODINGS else "none"
+    c2, c3 = st.columns(2)
+    shuffle_seed = int(c2.number_input(t("positional.shuffle_seed"), 0, 9999, 1, key="shuf",
+                                       bind="query-params", help=t("positional.shuffle_seed_help")))
+    with c3:
+        seed = seed_control()
+    if tokens is None:
+        return None, seed
+    toks = tuple(tokens)
+    res = shuffle_all(toks, seed, shuffle_seed)
+    cur = res[enc]
+    perm = cur["perm"]
+    shuffled = [tokens[p] for p in perm]
+    if shuffled == tokens:
+        anatomy.problem("positional.err_same_order")
+    state = (toks, seed, shuffle_seed)
+
+    gaps = {e: float(res[e]["gap"].max()) for e in pl.ENCODINGS}
+    st.markdown(f"**{t('positional.gap_heading')}**")
+    draw("gaps", (*state, enc), lambda: gap_chart(
+        [gaps[e] for e in pl.ENCODINGS], [t(f"positional.enc_{e}") for e in pl.ENCODINGS],
+        x_title=t("positional.gap_axis"), y_title=t("positional.gap_axis"),
+        highlight=pl.ENCODINGS.index(enc)))
+
+    row_before = st.session_state.get("_shuf_row")
+    left, right = st.columns(2)
+    with left:
+        draw("w_orig", (*state, enc), lambda: heatmap(
+            cur["w"], tokens, title=t("positional.w_original"), x_title=t("common.key"),
+            y_title=t("common.query"), value_title=t("common.weight"), selectable=False))
+    with right:
+        picked = draw("w_shuf", (*state, enc, row_before), lambda: heatmap(
+            cur["w_shuf"], shuffled, title=t("positional.w_shuffled"), x_title=t("common.key"),
+            y_title=t("common.query"), value_title=t("common.weight"), selected_row=row_before),
+            select=True, csv=(cur["w_shuf"], shuffled, shuffled))
+    if picked is not None and picked < len(tokens):
+        st.session_state["_shuf_row"] = picked
+    row = st.session_state.get("_shuf_row")
+    row = 0 if row is None or row >= len(tokens) else row
+    st.caption(t("positional.gap_row_caption", enc=t(f"positional.enc_{enc}")))
+    draw("gap_bars", (*state, enc, row), lambda: gap_chart(
+        cur["gap"], unique_labels(shuffled), x_title=t("positional.gap_axis"),
+        y_title=t("positional.gap_axis"), highlight=row))
+
+    labels = unique_labels(shuffled)
+    w_shuf, w_orig = cur["w_shuf"], cur["w"]
+    j = int(w_shuf[row].argmax())          # the picked word's strongest partner, in both orders
+    anatomy.notice([
+        t("positional.notice_none", gap=sci(gaps["none"]), sin=fmt(gaps["sinusoidal"], 3),
+          rot=fmt(gaps["rotary"], 3), learned=fmt(gaps["learned"], 3)),
+        t("positional.notice_pair", q=anatomy.md_escape(labels[row]), k=anatomy.md_escape(labels[j]),
+          shuf=fmt(float(w_shuf[row, j])), orig=fmt(float(w_orig[perm[row], perm[j]])),
+          enc=t(f"positional.enc_{enc}")),
+        t("positional.notice_learned", learned=fmt(gaps["learned"], 3)),
+    ])
+    return gaps, seed
+
+
+# ------------------------------------------------------------------ 3. learned vs sinusoidal vs rotary
+GRIDS = ("sinusoidal", "learned", "rotary", "added")
+
+
+def compare_section(base: int, seed: int) -> None:
+    st.header(t("positional.compare_title"))
+    st.markdown(lesson("positional/compare"))
+    grids = comparison(N_COMPARE, float(base), seed)
+    what = st.segmented_control(t("positional.compare_pick"), list(GRIDS), default="rotary", required=True,
+                                format_func=lambda e: t(f"positional.grid_{e}"), key="cmp",
+                                bind="query-params")
+    what = what if what in GRIDS else "rotary"
+    positions = [str(i) for i in range(N_COMPARE)]
+    left, right = st.columns([3, 2])
+    with left:
+        draw("cmp_grid", (base, seed, what), lambda: heatmap(
+            grids[what][0], positions, kind="scores", domain=(-1.0, 1.0), show_numbers=False,
+            title=t(f"positional.grid_{what}_title"), x_title=t("positional.position_n"),
+            y_title=t("positional.position_m"), value_title=t("positional.similarity"), selectable=False))
+    with right:
+        st.markdown(f"**{t('positional.toeplitz_heading')}**")
+        draw("toeplitz", (base, seed, what), lambda: gap_chart(
+            [grids[e][1] for e in GRIDS], [t(f"positional.grid_{e}") for e in GRIDS],
+            x_title=t("positional.toeplitz_axis"), y_title=t("positional.toeplitz_axis"),
+            highlight=GRIDS.index(what)))
+        st.caption(t("positional.toeplitz_caption"))
+
+    st.subheader(t("positional.rotary_live"))
+    c1, c2, c3 = st.columns(3)
+    m = c1.slider(t("positional.m"), 0, 200, 3, key="m", bind="query-params")
+    j = c2.slider(t("positional.j"), 0, 200, 7, key="j", bind="query-params")
+    s = c3.slider(t("positional.shift"), 0, 1000, 100, key="s", bind="query-params")
+    q, k = pl.random_qk(D_ROT, seed)
+    rot, rot_s = pl.rotary_score(q, k, m, j, base), pl.rotary_score(q, k, m + s, j + s, base)
+    add, add_s = pl.additive_score(q, k, m, j), pl.additive_score(q, k, m + s, j + s)
+    cols = st.columns(4)
+    cols[0].metric(t("positional.rot_score", m=m, j=j), fmt(rot))
+    cols[1].metric(t("positional.rot_score", m=m + s, j=j + s), fmt(rot_s), delta=signed(rot_s - rot),
+                   delta_color="off")
+    cols[2].metric(t("positional.add_score", m=m, j=j), fmt(add))
+    cols[3].metric(t("positional.add_score", m=m + s, j=j + s), fmt(add_s), delta=signed(add_s - add),
+                   delta_color="off")
+    left, right = st.columns([2, 3])
+    with left:   # the first pair turns by theta_0 = base^0 = 1 radian per position
+        draw("rotation", (seed, m, j, s), lambda: rotation_chart(
+            q[:2], k[:2], {"q": float(m), "k": float(j), "q_shift": float(m + s), "k_shift": float(j + s)},
+            labels={"q": t("positional.arrow_q", m=m), "k": t("positional.arrow_k", j=j),
+                    "q_shift": t("positional.arrow_q", m=m + s), "k_shift": t("positional.arrow_k", j=j + s)},
+            title=t("positional.rotation_title")), width="content")
+        st.caption(t("positional.rotation_caption"))
+    with right:
+        st.markdown(lesson("positional/table"))
+    rq = rotary_embedding(q.unsqueeze(0), torch.tensor([m]), base)[0]
+    anatomy.notice([
+        t("positional.notice_rotary", m=m, j=j, s=s, rot=fmt(rot), rot_s=fmt(rot_s),
+          diff=sci(abs(rot_s - rot))),
+        t("positional.notice_added", add=fmt(add), add_s=fmt(add_s)),
+        t("positional.notice_norm_kept", before=fmt(float(q.norm()), 4), after=fmt(float(rq.norm()), 4)),
+        t("positional.notice_grids", sin=sci(grids["sinusoidal"][1]), learned=fmt(grids["learned"][1], 2),
+          rot=sci(grids["rotary"][1]), added=fmt(grids["added"][1], 2)),
+    ])
+
+
+# ------------------------------------------------------------------ pitfalls
+def odd_d_demo(d: int) -> None:
+    err = pl.tutorial_error(4, d)
+    if err is None:
+        st.caption(t("positional.odd_ok", d=d))
+    else:
+        st.error(t("positional.odd_error", d=d, err=err), icon=":material/error:")
+        st.success(t("positional.odd_fixed", d=d, shape=f"{tuple(sinusoidal_encoding(4, d).shape)}"),
+                   icon=":material/check_circle:")
+
+
+def scale_demo(d: int) -> None:
+    rows = []
+    for recipe in pl.EMBEDDING_RECIPES:
+        r = pl.embedding_scale(recipe, d)
+        rows.append({t("positional.recipe"): t(f"positional.recipe_{recipe}"),
+                     t("positional.token_norm"): round(r.token_norm, 2),
+                     t("positional.position_norm"): round(r.position_norm, 2),
+                     t("positional.ratio"): round(r.ratio, 3)})
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+
+
+# ------------------------------------------------------------------ the page
+anatomy.header(NS)
+anatomy.intuition(NS)
+anatomy.formula(r"PE_{(pos,\,2i)} = \sin\!\left(\frac{pos}{\mathrm{base}^{2i/d_{model}}}\right),\qquad "
+                r"PE_{(pos,\,2i+1)} = \cos\!\left(\frac{pos}{\mathrm{base}^{2i/d_{model}}}\right)",
+                t("positional.formula_caption"))
+d, base = table_section()
+gaps, seed = shuffle_section()
+compare_section(base, seed)
+
+anatomy.exercise("pos_ex", t("positional.ex_question"),
+                 [t("positional.ex_a"), t("positional.ex_b"), t("positional.ex_c")], 0,
+                 t("positional.ex_explain", gap=sci(gaps["none"]) if gaps else "0"))
+anatomy.pitfall(t("positional.pit_odd_title"), t("positional.pit_odd_body"),
+                code="pe[:, 0::2] = torch.sin(position * div_term)  # ceil(d/2) columns\n"
+                     "pe[:, 1::2] = torch.cos(position * div_term)  # only d//2 columns: fails for odd d",
+                demo=lambda: odd_d_demo(d))
+anatomy.pitfall(t("positional.pit_scale_title"), t("positional.pit_scale_body", d=d),
+                code="x = self.embedding(x) * math.sqrt(self.d_model)  # scale the tokens first\n"
+                     "x = self.pos_encoding(x)                          # then add PE (unscaled)",
+                demo=lambda: scale_demo(d))
+anatomy.show_code(sinusoidal_encoding, rotary_embedding, pl.attend_with_positions, pl.shuffle_test)
