@@ -82,16 +82,21 @@ def gradient_view(seed: int, d_k: int, tau: float, modes: tuple[str, str]) -> di
 
 
 @st.cache_data(max_entries=128, show_spinner=False)
-def pitfall_numbers(seed: int, d_k: int, tau: float) -> dict:
-    all_scores = torch.from_numpy(sweep_scores(seed))
-    scores = all_scores[sl.SWEEP_D_K.index(d_k)]
-    nan = {f"nan{bits}_{name}": sl.overflow_rows(scores, sl.score_scale(d_k, flag, tau), dtype)
-           for bits, dtype in ((16, torch.float16), (32, torch.float32))
-           for name, flag in (("raw", False), ("scaled", True))}
-    head = all_scores[sl.SWEEP_D_K.index(D_MODEL // HEADS)]                # one head: d_k = 64
+def overflow_counts(seed: int, d_k: int, tau: float) -> dict:
+    """Rows the naive exp(s)/sum exp(s) turns into NaN, in float16 and float32, without / with scaling."""
+    scores = torch.from_numpy(sweep_scores(seed)[sl.SWEEP_D_K.index(d_k)])
+    return {f"nan{bits}_{name}": sl.overflow_rows(scores, sl.score_scale(d_k, flag, tau), dtype)
+            for bits, dtype in ((16, torch.float16), (32, torch.float32))
+            for name, flag in (("raw", False), ("scaled", True))}
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def which_d(seed: int) -> tuple[float, float]:
+    """A typical query's max weight in one head (d_k = 64) scaled by 1/sqrt(d_k) vs 1/sqrt(d_model)."""
+    head = torch.from_numpy(sweep_scores(seed)[sl.SWEEP_D_K.index(D_MODEL // HEADS)])
     per_head = sl.saturation_stats(masked_softmax(head / math.sqrt(D_MODEL // HEADS)))
     per_model = sl.saturation_stats(masked_softmax(head / math.sqrt(D_MODEL)))
-    return {**nan, "mw_dk": float(per_head.max_weight), "mw_dmodel": float(per_model.max_weight)}
+    return float(per_head.max_weight), float(per_model.max_weight)
 
 
 # ------------------------------------------------------------------ charts: Altair once, then only new data
@@ -259,11 +264,9 @@ anatomy.exercise("ex_tau", t("scaling.ex2_question"), tl("scaling.ex2_options"),
 
 # ------------------------------------------------------------------ pitfall
 def pitfall_demo() -> None:
-    numbers = pitfall_numbers(seed, d_k, tau)
-    st.markdown(t("scaling.pitfall_live", dk=d_k, tau=tau_txt, n=N_Q,
-                  **{k: v for k, v in numbers.items() if k.startswith("nan")}))
-    st.markdown(t("scaling.pitfall_which_d", mw_dk=sc.fmt(numbers["mw_dk"]),
-                  mw_dmodel=sc.fmt(numbers["mw_dmodel"])))
+    st.markdown(t("scaling.pitfall_live", dk=d_k, tau=tau_txt, n=N_Q, **overflow_counts(seed, d_k, tau)))
+    mw_dk, mw_dmodel = which_d(seed)
+    st.markdown(t("scaling.pitfall_which_d", mw_dk=sc.fmt(mw_dk), mw_dmodel=sc.fmt(mw_dmodel)))
     st.code(t("scaling.pitfall_code"), language="python")
 
 

@@ -231,3 +231,25 @@ def test_exercises_reveal_feedback(default_en):
     at.radio(key="ex_tau_guess").set_value(0).run()
     at.button(key="ex_tau_reveal").click().run()
     assert any("τ = 16" in e.value for e in at.error)
+
+
+def test_pitfall_numbers_match_a_direct_computation(default_en):
+    text = all_text(default_en)
+    q, k = sl.sample_qk(N_Q, N_K, 64, seed=0)
+    raw = q @ k.T
+
+    def nan_rows(s, dtype):
+        e = torch.exp(s.to(dtype))
+        return int(torch.isnan(e / e.sum(-1, keepdim=True)).any(-1).sum())
+
+    counts = (nan_rows(raw, torch.float16), nan_rows(raw, torch.float32),
+              nan_rows(raw / 8, torch.float16), nan_rows(raw / 8, torch.float32))
+    assert counts[0] > 100 and counts[2] == 0                  # float16 overflows without scaling only
+    assert ("NaN in **{}** rows in float16 and **{}** rows in float32 without scaling; "
+            "with scaling **{}** and **{}**".format(*counts)) in text
+
+    def typical_max(s):
+        return sorted(torch.softmax(s, -1).max(-1).values.tolist())[(N_Q - 1) // 2]
+
+    assert f"**{sc.fmt(typical_max(raw / 8))}** on its strongest key with 1/√d_k" in text
+    assert f"only **{sc.fmt(typical_max(raw / math.sqrt(512)))}** with 1/√d_model" in text
