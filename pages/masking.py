@@ -306,7 +306,7 @@ def fp16_demo(sentences: Batch, seed: int) -> None:
                 "masking.fp_uniform", w=f"{w:.3g}")
             cells[dtype] = result if status == "error" else f"{_num(stored)} → {result}"
         table[t(key)] = cells
-    st.dataframe(pd.DataFrame(table).T, width="stretch")
+    st.table(pd.DataFrame(table).T)
     st.markdown(t("masking.fp_details", err=d["fills"]["-1e9", "float16"][3] or "—", cast=_num(d["cast"]),
                   m=_num(ml.stored_as(-1e9, torch.float16)), fmin=_num(torch.finfo(torch.float16).min)))
 

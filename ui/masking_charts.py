@@ -59,8 +59,7 @@ def batch_chart(tokens: Sequence[Sequence[str]], keep, *, row_names: Sequence[st
                {"field": "mask", "type": "quantitative", "title": mask_title}]
     spec = {
         "title": title,
-        # autosize "fit" counts the title and the top axis in the height: leave room for them
-        "height": 30 * len(row_names) + 90,
+        "height": {"step": 28},                      # one row per sentence, whatever the title takes
         "encoding": {
             "x": {"field": "pos", "type": "ordinal", "title": x_title,
                   "axis": {"orient": "top", "labelAngle": 0}},

@@ -180,7 +180,7 @@ def test_bad_mask_text_gets_a_message(code, message):
 # ---------------------------------------------------------------- pitfalls, live
 def test_pitfall_tables_nan_versus_safe_and_fp16():
     at = open_page("masking", "en")
-    nan_table, fp_table = [d.value for d in at.dataframe][:2]
+    nan_table, fp_table = at.dataframe[0].value, at.table[0].value
     assert (nan_table.iloc[0] == "NaN").all()                            # tutorials: a NaN row
     assert (nan_table.iloc[1] == "0").all()                              # safe softmax: zeros
     assert fp_table.loc[EN["masking.fill_1e9"], "float16"] == "RuntimeError"
