@@ -1,0 +1,182 @@
+"""Cross-attention, run: queries from one sequence, keys and values from another.
+
+1. Decoder over encoder: the "encoder-decoder attention" sublayer of Vaswani et al. (2017), which
+   the first tutorial (5.1) contrasts with self-attention: Q comes from the target sentence being
+   written, K and V from the encoded source sentence; the weights form an (n_target, n_source)
+   matrix -- a soft alignment, in general not square. No causal mask: the whole source is known.
+   Untrained weights give arbitrary alignments, so as ``crossmodal.align_text_to_image_`` does for
+   images, a stand-in for training: a small English-Chinese glossary puts every Chinese character
+   at the embedding of the English word it translates (a shared meaning space, which a trained
+   translation model learns), and the attention projections are identities.
+2. The second tutorial's ``CrossModalAttention`` bugs, run: concatenating (b, n_t, d) text with
+   a (b, 1, d) image summary fails for more than one word; one module served both directions.
+3. Caption words -> the region names of ``crossmodal.synthetic_scene`` (English and Chinese).
+
+torch + numpy only; attention is ``modules.MultiHeadAttention``.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import torch
+
+from .crossmodal import CrossModalAttention
+from .modules import MultiHeadAttention
+from .text import embed_tokens
+
+# ---------------------------------------------------------------------------------------------
+# 1. decoder over encoder
+# ---------------------------------------------------------------------------------------------
+
+# One Chinese character -> the English word it translates (a character of a two-character word
+# maps to the whole word: 动物 -> animal). Characters with no counterpart (measure words, particles:
+# 只, 了, 的) are left out on purpose: they have nothing in the source to look at.
+GLOSSARY: dict[str, str] = {
+    "这": "the", "那": "the", "动": "animal", "物": "animal", "没": "didn't", "有": "didn't",
+    "过": "cross", "马": "street", "路": "street", "街": "street", "因": "because", "为": "because",
+    "它": "it", "他": "he", "她": "she", "太": "too", "累": "tired", "。": ".", "，": ",", "！": "!",
+    "？": "?", "猫": "cat", "狗": "dog", "坐": "sat", "在": "on", "上": "on", "垫": "mat", "子": "mat",
+    "我": "i", "你": "you", "爱": "love", "喜": "like", "欢": "like", "吃": "eat", "苹": "apple",
+    "果": "apple", "水": "water", "书": "book", "读": "read", "看": "read", "是": "is", "不": "not",
+    "大": "big", "小": "small", "红": "red", "蓝": "blue", "绿": "green", "黄": "yellow", "鱼": "fish",
+    "鸟": "bird", "树": "tree", "家": "home", "去": "go", "来": "come", "天": "day", "今": "today",
+    "学": "student", "生": "student", "老": "teacher", "师": "teacher", "好": "good", "很": "very",
+    "河": "river", "桥": "bridge", "球": "ball", "快": "quickly", "跑": "ran", "和": "and",
+}
+
+
+def gloss(tokens: Sequence[str]) -> list[str | None]:
+    """The English word each target token translates, or None (also for English tokens: lowercased)."""
+    out: list[str | None] = []
+    for tok in tokens:
+        if tok in GLOSSARY:
+            out.append(GLOSSARY[tok])
+        elif tok.isascii() and any(c.isalnum() for c in tok) or tok in ".,!?":
+            out.append(tok.lower())        # an English target word stands for itself
+        else:
+            out.append(None)
+    return out
+
+
+class TranslationFeatures(NamedTuple):
+    """source (n_s, d): the encoder's token vectors; target (n_t, d): the decoder's; meaning (n_t,):
+    the English word each target vector stands for (None: no counterpart, its own random vector)."""
+
+    source: torch.Tensor
+    target: torch.Tensor
+    meaning: list[str | None]
+
+
+def translation_features(source: Sequence[str], target: Sequence[str], d: int,
+                         seed: int = 0) -> TranslationFeatures:
+    """Source tokens get ``embed_tokens``; a target token gets the embedding of its gloss, so
+    "动" and "animal" share a vector; a target token without a gloss gets an unrelated one."""
+    meaning = gloss(target)
+    src = embed_tokens(list(source), d, seed)                                   # (n_s, d)
+    keys = [m if m is not None else f"\x00zh:{tok}" for m, tok in zip(meaning, target)]
+    tgt = embed_tokens(keys, d, seed)                                           # (n_t, d)
+    return TranslationFeatures(src, tgt, meaning)
+
+
+def identity_attention_(mha: MultiHeadAttention, sharpness: float = 1.0) -> MultiHeadAttention:
+    """W_Q = sharpness * I, W_K = W_V = W_O = I, zero biases, in place: per head the score is
+    sharpness * <q_h, k_h> / sqrt(d_k) on the raw vectors (the "trained" stand-in)."""
+    eye = torch.eye(mha.d_model)
+    with torch.no_grad():
+        for lin, scale in ((mha.W_query, sharpness), (mha.W_key, 1.0), (mha.W_value, 1.0),
+                           (mha.W_output, 1.0)):
+            lin.weight.copy_(eye * scale)
+            if lin.bias is not None:
+                lin.bias.zero_()
+    return mha
+
+
+class CrossAttentionResult(NamedTuple):
+    """output (n_t, d): one context vector per target token; weights (h, n_t, n_s);
+    q (n_t, d) from the target, k and v (n_s, d) from the source (after the projections)."""
+
+    output: torch.Tensor
+    weights: torch.Tensor
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    meaning: list[str | None]
+
+
+def decoder_cross_attention(source: Sequence[str], target: Sequence[str], d_model: int = 64,
+                            num_heads: int = 1, seed: int = 0, trained: bool = True,
+                            sharpness: float = 1.0) -> CrossAttentionResult:
+    """Target tokens (queries) attend over source tokens (keys = values): MultiHeadAttention(q=target,
+    k=v=source). ``trained``: identity projections on the glossary's shared space; else the module's
+    seeded random initialisation (what a model starts from)."""
+    if not source or not target:
+        raise ValueError("need at least one source and one target token")
+    feats = translation_features(source, target, d_model, seed)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        mha = MultiHeadAttention(d_model, num_heads).eval()
+    if trained:
+        identity_attention_(mha, sharpness)
+    x_t, x_s = feats.target.unsqueeze(0), feats.source.unsqueeze(0)            # (1, n, d)
+    with torch.no_grad():
+        out, w = mha(x_t, x_s, x_s)                               # (1, n_t, d), (1, h, n_t, n_s)
+        q, k, v = mha.W_query(x_t)[0], mha.W_key(x_s)[0], mha.W_value(x_s)[0]
+    return CrossAttentionResult(out[0], w[0], q, k, v, feats.meaning)
+
+
+def alignment(weights: torch.Tensor) -> torch.Tensor:
+    """The source position each target row weighs most: (..., n_t, n_s) -> (..., n_t) long."""
+    return weights.argmax(-1)
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. the second tutorial's CrossModalAttention, the parts that break
+# ---------------------------------------------------------------------------------------------
+
+
+def tutorial_gate_error(n_text: int, d: int) -> str | None:
+    """Run the tutorial's fusion line ``torch.cat([text_enhanced, visual_enhanced.mean(dim=1,
+    keepdim=True)], dim=-1)`` on shapes (1, n_text, d) and (1, 1, d); the error text, or None.
+
+    torch.cat needs every size equal except on the concatenated axis: it fails whenever
+    n_text > 1 (``crossmodal.CrossModalAttention`` expands the summary to (1, n_text, d) first).
+    """
+    text_enhanced = torch.zeros(1, n_text, d)
+    visual_summary = torch.zeros(1, 1, d)
+    try:
+        torch.cat([text_enhanced, visual_summary], dim=-1)
+    except RuntimeError as err:
+        return str(err).strip().splitlines()[0]
+    return None
+
+
+def tutorial_parameter_counts(visual_dim: int, text_dim: int, num_heads: int) -> tuple[int, int]:
+    """(parameters of the tutorial's module, of the fixed ``CrossModalAttention``): the tutorial
+    had ONE cross_attn for both directions, the fix has text_to_image and image_to_text."""
+    fixed = CrossModalAttention(visual_dim, text_dim, num_heads)
+    one_direction = sum(p.numel() for p in fixed.text_to_image.parameters())
+    total = sum(p.numel() for p in fixed.parameters())
+    return total - one_direction, total
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. caption words -> scene region names
+# ---------------------------------------------------------------------------------------------
+
+ZH_SCENE_WORDS: dict[str, str] = {
+    "红": "red", "蓝": "blue", "绿": "green", "黄": "yellow", "圆": "circle", "方": "square",
+    "阳": "sun", "日": "sun", "天": "sky", "空": "sky", "草": "grass", "条": "stripes", "纹": "stripes",
+    "背": "background", "景": "background",
+}
+_EN_FORMS = {"circles": "circle", "squares": "square", "stripe": "stripes", "striped": "stripes",
+             "suns": "sun", "skies": "sky"}
+
+
+def scene_word(token: str) -> str:
+    """The region name a caption token refers to ("Red" -> "red", "圆" -> "circle", "circles" ->
+    "circle"); any other token comes back lowercased (and will match no region)."""
+    if token in ZH_SCENE_WORDS:
+        return ZH_SCENE_WORDS[token]
+    low = token.lower()
+    return _EN_FORMS.get(low, low)
