@@ -28,6 +28,7 @@ BOX_X0, BOX_W, GAP_X = 26, 230, 16
 HM_W = 240               # width of a (n, d_model) mini heatmap; d_ff = 4 d_model is drawn twice as wide
 ARROW_GAP = 22
 SKIP_X = 9
+SKIP_COLOUR = "#e66101"
 TILE_GRID = "tile"       # name of the click selection of the layer x head grid
 
 
@@ -108,29 +109,32 @@ def layer_diagram(steps: Sequence[DiagramStep], tokens: Sequence[str], skips: Se
         x=X("x0"), x2=alt.X2("x1"), y=Y("y0"), y2=alt.Y2("y1"), fill=alt.Fill("fill:N", scale=None),
         tooltip=[alt.Tooltip("label:N", title=step_title), alt.Tooltip("formula:N", title="f"),
                  alt.Tooltip("detail:N", title=" ")])
-    text = alt.Chart(f["boxes"])
-    label = text.mark_text(align="left", baseline="middle", fontWeight="bold", fontSize=12).encode(
-        x=X("tx"), y=Y("ty1"), text=alt.Text("label:N"))
-    formula = text.mark_text(align="left", baseline="middle", fontSize=11, font="monospace").encode(
-        x=X("tx"), y=Y("ty2"), text=alt.Text("formula:N"))
-    detail = text.mark_text(align="left", baseline="middle", fontSize=11, color="#333333").encode(
-        x=X("tx"), y=Y("ty3"), text=alt.Text("detail:N"))
+    label = alt.Chart(f["boxes"]).mark_text(align="left", baseline="middle", fontWeight="bold",
+                                            fontSize=12).encode(x=X("tx"), y=Y("ty1"), text=alt.Text("label:N"))
+    sub = pd.concat([f["boxes"][["tx", "ty2", "formula"]].set_axis(["tx", "ty", "text"], axis=1),
+                     f["boxes"][["tx", "ty3", "detail"]].set_axis(["tx", "ty", "text"], axis=1)])
+    lines = alt.Chart(sub).mark_text(align="left", baseline="middle", fontSize=11, font="monospace",
+                                     color="#222222").encode(x=X("tx"), y=Y("ty"), text=alt.Text("text:N"))
     arrows = alt.Chart(f["arrows"]).mark_rule(strokeWidth=1.5, color="#555555").encode(
         x=X("x"), y=Y("y0"), y2=alt.Y2("y1"))
-    heads = alt.Chart(f["arrows"]).mark_point(shape="triangle-down", filled=True, size=40,
-                                              color="#555555", opacity=1).encode(x=X("x"), y=Y("y1"))
-    skips = alt.Chart(f["skips"]).mark_line(strokeWidth=1.5, color="#e66101", strokeDash=[4, 2]).encode(
+    skips = alt.Chart(f["skips"]).mark_line(strokeWidth=1.5, color=SKIP_COLOUR, strokeDash=[4, 2]).encode(
         x=X("x"), y=Y("y"), detail=alt.Detail("skip:N"), order=alt.Order("order:Q"))
-    skip_heads = alt.Chart(f["skips"]).transform_filter(alt.datum.order == 3).mark_point(
-        shape="triangle-right", filled=True, size=40, color="#e66101", opacity=1).encode(x=X("x"), y=Y("y"))
+    ends = f["skips"][f["skips"]["order"] == 3]
+    heads = pd.DataFrame({
+        "x": np.concatenate([f["arrows"]["x"].to_numpy(), ends["x"].to_numpy()]),
+        "y": np.concatenate([f["arrows"]["y1"].to_numpy(), ends["y"].to_numpy()]),
+        "shape": ["triangle-down"] * len(f["arrows"]) + ["triangle-right"] * len(ends),
+        "colour": ["#555555"] * len(f["arrows"]) + [SKIP_COLOUR] * len(ends)})
+    points = alt.Chart(heads).mark_point(filled=True, size=40, opacity=1).encode(
+        x=X("x"), y=Y("y"), shape=alt.Shape("shape:N", scale=None), color=alt.Color("colour:N", scale=None))
     cells = alt.Chart(f["cells"]).mark_rect().encode(
         x=X("x0"), x2=alt.X2("x1"), y=Y("y0"), y2=alt.Y2("y1"),
         color=alt.Color("value:Q", title=value_title,
                         scale=alt.Scale(scheme=SIGNED_SCHEME, domain=[-VALUE_CLAMP, VALUE_CLAMP], clamp=True)),
         tooltip=[alt.Tooltip("where:N", title=step_title), alt.Tooltip("token:N", title=token_title),
                  alt.Tooltip("dim:Q", title=dim_title), alt.Tooltip("exact:N", title=value_title)])
-    return alt.layer(boxes, label, formula, detail, arrows, heads, skips, skip_heads, cells).properties(
-        width=width, height=height).configure_view(stroke=None)
+    return alt.layer(boxes, label, lines, arrows, skips, points, cells).properties(
+        width=width, height=height, view=alt.ViewBackground(stroke=None)).resolve_scale(color="independent")
 
 
 def scale_chart(frame: pd.DataFrame, *, x_title: str, y_title: str, series_title: str,
@@ -154,7 +158,8 @@ def scale_chart(frame: pd.DataFrame, *, x_title: str, y_title: str, series_title
     base = alt.Chart(frame).encode(x=x, y=alt.Y("rms:Q", title=y_title, scale=alt.Scale(zero=True)),
                                    color=colour, tooltip=tooltip)
     lines = base.transform_filter(~alt.datum.final).mark_line(point=True, strokeWidth=2)
-    finals = base.transform_filter(alt.datum.final).mark_point(shape="diamond", size=140, filled=True)
+    finals = base.transform_filter(alt.datum.final).mark_point(shape="diamond", size=260, filled=True, opacity=1,
+                                                               stroke="white", strokeWidth=1)
     one = alt.Chart(pd.DataFrame({"y": [1.0]})).mark_rule(strokeDash=[3, 3], color="#777777").encode(y=alt.Y("y:Q"))
     return alt.layer(one, lines, finals).properties(height=300)
 
