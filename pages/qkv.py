@@ -17,21 +17,15 @@ from attention_core.diagnostics import attention_entropy
 from attention_core.functional import masked_softmax
 from attention_core.modules import AdditiveAttention
 from ui import qkv_charts
-from ui.anatomy import (
-    exercise,
-    formula,
-    header,
-    intuition,
-    md_escape,
-    notice,
-    pitfall,
-    problem,
-    show_code,
-    show_matrix,
-)
-from ui.charts import bars, heatmap, unique_labels
+from ui.anatomy import exercise, formula, header, intuition, md_escape, notice, pitfall, problem, show_code
+from ui.charts import bars, heatmap, matrix_csv, unique_labels
 from ui.controls import seed, sentence
-from ui.i18n import LANGS, catalog, lesson, t
+from ui.i18n import LANGS, catalog, current_lang, lesson, t
+
+try:  # the conversion st.altair_chart does on every rerun, run here once per distinct chart (see draw)
+    from streamlit.elements.vega_charts import _convert_altair_to_vega_lite_spec as _to_vega_lite
+except ImportError:  # another Streamlit: plain to_dict (st.vega_lite_chart turns its data into Arrow)
+    _to_vega_lite = None
 
 NS = "qkv"
 TABS = ("tab_kernel", "tab_library", "tab_tokens", "tab_similarity")
@@ -127,10 +121,61 @@ def pick_token(key: str, label: str, labels: list[str], default: int, clicked: i
     return labels.index(chosen) if chosen in labels else default
 
 
-def fill(chart, n_rows: int, width: int, cell: int = 26, extra: int = 120):
-    """Size a heatmap for its column (a band-scale chart does not stretch by itself) and give every
-    row room for its label; ``width`` is the plotting width in pixels (axes and legend come on top)."""
-    return chart.properties(width=width, height=max(150, cell * n_rows + extra))
+# Charts are drawn from Vega-Lite specs cached per distinct input: building a chart and Altair's
+# schema validation cost 20-40 ms each, and a rerun usually changes one or two charts of a tab.
+BUILDERS = {"bars": bars, "book_bars": qkv_charts.book_bars, "library_mix": qkv_charts.library_mix,
+            "library_plane": qkv_charts.library_plane, "kernel_fit": qkv_charts.kernel_fit,
+            "products": qkv_charts.products, "grouped_rows": qkv_charts.grouped_rows}
+
+
+def to_spec(chart) -> dict:
+    return _to_vega_lite(chart) if _to_vega_lite is not None else chart.to_dict()
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def chart_spec(builder: str, lang: str, *args, **kwargs) -> dict:
+    """The spec of ``BUILDERS[builder](*args, **kwargs)``; ``lang`` keys the cache (labels are in it)."""
+    return to_spec(BUILDERS[builder](*args, **kwargs))
+
+
+@st.cache_data(max_entries=128, show_spinner=False)
+def heatmap_spec(lang: str, matrix: np.ndarray, rows: tuple, cols: tuple, *, width: int, cell: int = 26,
+                 extra: int = 120, outline: int | None = None, legend: bool = True, **kwargs) -> dict:
+    """ui.charts.heatmap sized for its column (a band-scale chart does not stretch by itself, so the
+    plotting width is set and every row gets room for its label), optionally with a row outlined."""
+    if len(rows) > 16:                      # long sentences: thinner rows, the page stays scrollable
+        cell = max(12, cell * 16 // len(rows))
+    chart = heatmap(matrix, list(rows), list(cols), **kwargs).properties(
+        width=width, height=max(150, cell * len(rows) + extra))
+    if outline is not None:
+        chart = qkv_charts.outline_row(chart, list(rows), outline)
+    if not legend:
+        chart = chart.configure_legend(disable=True)
+    return to_spec(chart)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def csv_bytes(matrix: np.ndarray, rows: tuple, cols: tuple) -> bytes:
+    return matrix_csv(matrix, list(rows), list(cols))
+
+
+def draw(builder: str, *args, width: str = "stretch", **kwargs) -> None:
+    st.vega_lite_chart(chart_spec(builder, current_lang(), *args, **kwargs), width=width)
+
+
+def show_heatmap(matrix: np.ndarray, rows, cols, *, key: str, width: int, csv_name: str | None = None,
+                 **kwargs) -> None:
+    """A heatmap as ui.anatomy.show_matrix draws it (click a cell to pick its query row, CSV below),
+    from a cached spec. The clicked row is read back by ``clicked_row`` before the controls are drawn."""
+    spec = heatmap_spec(current_lang(), np.asarray(matrix), tuple(rows), tuple(cols), width=width, **kwargs)
+    if kwargs.get("selectable", True):
+        st.vega_lite_chart(spec, width="stretch", on_select="rerun", key=key)
+    else:
+        st.vega_lite_chart(spec, width="stretch", key=key)
+    if csv_name:
+        st.download_button(t("common.download_csv"), csv_bytes(np.asarray(matrix), tuple(rows), tuple(cols)),
+                           file_name=csv_name, mime="text/csv", key=f"{key}_csv", icon=":material/download:",
+                           type="tertiary")
 
 
 def fmt(x: float, digits: int = 2) -> str:
@@ -164,20 +209,19 @@ def kernel_tab() -> None:
     left, right = st.columns(2)
     with left:
         top_w = max(0.05, float(d["w"].max()))  # stretch the colours: a wide band has small weights
-        chart = heatmap(d["w"], q_labels, k_labels, kind="weights", domain=(0.0, top_w),
-                        x_title=t("qkv.k_keys_axis"), y_title=t("qkv.k_queries_axis"),
-                        value_title=t("common.weight"), title=t("qkv.k_heat_title"))
-        chart = qkv_charts.outline_row(chart, q_labels, row)
-        show_matrix(chart, d["w"], q_labels, k_labels, key="k_heat", file_name="kernel_weights.csv")
+        show_heatmap(d["w"], q_labels, k_labels, key="k_heat", csv_name="kernel_weights.csv", width=380,
+                     cell=13, outline=row, kind="weights", domain=(0.0, top_w),
+                     x_title=t("qkv.k_keys_axis"), y_title=t("qkv.k_queries_axis"),
+                     value_title=t("common.weight"), title=t("qkv.k_heat_title"))
         st.caption(t("qkv.k_heat_caption", top=fmt(top_w, 3)))
     with right:
-        st.altair_chart(qkv_charts.kernel_fit(
-            d["x"], d["y"], d["curve"], d["truth"], d["fit"], query_x=float(d["grid"][row]),
+        draw("kernel_fit",
+             d["x"], d["y"], d["curve"], d["truth"], d["fit"], query_x=float(d["grid"][row]),
             query_weights=w_row, query_pred=float(d["pred"][row]), height=480, weight_max=top_w,
             labels={"x": "x", "y": "y", "weight": t("qkv.k_weight_for", x=q_labels[row]),
                     "truth": t("qkv.k_truth"), "fit": t("qkv.k_fit", h=fmt(h)),
                     "query": t("qkv.k_query_short"), "prediction": t("qkv.k_prediction"),
-                    "series": t("qkv.k_series")}), width="stretch")
+                    "series": t("qkv.k_series")})
         st.caption(t("qkv.k_fit_caption"))
 
     top = int(np.argmax(w_row))
@@ -264,31 +308,27 @@ def library_tab() -> None:
     left, right = st.columns([3, 2])
     with left:
         st.markdown(f"**{t('qkv.l_scores_title')}**")
-        st.altair_chart(qkv_charts.book_bars(scores, labels, value_title=t("common.score"),
-                                             book_title=t("qkv.l_book")), width="stretch")
+        draw("book_bars", scores, labels, value_title=t("common.score"), book_title=t("qkv.l_book"))
         st.markdown(f"**{t('qkv.l_weights_title')}**")
-        st.altair_chart(qkv_charts.book_bars(weights, labels, value_title=t("common.weight"),
-                                             book_title=t("qkv.l_book"), domain=(0.0, 1.0)), width="stretch")
+        draw("book_bars", weights, labels, value_title=t("common.weight"), book_title=t("qkv.l_book"),
+             domain=(0.0, 1.0))
     with right:
         st.markdown(f"**{t('qkv.l_plane_title')}**")
         planes = [(0, 1), (0, 2), (1, 2)]
         plane = st.selectbox(t("qkv.l_plane"), planes, key="plane", bind="query-params",
                              format_func=lambda p: f"{axis_names[p[0]]} × {axis_names[p[1]]}")
         a, b = plane if plane in planes else planes[0]
-        st.altair_chart(qkv_charts.library_plane(
-            keys[:, [a, b]], query[[a, b]], labels, scores, weights, size=360,
-            labels={"x": axis_names[a], "y": axis_names[b], "book": t("qkv.l_book"),
-                    "score": t("common.score"), "weight": t("common.weight"),
-                    "query": t("qkv.l_query_short"), "projection": t("qkv.l_projection")}), width="content")
+        draw("library_plane", keys[:, [a, b]], query[[a, b]], labels, scores, weights, size=360,
+             width="content", labels={"x": axis_names[a], "y": axis_names[b], "book": t("qkv.l_book"),
+                                      "score": t("common.score"), "weight": t("common.weight"),
+                                      "query": t("qkv.l_query_short"), "projection": t("qkv.l_projection")})
         other = ({0, 1, 2} - {a, b}).pop()
         st.caption(t("qkv.l_plane_caption", other=axis_names[other]))
     st.markdown(f"**{t('qkv.l_mix_title')}**")
-    st.altair_chart(qkv_charts.library_mix(
-        r.contributions.numpy(), weights, values, labels, value_names, height=230,
+    draw("library_mix", r.contributions.numpy(), weights, values, labels, value_names, height=230,
         labels={"feature": t("qkv.l_feature"), "contribution": t("qkv.l_contribution"),
                 "book": t("qkv.l_book"), "weight": t("common.weight"), "value": t("common.value"),
-                "total": t("qkv.l_total")}),
-        width="stretch")
+                "total": t("qkv.l_total")})
 
     qn = float(np.linalg.norm(query))
     kn = float(np.linalg.norm(keys[best]))
@@ -342,29 +382,24 @@ def tokens_tab() -> None:
         for col, (name, key, dims) in zip(grid, mats):
             with col:
                 dim_labels = [str(j) for j in range(dims)]
-                chart = heatmap(s[name], labels, dim_labels, kind="scores", selected_row=qi,
-                                x_title=t("qkv.t_dim"), y_title=t("qkv.t_token"), value_title=name.upper(),
-                                title=t(f"qkv.t_mat_{name}", n=n, d=dims))
-                show_matrix(fill(chart, n, 340), s[name], labels, dim_labels, key=key,
-                            file_name=f"{name}.csv")
+                show_heatmap(s[name], labels, dim_labels, key=key, csv_name=f"{name}.csv", width=340,
+                             kind="scores", selected_row=qi, x_title=t("qkv.t_dim"), y_title=t("qkv.t_token"),
+                             value_title=name.upper(), title=t(f"qkv.t_mat_{name}", n=n, d=dims))
     else:
         matrix = {2: s["scores"], 3: s["scaled"], 4: s["weights"], 5: s["output"]}[stage]
         cols_labels = labels if stage < 5 else [str(j) for j in range(d_k)]
         left, right = st.columns([3, 2])
         with left:
-            chart = heatmap(matrix, labels, cols_labels, kind="weights" if stage == 4 else "scores",
-                            selected_row=qi, x_title=t("qkv.t_dim") if stage == 5 else t("common.key"),
-                            y_title=t("common.query"), value_title=t(f"qkv.t_value{stage}"),
-                            title=t(f"qkv.t_mat{stage}", n=n, d=d_k))
-            show_matrix(fill(chart, n, 420), matrix, labels, cols_labels, key="t_heat",
-                        file_name=f"stage{stage}.csv")
+            show_heatmap(matrix, labels, cols_labels, key="t_heat", csv_name=f"stage{stage}.csv", width=420,
+                         kind="weights" if stage == 4 else "scores", selected_row=qi,
+                         x_title=t("qkv.t_dim") if stage == 5 else t("common.key"), y_title=t("common.query"),
+                         value_title=t(f"qkv.t_value{stage}"), title=t(f"qkv.t_mat{stage}", n=n, d=d_k))
         with right:
             st.markdown(f"**{t('qkv.t_row_title', q=md_escape(labels[qi]))}**")
-            st.altair_chart(bars(matrix[qi], cols_labels, value_title=t(f"qkv.t_value{stage}"),
-                                 label_title=t("qkv.t_dim") if stage == 5 else t("common.key"),
-                                 domain=(0.0, 1.0) if stage == 4 else None,
-                                 highlight=int(np.argmax(matrix[qi])) if stage < 5 else None, height=260),
-                            width="stretch")
+            draw("bars", matrix[qi], cols_labels, value_title=t(f"qkv.t_value{stage}"),
+                 label_title=t("qkv.t_dim") if stage == 5 else t("common.key"),
+                 domain=(0.0, 1.0) if stage == 4 else None,
+                 highlight=int(np.argmax(matrix[qi])) if stage < 5 else None, height=260)
             st.caption(row_caption(stage, s, qi, labels, sqrt_dk))
 
     st.subheader(t("qkv.t_neuron_title"))
@@ -378,13 +413,11 @@ def tokens_tab() -> None:
         neuron = np.stack([s["q"][qi], s["k"][kj], prods])
         rows = [f"q ({labels[qi]})", f"k ({labels[kj]})", "q ⊙ k"]
         dim_labels = [str(j) for j in range(d_k)]
-        chart = heatmap(neuron, rows, dim_labels, kind="scores", selectable=False, show_numbers=d_k <= 16,
-                        x_title=t("qkv.t_dim"), y_title=" ", value_title=t("qkv.t_product"))
-        st.altair_chart(fill(chart, 3, 420, cell=34, extra=90), width="stretch")
+        show_heatmap(neuron, rows, dim_labels, key="t_neuron", width=420, cell=34, extra=90, kind="scores",
+                     selectable=False, show_numbers=d_k <= 16, x_title=t("qkv.t_dim"), y_title=" ",
+                     value_title=t("qkv.t_product"))
     with n2:
-        st.altair_chart(qkv_charts.products(prods, height=170,
-                                            labels={"dim": t("qkv.t_dim"), "product": t("qkv.t_product")}),
-                        width="stretch")
+        draw("products", prods, height=170, labels={"dim": t("qkv.t_dim"), "product": t("qkv.t_product")})
     st.markdown(t("qkv.t_neuron_sum", q=md_escape(labels[qi]), k=md_escape(labels[kj]), total=fmt(score, 3),
                   pos=fmt(float(prods[prods > 0].sum()), 3), neg=fmt(float(prods[prods < 0].sum()), 3),
                   sqrt=fmt(sqrt_dk, 3), scaled=fmt(float(s["scaled"][qi, kj]), 3),
@@ -437,8 +470,8 @@ def row_caption(stage: int, s: dict, qi: int, labels: list[str], sqrt_dk: float)
 def pitfall_demo(s: dict, qi: int, labels: list[str], d_model: int, d_k: int) -> None:
     rows = {t("qkv.p_correct", dk=d_k): s["weights"][qi], t("qkv.p_sqrt", dm=d_model): s["bug_sqrt"][qi],
             t("qkv.p_twice"): s["bug_twice"][qi]}
-    st.altair_chart(qkv_charts.grouped_rows(rows, labels, labels={
-        "key": t("common.key"), "weight": t("common.weight"), "series": t("qkv.p_series")}), width="stretch")
+    draw("grouped_rows", rows, labels, labels={"key": t("common.key"), "weight": t("common.weight"),
+                                               "series": t("qkv.p_series")})
     (m0, m1, m2), (e0, e1, e2) = zip(*((fmt(float(np.max(r)), 3),
                                         fmt(float(attention_entropy(torch.as_tensor(r))), 3))
                                        for r in rows.values()))
@@ -480,11 +513,9 @@ def similarity_tab() -> None:
     for col, name in zip(st.columns(3), names):
         r = res[name]
         with col:
-            chart = heatmap(r["weights"], labels, kind="weights", selectable=False, show_numbers=False,
-                            x_title=t("common.key"), y_title=t("common.query"),
-                            value_title=t("common.weight"))
-            st.altair_chart(fill(chart, len(labels), 260, cell=22).configure_legend(disable=True),
-                            width="stretch")
+            show_heatmap(r["weights"], labels, labels, key=f"s_{name}", width=260, cell=22, legend=False,
+                         kind="weights", selectable=False, show_numbers=False, x_title=t("common.key"),
+                         y_title=t("common.query"), value_title=t("common.weight"))
             st.caption(t("qkv.s_caption", params=f"{r['params']:,}", max=fmt(r["max"], 3),
                          ent=fmt(r["entropy"], 2)))
     table = pd.DataFrame({
