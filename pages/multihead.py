@@ -152,11 +152,11 @@ def adopt_click(chart_key: str, selection: str, field: str, widget_key: str, val
 
     The chart keeps its last selection across reruns; only a new click overrides the box, so the
     box can still be changed by hand afterwards."""
-    state = st.session_state.get(chart_key)
     try:
-        points = state.selection.get(selection) or []
-    except AttributeError:
+        points = st.session_state[chart_key]["selection"][selection] or []
+    except (KeyError, TypeError):
         points = []
+    points = points if isinstance(points, list) else [points]
     picked = next((int(p[field]) for p in points if isinstance(p, dict) and field in p), None)
     memo = f"_{chart_key}_adopted"
     if picked is None:

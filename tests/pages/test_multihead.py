@@ -1,0 +1,285 @@
+"""The multi-head attention page in AppTest: what its charts contain (checked against
+torch.nn.MultiheadAttention with the same weights and against attention_core.analysis computed
+here), its notices, the divisibility message, every widget at its extremes, and the URL."""
+import re
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from attention_core.analysis import PATTERNS, classify_heads, head_similarity, qk_geometry, synthetic_pattern
+from attention_core.modules import MultiHeadAttention
+from attention_core.multihead_lab import build_mha, model_input
+from attention_core.text import tokenize
+from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page
+from ui.i18n import catalog
+
+EN, ZH = catalog("en"), catalog("zh")
+TOKENS = tokenize(EN["common.default_sentence"])
+IT = TOKENS.index("it")
+
+
+def tab(lang: str, name: str) -> dict:
+    return {"tab": catalog(lang)[f"multihead.{name}"]}
+
+
+def frame_of(chart):
+    return next(iter(chart_data(chart).values()))
+
+
+def chart_titled(at, title: str):
+    def text(spec):
+        got = spec.get("title")
+        return got.get("text") if isinstance(got, dict) else got
+    found = [c for c in charts(at) if text(chart_spec(c)) == title]
+    assert found, f"no chart titled {title!r}: {[chart_spec(c).get('title') for c in charts(at)]}"
+    return found[0]
+
+
+def grid_chart(at):
+    found = [c for c in charts(at) if "facet" in chart_spec(c)
+             and any(p.get("name") == "head" for p in chart_spec(c).get("params", []))]
+    assert len(found) == 1
+    return found[0]
+
+
+def matrix(frame, n_q=None, n_k=None) -> np.ndarray:
+    n_q = n_q or frame["query_pos"].max() + 1
+    n_k = n_k or frame["key_pos"].max() + 1
+    out = np.full((n_q, n_k), np.nan)
+    out[frame["query_pos"], frame["key_pos"]] = frame["value"].astype(float)
+    return out
+
+
+def oracle(mode="structured", d_model=64, heads=8, seed=0, tokens=TOKENS):
+    """Weights of the page's model recomputed by torch.nn.MultiheadAttention with copied weights."""
+    mine, recipes = build_mha(mode, d_model, heads, seed)
+    t = nn.MultiheadAttention(d_model, heads, batch_first=True)
+    with torch.no_grad():
+        t.in_proj_weight.copy_(torch.cat([mine.W_query.weight, mine.W_key.weight, mine.W_value.weight]))
+        t.in_proj_bias.copy_(torch.cat([mine.W_query.bias, mine.W_key.bias, mine.W_value.bias]))
+        t.out_proj.weight.copy_(mine.W_output.weight)
+        t.out_proj.bias.copy_(mine.W_output.bias)
+    x = model_input(tokens, d_model, seed)
+    _, w = t.eval()(x, x, x, need_weights=True, average_attn_weights=False)
+    return w[0].detach(), mine, x, recipes
+
+
+# ---------------------------------------------------------------- the default view, both languages
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_every_head_matches_torch_and_the_enlarged_head_and_drill_agree(lang):
+    at = open_page("multihead", lang)
+    assert exceptions(at) == []
+    cat = catalog(lang)
+    assert cat["multihead.title"] in [x.value for x in at.title]
+    w, *_ = oracle()
+    n = len(TOKENS)
+    grid = frame_of(grid_chart(at))
+    assert sorted(grid["head"].unique()) == list(range(1, 9))            # ALL heads, not four
+    assert len(grid) == 8 * n * n
+    for h in range(8):
+        m = matrix(grid[grid["head"] == h + 1])
+        assert np.allclose(m.sum(-1), 1.0, atol=1e-5)
+        assert np.allclose(m, w[h].numpy(), atol=1e-5)
+    # the panel titles carry the classifier's label of each head
+    labels = [label for label, _ in classify_heads(w)]
+    panels = list(dict.fromkeys(grid.sort_values("head")["panel"]))
+    for h, (title, label) in enumerate(zip(panels, labels)):
+        assert f"{h + 1}" in title and cat[f"multihead.pattern_{label}"] in title
+    # enlarged head 1 (previous token) and the drill-down of the default query "it"
+    big = chart_titled(at, cat["multihead.big_title"].format(head=1, recipe=cat["multihead.recipe_previous"]))
+    assert np.allclose(matrix(frame_of(big)), w[0].numpy(), atol=1e-5)
+    assert (matrix(frame_of(big))[1:].argmax(-1) == np.arange(n - 1)).all()   # each token -> the one before
+    drill = chart_titled(at, cat["multihead.drill_title"].format(q="it"))
+    assert np.allclose(matrix(frame_of(drill)), w[:, IT, :].numpy(), atol=1e-5)
+    text = all_text(at)
+    assert cat["multihead.mode_structured_banner"].split("**")[0] in text  # the mode shown is said plainly
+
+
+def test_notice_quotes_the_numbers_on_screen():
+    at = open_page("multihead", "en")
+    w, *_ = oracle()
+    notice = "\n".join(m.value for m in at.markdown if m.value.startswith("- "))
+    # averaging: head 1, "it" -> "because"
+    k = int(w[0, IT].argmax())
+    assert TOKENS[k] == "because"
+    m = re.search(r"In head 1, “it” gives \*\*([\d.]+)\*\* .* “because”; .* only \*\*([\d.]+)\*\*", notice)
+    assert m and float(m.group(1)) == pytest.approx(float(w[0, IT, k]), abs=0.005)
+    assert float(m.group(2)) == pytest.approx(float(w.mean(0)[IT, k]), abs=0.005)
+    # parameters: one head = h heads = 4 (d^2 + d)
+    total = MultiHeadAttention(64, 1).parameter_count()
+    assert total == 4 * (64 * 64 + 64) and f"**{total:,}** parameters, 8 heads have **{total:,}**" in notice
+    # head similarity: the most / least alike pair
+    js = head_similarity(w).numpy()
+    off = js + np.diag(np.full(8, np.inf))
+    a, b = np.unravel_index(off.argmin(), off.shape)
+    m = re.search(r"Most alike: heads (\d+) and (\d+) \(JS distance \*\*([\d.]+)\*\*\); most different: "
+                  r"heads (\d+) and (\d+) \(\*\*([\d.]+)\*\*\)", notice)
+    assert m and {int(m.group(1)), int(m.group(2))} == {a + 1, b + 1}
+    assert float(m.group(3)) == pytest.approx(js[a, b], abs=0.005)
+    assert float(m.group(6)) == pytest.approx((js - np.diag(np.full(8, np.inf))).max(), abs=0.005)
+    # the classifier recognises the five heads built as gallery patterns
+    assert "recognises **5 of the 5**" in notice
+    assert "`(1, 8, 12, 8)`" in notice and "`(1, 12, 64)`" in notice
+
+
+# ---------------------------------------------------------------- the other tabs
+def test_shapes_tab_live_shapes_split_and_parameters():
+    at = open_page("multihead", "en", tab("en", "tab_shapes") | {"d": "48", "h": "6"})
+    assert exceptions(at) == []
+    shapes = at.dataframe[0].value
+    got = list(shapes[EN["multihead.col_shape"]])
+    n = len(TOKENS)
+    assert got == [str(s) for s in [(1, n, 48), (1, n, 48), (1, n, 6, 8), (1, 6, n, 8), (1, 6, n, n),
+                                    (1, 6, n, n), (1, 6, n, 8), (1, n, 48), (1, n, 48)]]
+    params = at.dataframe[1].value
+    totals = params[params[""] == EN["multihead.param_module"]].iloc[0].tolist()[1:]
+    assert totals == [f"{MultiHeadAttention(48, h).parameter_count():,}" for h in (1, 6)]
+    assert totals[0] == totals[1]
+    # the split chart: the query vector of "it", 48 numbers, block of 8 per head
+    _, mine, x, _ = oracle(d_model=48, heads=6)
+    split = [c for c in charts(at) if "vconcat" in chart_spec(c)][0]
+    frames = [f for f in chart_data(split).values() if "dim" in f.columns]
+    f = frames[0].sort_values("dim")
+    assert len(f) == 48 and (f["head"].to_numpy() == np.arange(48) // 8 + 1).all()
+    q_it = mine.W_query(x)[0, IT].detach().numpy()
+    assert np.allclose(f["value"].to_numpy(), q_it, atol=1e-5)
+
+
+def test_compare_tab_js_distance_and_average():
+    at = open_page("multihead", "en", tab("en", "tab_compare"))
+    assert exceptions(at) == []
+    w, *_ = oracle()
+    js = matrix(frame_of(chart_titled(at, EN["multihead.js_title"])))
+    assert np.allclose(js, head_similarity(w).numpy(), atol=1e-5)
+    assert np.allclose(np.diag(js), 0.0, atol=1e-6) and np.allclose(js, js.T, atol=1e-6)
+    avg = matrix(frame_of(chart_titled(at, EN["multihead.avg_title"].format(h=8))))
+    assert np.allclose(avg, w.mean(0).numpy(), atol=1e-5) and np.allclose(avg.sum(-1), 1.0, atol=1e-5)
+
+
+def test_gallery_tab_patterns_and_classifier_scores():
+    at = open_page("multihead", "en", tab("en", "tab_gallery"))
+    assert exceptions(at) == []
+    n = len(TOKENS)
+    facets = [c for c in charts(at) if "facet" in chart_spec(c)]
+    gallery = frame_of(facets[0])
+    for i, name in enumerate(PATTERNS):
+        assert np.allclose(matrix(gallery[gallery["head"] == i + 1]), synthetic_pattern(name, n).numpy())
+    w, _, _, recipes = oracle()
+    scores = matrix(frame_of(chart_titled(at, EN["multihead.scores_title"])))   # patterns x heads
+    classes = classify_heads(w)
+    assert np.allclose(scores, np.array([[s[p] for p in PATTERNS] for _, s in classes]).T, atol=1e-6)
+    table = at.dataframe[0].value
+    assert list(table[EN["multihead.col_label"]]) == [EN[f"multihead.pattern_{lab}"] for lab, _ in classes]
+    assert list(table[EN["multihead.col_planted"]]) == [EN[f"multihead.recipe_{r}"] for r in recipes]
+
+
+def test_geometry_tab_query_sits_on_its_most_weighted_key():
+    at = open_page("multihead", "en", tab("en", "tab_geometry"))
+    assert exceptions(at) == []
+    w, mine, x, _ = oracle()
+    title = EN["multihead.geo_chart"].format(head=1, q="it")
+    data = chart_data(chart_titled(at, title))
+    keys = [f for f in data.values() if "kind" in f.columns and (f["kind"] == "key").all()][0]
+    keys = keys.sort_values("pos")
+    me = [f for f in data.values() if "chosen" in f.columns and len(f) == 1][0]
+    q = mine.split_heads(mine.W_query(x))[0, 0].detach()
+    k = mine.split_heads(mine.W_key(x))[0, 0].detach()
+    g = qk_geometry(q, k)
+    assert np.allclose(keys[["x", "y"]].to_numpy(), g.keys.numpy(), atol=1e-4)
+    assert np.allclose(keys["weight"].to_numpy(), w[0, IT].numpy(), atol=1e-5)
+    assert bool(me["chosen"].iloc[0]) and me["token"].iloc[0] == "it"
+    because = keys[keys["token"] == "because"]
+    # the planted "previous token" head: q_it equals k_because, so they coincide in the plane
+    assert np.allclose(me[["x", "y"]].to_numpy(), because[["x", "y"]].to_numpy(), atol=1e-3)
+    assert "number 1 by distance" in all_text(at)
+
+
+# ---------------------------------------------------------------- bad settings, bad input, extremes
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_heads_not_dividing_d_model_is_explained_not_a_traceback(lang):
+    at = open_page("multihead", lang, {"d": "62", "h": "8"})
+    assert exceptions(at) == []
+    warning = " ".join(w.value for w in at.warning)
+    cat = catalog(lang)
+    expected = cat["multihead.err_divisible"].format(
+        d_model=62, h=8, ratio="7.75",
+        heads=cat["multihead.or"].join([cat["multihead.heads_option"].format(h=2, d_k=31),
+                                        cat["multihead.heads_option"].format(h=31, d_k=2)]),
+        dims=cat["multihead.or"].join([cat["multihead.dims_option"].format(d=56, d_k=7),
+                                       cat["multihead.dims_option"].format(d=64, d_k=8)]))
+    assert expected in warning
+    assert charts(at) == []
+    assert cat["multihead.pit_div_title"] in all_text(at)
+
+
+@pytest.mark.parametrize("params,message", [
+    ({"text": ""}, "common.err_empty"),
+    ({"text": " ".join(f"w{i}" for i in range(300))}, "common.warn_truncated"),
+    ({"text": "🙂🙃 😀 👍🏽 ❤️"}, None),
+    ({"text": "我们今天学习多头注意力机制"}, None),
+    ({"text": "<script>alert(1)</script>"}, None),
+    ({"text": "a"}, None),
+    ({"d": "4", "h": "4"}, None),                       # d_k = 1: only "first" and "broad" can be built
+    ({"d": "256", "h": "32", "mode": "Random"}, None),
+    ({"d": "256", "h": "1", "seed": "9999"}, None),
+    ({"d": "4", "h": "32"}, "multihead.err_divisible"),
+    ({"d": "5", "h": "1"}, None),
+], ids=["empty", "300-tokens", "emoji", "chinese", "html", "one-token", "dk1", "max", "one-head", "h>d",
+        "odd"])
+def test_bad_input_and_extremes(params, message):
+    for name in ("tab_heads", "tab_geometry"):
+        at = open_page("multihead", "en", params | tab("en", name))
+        assert exceptions(at) == [], (params, name)
+        if message:
+            head = EN[message].split("{")[0]
+            assert any(w.value.startswith(head) for w in at.warning), [w.value for w in at.warning]
+    assert "<script>" not in " ".join(m.value for m in at.markdown)
+
+
+def test_sweep_every_widget_over_its_extremes():
+    at = open_page("multihead", "en")
+    for key, values in [("d", [4, 256, 64]), ("h", [1, 32, 8]), ("seed", [0, 9999]),
+                        ("mode", ["random", "structured"])]:
+        for value in values:
+            widget = at.button_group(key="mode") if key == "mode" else (
+                at.number_input(key=key) if key == "seed" else at.slider(key=key))
+            widget.set_value(value).run()
+            assert exceptions(at) == [], (key, value)
+    for head in (1, 8):
+        at.selectbox(key="head").set_value(head).run()
+        assert exceptions(at) == []
+    for q in (0, len(TOKENS) - 1):
+        at.selectbox(key="q").set_value(q).run()
+        assert exceptions(at) == []
+    drill = chart_titled(at, EN["multihead.drill_title"].format(q="."))
+    assert matrix(frame_of(drill)).shape == (8, len(TOKENS))
+    at.text_input(key="text").set_value("").run()
+    assert exceptions(at) == [] and any(w.value == EN["common.err_empty"] for w in at.warning)
+
+
+# ---------------------------------------------------------------- the URL reproduces the view
+def test_url_reproduces_the_view():
+    tokens = TOKENS
+    params = {"d": "32", "h": "4", "seed": "3", "mode": "Random", "head": "3", "q": f"2: {tokens[2]}"}
+    at = open_page("multihead", "en", params)
+    assert exceptions(at) == []
+    assert at.slider(key="d").value == 32 and at.slider(key="h").value == 4
+    assert at.number_input(key="seed").value == 3 and at.button_group(key="mode").value == "random"
+    assert at.selectbox(key="head").value == 3 and at.selectbox(key="q").value == 2
+    w, *_ = oracle("random", 32, 4, 3)
+    big = chart_titled(at, EN["multihead.big_title"].format(head=3, recipe=EN["multihead.recipe_random"]))
+    assert np.allclose(matrix(frame_of(big)), w[2].numpy(), atol=1e-5)
+    drill = chart_titled(at, EN["multihead.drill_title"].format(q=tokens[2]))
+    assert np.allclose(matrix(frame_of(drill)), w[:, 2].numpy(), atol=1e-5)
+    assert EN["multihead.mode_random_banner"].format(seed=3).split("**")[0] in all_text(at)
+
+
+def test_a_link_made_in_english_keeps_its_choices_in_chinese():
+    at = open_page("multihead", "zh", {"mode": EN["multihead.mode_random"],
+                                       "tab": EN["multihead.tab_compare"]})
+    assert exceptions(at) == []
+    assert at.button_group(key="mode").value == "random"
+    assert ZH["multihead.js_title"] in [chart_spec(c).get("title") for c in charts(at)]
+
