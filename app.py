@@ -1,8 +1,13 @@
 """Router: page config, the language switch, and st.navigation over the sections."""
 import streamlit as st
+import torch
 
 from ui.i18n import language_switch, t
 from ui.registry import ROOT, SECTIONS, available_pages
+
+# the tensors of these lessons are tiny: one thread avoids thread start-up and contention costs
+# that are larger than the work itself (and leaves the other cores to other sessions)
+torch.set_num_threads(1)
 
 st.set_page_config(page_title="Attention, explained by running it", page_icon=str(ROOT / "assets" / "favicon.png"),
                    layout="wide")

@@ -38,8 +38,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server():
+def start_server():
     port = free_port()
     t0 = time.perf_counter()
     proc = subprocess.Popen(
@@ -58,6 +57,12 @@ def server():
         proc.kill()
         raise RuntimeError("streamlit did not start:\n" + proc.stdout.read().decode(errors="replace"))
     print(f"server healthy after {time.perf_counter() - t0:.2f} s")
+    return proc, base
+
+
+@pytest.fixture(scope="module")
+def server():
+    proc, base = start_server()
     yield base
     proc.terminate()
     proc.wait(10)
@@ -79,6 +84,7 @@ def visit(browser, url: str, shot: str):
     page.on("console", lambda m: console.append(m.text) if m.type == "error" else None)
     t0 = time.perf_counter()
     page.goto(url)
+    page.wait_for_selector("[data-testid='stMain'] h1", timeout=60_000)  # every page has a title
     page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60_000)
     page.wait_for_function("document.querySelectorAll('[data-testid=stSkeleton]').length == 0",
                            timeout=60_000)
@@ -114,4 +120,21 @@ def test_language_switch_in_browser(server, browser):
     assert "lang=zh" in page.url
     page.screenshot(path=str(SHOTS / "switch_after.png"), full_page=True)
     page.close()
+    assert outside == []
+
+
+def test_deep_link_on_a_fresh_server_goes_through_the_router(browser):
+    """The first request of a new server is a shared link to a page, not the home page."""
+    key = next(p.key for p in available_pages() if p.key != "home")
+    proc, base = start_server()
+    try:
+        page, outside, _, _ = visit(browser, f"{base}/{key}?lang=zh", "deep_link_cold")
+        body = page.locator("[data-testid='stMain']").inner_text()
+        sidebar = page.locator("[data-testid='stSidebar']").inner_text()
+        page.close()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    assert catalog("zh")[f"{key}.title"] in body          # the page, in the language of the link
+    assert "中文" in sidebar and catalog("zh")["nav.home"] in sidebar  # router's switch and navigation
     assert outside == []

@@ -13,7 +13,7 @@ from typing import Callable, Sequence
 
 import streamlit as st
 
-from .charts import matrix_csv
+from .charts import matrix_csv, to_spec
 from .i18n import t
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")
@@ -42,15 +42,24 @@ def formula(latex: str, caption: str | None = None) -> None:
         st.caption(caption)
 
 
+def show_chart(chart, *, key: str | None = None, select: bool = False):
+    """Draw an Altair chart (or a cached Vega-Lite dict) full width; with ``select`` return the
+    selection event (``on_select="rerun"``). Use this instead of st.altair_chart: it skips
+    Altair's per-rerun schema validation (see ui.charts.to_spec)."""
+    spec = to_spec(chart)
+    if select:
+        return st.vega_lite_chart(spec, width="stretch", on_select="rerun", key=key)
+    st.vega_lite_chart(spec, width="stretch", key=key)
+    return None
+
+
 def show_matrix(chart, matrix, row_labels: Sequence[str], col_labels: Sequence[str] | None = None, *,
                 key: str, selectable: bool = True, file_name: str = "matrix.csv") -> int | None:
     """5. Draw a heatmap (from ui.charts.heatmap) with a CSV download; return the clicked query row."""
     if selectable:
-        event = st.altair_chart(chart, width="stretch", on_select="rerun", key=key)
-        picked = _selected_query(event)
+        picked = _selected_query(show_chart(chart, key=key, select=True))
     else:
-        st.altair_chart(chart, width="stretch", key=key)
-        picked = None
+        picked = show_chart(chart, key=key)
     st.download_button(t("common.download_csv"), matrix_csv(matrix, row_labels, col_labels),
                        file_name=file_name, mime="text/csv", key=f"{key}_csv",
                        icon=":material/download:", type="tertiary")

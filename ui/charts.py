@@ -22,6 +22,20 @@ MAX_CELLS_PER_AXIS = 128  # larger matrices are shown as averaged tiles (the CSV
 ROW_SELECTION = "row"     # name of the click selection; st.altair_chart returns it
 
 
+def to_spec(chart) -> dict:
+    """A chart as a Vega-Lite dict, without re-validating it against the schema.
+
+    Altair validates on every ``to_dict()``, which costs as much as building the chart; the
+    builders here are validated once by the tests instead. Data stay inline (any size: the
+    heatmap pools large matrices itself) and Streamlit ships them to the browser as Arrow.
+    A dict passes through unchanged, so a page may cache specs with ``st.cache_data``.
+    """
+    if isinstance(chart, dict):
+        return chart
+    with alt.data_transformers.disable_max_rows(), alt.theme.enable("none"):
+        return chart.to_dict(validate=False)
+
+
 def as_numpy(matrix) -> np.ndarray:
     """Tensor / array / nested list -> float64 2-D array (detached, on the CPU)."""
     if hasattr(matrix, "detach"):
