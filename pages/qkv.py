@@ -5,6 +5,7 @@ Four steps, one tab each: kernel regression (attention pooling with no learning)
 (keys, values, a query you steer) -> a sentence's Q, K, V step by step -> the three similarity
 functions side by side.
 """
+import functools
 import math
 
 import numpy as np
@@ -128,8 +129,19 @@ BUILDERS = {"bars": bars, "book_bars": qkv_charts.book_bars, "library_mix": qkv_
             "products": qkv_charts.products, "grouped_rows": qkv_charts.grouped_rows}
 
 
+class _Unvalidated:
+    """Hands a chart to Streamlit's converter with Altair's schema validation off: validation is most
+    of a conversion's time, and every builder used here is validated once in tests/pages/test_qkv.py."""
+
+    def __init__(self, chart):
+        self._chart = chart
+
+    def to_dict(self, *args, **kwargs) -> dict:
+        return self._chart.to_dict(*args, **{**kwargs, "validate": False})
+
+
 def to_spec(chart) -> dict:
-    return _to_vega_lite(chart) if _to_vega_lite is not None else chart.to_dict()
+    return _to_vega_lite(_Unvalidated(chart)) if _to_vega_lite is not None else chart.to_dict()
 
 
 @st.cache_data(max_entries=256, show_spinner=False)
@@ -154,11 +166,6 @@ def heatmap_spec(lang: str, matrix: np.ndarray, rows: tuple, cols: tuple, *, wid
     return to_spec(chart)
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
-def csv_bytes(matrix: np.ndarray, rows: tuple, cols: tuple) -> bytes:
-    return matrix_csv(matrix, list(rows), list(cols))
-
-
 def draw(builder: str, *args, width: str = "stretch", **kwargs) -> None:
     st.vega_lite_chart(chart_spec(builder, current_lang(), *args, **kwargs), width=width)
 
@@ -173,9 +180,9 @@ def show_heatmap(matrix: np.ndarray, rows, cols, *, key: str, width: int, csv_na
     else:
         st.vega_lite_chart(spec, width="stretch", key=key)
     if csv_name:
-        st.download_button(t("common.download_csv"), csv_bytes(np.asarray(matrix), tuple(rows), tuple(cols)),
-                           file_name=csv_name, mime="text/csv", key=f"{key}_csv", icon=":material/download:",
-                           type="tertiary")
+        csv = functools.partial(matrix_csv, np.asarray(matrix), list(rows), list(cols))  # built on click
+        st.download_button(t("common.download_csv"), csv, file_name=csv_name, mime="text/csv",
+                           key=f"{key}_csv", icon=":material/download:", type="tertiary")
 
 
 def fmt(x: float, digits: int = 2) -> str:

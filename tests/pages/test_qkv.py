@@ -343,3 +343,37 @@ def test_sentences_that_could_break_the_page(tab):
             np.testing.assert_allclose(heat.sum(axis=1), 1.0, atol=1e-5)
         for md in at.markdown:                   # user text is quoted inertly, never as HTML
             assert "<script>" not in md.value
+
+
+# --- the chart builders produce valid Vega-Lite (the page skips Altair's validation for speed) ------
+
+def test_every_chart_builder_is_valid_vega_lite():
+    from ui import qkv_charts as qc
+    from ui.charts import bars, heatmap
+
+    keys, values = lab.library_arrays()
+    books = [f"book {i}" for i in range(len(keys))]
+    w = _softmax(keys @ np.array([2.0, 2.0, 0.0]))
+    x, y = lab.kernel_regression_data(10, 0.5)
+    curve = lab.query_grid(21)
+    names = "x y weight truth fit query prediction series key feature contribution book value total score"
+    labels = {k: k for k in (names + " projection dim product").split()}
+    rows = ["a", "b", "c"]
+    charts_ = [
+        qc.kernel_fit(x, y, curve, curve, curve, query_x=2.5, query_weights=np.full(10, 0.1), query_pred=1.0,
+                      labels=labels, weight_max=0.3),
+        qc.outline_row(heatmap(np.eye(3), rows, kind="weights", domain=(0.0, 0.5)), rows, 1)
+        .properties(width=300, height=200),
+        heatmap(np.eye(3), rows, selectable=False).configure_legend(disable=True),
+        qc.book_bars(keys @ np.ones(3), books, value_title="s", book_title="b"),
+        qc.book_bars(w, books, value_title="w", book_title="b", domain=(0.0, 1.0)),
+        qc.library_mix(w[:, None] * values, w, values, books, ["f", "r", "d"], labels=labels),
+        qc.library_plane(keys[:, :2], np.array([2.0, 2.0]), books, keys @ np.ones(3), w, labels=labels),
+        qc.library_plane(keys[:, :2], np.zeros(2), books, np.zeros(len(books)), w, labels=labels),
+        qc.products(np.array([0.5, -0.2, 0.1]), labels=labels),
+        qc.grouped_rows({"right": w, "wrong": w[::-1]}, books, labels=labels),
+        bars(w, books, highlight=2),
+    ]
+    for chart in charts_:
+        spec = chart.to_dict()                      # validates against the Vega-Lite schema
+        assert "$schema" in spec
