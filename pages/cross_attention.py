@@ -1,0 +1,309 @@
+"""Cross-attention and cross-modal attention: queries from one sequence, keys and values from another.
+
+A decoder's words over an encoded source sentence (English -> Chinese), then the second tutorial's
+CrossModalAttention (fixed): caption words over the patches of a picture drawn in code, and the
+gated fusion of the text with the image summary.
+"""
+from __future__ import annotations
+
+import streamlit as st
+import torch
+
+from attention_core import cross_attention_lab as cl
+from attention_core.crossmodal import (
+    IMAGE_KINDS,
+    CrossModalAttention,
+    align_text_to_image_,
+    grid_shape,
+    grounded_features,
+    synthetic_scene,
+)
+from attention_core.modules import MultiHeadAttention
+from ui import anatomy
+from ui.charts import bars, heatmap, matrix_csv, unique_labels
+from ui.controls import seed as seed_control
+from ui.controls import sentence
+from ui.cross_attention_charts import image_attention_chart
+from ui.i18n import current_lang, lesson, t
+from ui.positional_charts import filled, skeleton
+
+NS = "cross_attention"
+MAX_SOURCE, MAX_TARGET = 24, 32     # tokens: the heatmap stays readable
+MAX_WORDS = 12                      # caption words over the patches
+IMAGE_SIZE = 32
+TEXT_DIM = 32                       # d of the cross-modal module
+PATCHES = (4, 8, 16)
+HEADS = (1, 2, 4)
+
+
+# ------------------------------------------------------------------ drawing (specs cached on plain inputs)
+@st.cache_resource(max_entries=256, show_spinner=False)
+def _skeleton(cache_key: tuple, _build) -> tuple[str, bytes]:
+    """Shared, read-only: Altair builds and validates a spec only on a cache miss."""
+    return skeleton(_build())
+
+
+def draw(key: str, cache_key: tuple, build, *, select: bool = False, csv=None,
+         width: str = "stretch") -> int | None:
+    """Draw the chart ``build()`` (cached on ``cache_key`` + language); return the clicked query row.
+
+    ``csv``: (matrix, row labels, column labels) for a download button under a heatmap.
+    """
+    spec_json, data = _skeleton((key, current_lang(), *cache_key), build)
+    event = st.vega_lite_chart(filled(spec_json, data), width=width, key=key,
+                               on_select="rerun" if select else "ignore")
+    if csv is not None:
+        matrix, rows, cols = csv
+        st.download_button(t("common.download_csv"), lambda: matrix_csv(matrix, rows, cols),
+                           file_name=f"{key}.csv", mime="text/csv", key=f"{key}_csv",
+                           icon=":material/download:", type="tertiary")
+    if not select:
+        return None
+    try:
+        points = event.selection.get("row") or []
+    except AttributeError:
+        return None
+    for point in points:
+        if isinstance(point, dict) and "query_pos" in point:
+            return int(point["query_pos"])
+    return None
+
+
+def clicked(key: str, picked: int | None, n: int, default: int = 0) -> int:
+    """The row last clicked in chart ``key`` (kept across reruns), else ``default``."""
+    state = f"_{key}_row"
+    if picked is not None and picked < n:
+        st.session_state[state] = picked
+    row = st.session_state.get(state)
+    return default if row is None or row >= n else row
+
+
+def region_names(regions: list[str]) -> list[str]:
+    """The picture's words, with the Chinese characters that name them on the Chinese page."""
+    if current_lang() != "zh":
+        return regions
+    chars = {r: "".join(c for c, name in cl.ZH_SCENE_WORDS.items() if name == r) for r in regions}
+    return [f"{r}（{chars[r]}）" if chars[r] else r for r in regions]
+
+
+def fmt(x: float, digits: int = 2) -> str:
+    return f"{x:.{digits}f}"
+
+
+# ------------------------------------------------------------------ cached computations
+@st.cache_data(max_entries=64, show_spinner=False)
+def translate(source: tuple[str, ...], target: tuple[str, ...], d_model: int, seed: int,
+              trained: bool) -> dict:
+    r = cl.decoder_cross_attention(source, target, d_model, 1, seed=seed, trained=trained)
+    return {"w": r.weights[0].numpy(), "out": tuple(r.output.shape), "meaning": r.meaning}
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def look(kind: str, words: tuple[str, ...], patch: int, heads: int, sharpness: float, seed: int) -> dict:
+    scene = synthetic_scene(kind, IMAGE_SIZE, seed)
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        module = CrossModalAttention(patch * patch * 3, TEXT_DIM, heads).eval()
+    align_text_to_image_(module, sharpness)
+    inputs = grounded_features(module, scene, [cl.scene_word(w) for w in words], patch)
+    with torch.no_grad():
+        out = module(inputs.visual, inputs.text)
+    return {"image": scene.image.numpy(), "w": out.weights[0].mean(0).numpy(),          # (n_w, n_p)
+            "w_heads": out.weights[0].numpy(), "gate": out.gate[0].numpy(),
+            "coverage": inputs.coverage.numpy(),
+            "regions": sorted(scene.regions), "visual_shape": tuple(inputs.visual.shape[1:])}
+
+
+# ------------------------------------------------------------------ 1. decoder over encoder
+def decoder_section(seed: int) -> None:
+    st.header(t("cross_attention.dec_title"))
+    st.markdown(lesson("cross_attention/decoder"))
+    left, right = st.columns(2)
+    with left:
+        source = sentence(key="src", default=t("cross_attention.default_source_sentence"),
+                          max_tokens=MAX_SOURCE, label=t("cross_attention.source"))
+    with right:
+        target = sentence(key="tgt", default=t("cross_attention.default_target_sentence"),
+                          max_tokens=MAX_TARGET, label=t("cross_attention.target"))
+    c1, c2 = st.columns([2, 1])
+    mode = c1.segmented_control(t("cross_attention.mode"), ["trained", "random"], default="trained",
+                                required=True, format_func=lambda m: t(f"cross_attention.mode_{m}"),
+                                key="mode", bind="query-params", help=t("cross_attention.mode_help"))
+    mode = mode if mode in ("trained", "random") else "trained"
+    d_model = c2.slider(t("cross_attention.d_model"), 8, 128, 64, step=8, key="dm", bind="query-params")
+    if source is None or target is None:
+        return
+    res = translate(tuple(source), tuple(target), d_model, seed, mode == "trained")
+    w, meaning = res["w"], res["meaning"]
+    n_t, n_s = w.shape
+    st.code(t("cross_attention.shapes", n_t=n_t, n_s=n_s, d=d_model), language=None)
+
+    before = st.session_state.get("_xa_row")
+    state = (tuple(source), tuple(target), d_model, seed, mode)
+    picked = draw("xa", (*state, before), lambda: heatmap(
+        w, target, source, title=t("cross_attention.dec_heatmap", n_t=n_t, n_s=n_s),
+        x_title=t("cross_attention.source_axis"), y_title=t("cross_attention.target_axis"),
+        value_title=t("common.weight"), selected_row=before, height=170 if n_t < 6 else None),
+        select=True, csv=(w, target, source))
+    present = {tok.lower() for tok in source}
+    first_known = next((j for j, m in enumerate(meaning) if m in present), 0)
+    row = clicked("xa", picked, n_t, first_known)
+    tgt_labels, src_labels = unique_labels(target), unique_labels(source)
+    st.caption(t("cross_attention.row_caption", tok=anatomy.md_escape(tgt_labels[row]),
+                 gloss=anatomy.md_escape(meaning[row] or "—")))
+    draw("xa_row", (*state, row), lambda: bars(w[row], source, value_title=t("common.weight"),
+                                                label_title=t("cross_attention.source_axis"),
+                                                highlight=int(w[row].argmax()), height=200))
+
+    best = int(w[row].argmax())
+    items = [t("cross_attention.notice_shape", n_t=n_t, n_s=n_s, lo=fmt(float(w.sum(1).min()), 6),
+               hi=fmt(float(w.sum(1).max()), 6))]
+    items.append(t("cross_attention.notice_row", tok=anatomy.md_escape(tgt_labels[row]),
+                   src=anatomy.md_escape(src_labels[best]), w=fmt(float(w[row, best]))))
+    lowered = [tok.lower() for tok in source]
+    twin = next((j for j, m in enumerate(meaning) if m is not None and lowered.count(m) > 1), None)
+    if twin is not None and mode == "trained":
+        cols = [i for i, tok in enumerate(lowered) if tok == meaning[twin]]
+        items.append(t("cross_attention.notice_twins", tok=anatomy.md_escape(tgt_labels[twin]),
+                       gloss=anatomy.md_escape(meaning[twin]),
+                       a=anatomy.md_escape(src_labels[cols[0]]), b=anatomy.md_escape(src_labels[cols[1]]),
+                       wa=fmt(float(w[twin, cols[0]]), 4), wb=fmt(float(w[twin, cols[1]]), 4)))
+    lonely = [j for j, m in enumerate(meaning) if m not in present]
+    if lonely and mode == "trained":
+        j = lonely[0]
+        items.append(t("cross_attention.notice_lonely", tok=anatomy.md_escape(tgt_labels[j]),
+                       w=fmt(float(w[j].max())), uniform=fmt(1 / n_s)))
+    col_mass = w.sum(0)
+    quiet = int(col_mass.argmin())
+    items.append(t("cross_attention.notice_column", src=anatomy.md_escape(src_labels[quiet]),
+                   mass=fmt(float(col_mass[quiet])), n_t=n_t))
+    if mode == "random":
+        items.append(t("cross_attention.notice_random", peak=fmt(float(w.max(1).mean()))))
+    anatomy.notice(items)
+
+
+# ------------------------------------------------------------------ 2. cross-modal
+def crossmodal_section(seed: int) -> tuple[str, list[str], tuple[int, ...]] | None:
+    st.header(t("cross_attention.cm_title"))
+    st.markdown(lesson("cross_attention/crossmodal"))
+    kind = st.segmented_control(t("cross_attention.image"), list(IMAGE_KINDS), default="circle_square",
+                                required=True, format_func=lambda k: t(f"cross_attention.img_{k}"), key="img",
+                                bind="query-params")
+    kind = kind if kind in IMAGE_KINDS else "circle_square"
+    words = sentence(key="words", default=t("cross_attention.default_caption"), max_tokens=MAX_WORDS,
+                     label=t("cross_attention.caption"))
+    c1, c2, c3 = st.columns([5, 3, 4])
+    patch = c1.segmented_control(t("cross_attention.patch"), list(PATCHES), default=4, required=True,
+                                 format_func=lambda p: t("cross_attention.patch_option", p=p,
+                                                         g=grid_shape(IMAGE_SIZE, IMAGE_SIZE, p)[0]),
+                                 key="patch", bind="query-params", help=t("cross_attention.patch_help"))
+    patch = patch if patch in PATCHES else 4
+    heads = c2.segmented_control(t("cross_attention.heads"), list(HEADS), default=2, required=True,
+                                 key="heads", bind="query-params", help=t("cross_attention.heads_help"))
+    heads = heads if heads in HEADS else 2
+    sharp = c3.slider(t("cross_attention.sharpness"), 0.0, 40.0, 20.0, step=1.0, format="%.0f", key="sharp",
+                      bind="query-params", help=t("cross_attention.sharpness_help"))
+    if words is None:
+        return None
+    res = look(kind, tuple(words), patch, heads, float(sharp), seed)
+    w, cov, gate = res["w"], res["coverage"], res["gate"]
+    n_w, n_p = w.shape
+    rows = grid_shape(IMAGE_SIZE, IMAGE_SIZE, patch)[0]
+    known = [i for i, tok in enumerate(words) if cl.scene_word(tok) in res["regions"]]
+    st.caption(t("cross_attention.known", words=", ".join(region_names(res["regions"])),
+                 found=", ".join(anatomy.md_escape(words[i]) for i in known) or "—"))
+    st.code(t("cross_attention.cm_shapes", n_w=n_w, n_p=n_p, g=rows, p=patch, v=res["visual_shape"][1],
+              d=TEXT_DIM, h=heads), language=None)
+
+    before = st.session_state.get("_cm_row")
+    state = (kind, tuple(words), patch, heads, float(sharp), seed)
+    labels = unique_labels(words)
+    picked = draw("cm", (*state, before), lambda: heatmap(
+        w, words, [str(i) for i in range(n_p)], title=t("cross_attention.cm_heatmap", n_w=n_w, n_p=n_p),
+        x_title=t("cross_attention.patch_axis"), y_title=t("cross_attention.word_axis"),
+        value_title=t("common.weight"), selected_row=before, show_numbers=n_p <= 16,
+        height=170 if n_w < 6 else None,
+        domain=(0.0, float(max(w.max(), 1e-6)))), select=True, csv=(w, words, [str(i) for i in range(n_p)]))
+    st.caption(t("cross_attention.cm_heatmap_caption"))
+    row = clicked("cm", picked, n_w, known[0] if known else 0)
+
+    draw("spot", (*state, row), lambda: image_attention_chart(
+        res["image"], w[row], patch, cov[row] > 0.5, title=t("cross_attention.spot_title", w=labels[row]),
+        picture_title=t("cross_attention.picture_title"), weight_title=t("common.weight"),
+        patch_title=t("cross_attention.patch_axis")), width="content")
+    st.caption(t("cross_attention.spot_caption"))
+
+    st.subheader(t("cross_attention.gate_title"))
+    left, right = st.columns([2, 3])
+    with left:
+        st.latex(r"\begin{aligned} g &= \sigma\!\left(W_g\,[\,t_{enh}\,;\,\bar v\,] + b_g\right) \\ "
+                 r"\mathrm{out} &= g \odot t_{enh} + (1 - g) \odot \bar v \end{aligned}")
+        st.caption(t("cross_attention.gate_caption", d=TEXT_DIM))
+    with right:
+        draw("gate", (*state, row), lambda: heatmap(
+            gate, words, [str(j) for j in range(TEXT_DIM)], kind="weights", show_numbers=False,
+            title=t("cross_attention.gate_heatmap", n_w=n_w, d=TEXT_DIM),
+            x_title=t("cross_attention.channel"), y_title=t("cross_attention.word_axis"),
+            value_title=t("cross_attention.gate_value"),
+            selectable=False, height=max(190, 22 * n_w)))
+
+    inside = cov[row] > 0.5
+    mass = float(w[row][inside].sum()) if inside.any() else 0.0
+    items = []
+    if inside.any():
+        items.append(t("cross_attention.notice_mass", w=anatomy.md_escape(labels[row]), mass=fmt(mass),
+                       k=int(inside.sum()), n=n_p, share=fmt(inside.sum() / n_p)))
+    else:
+        items.append(t("cross_attention.notice_absent", w=anatomy.md_escape(labels[row]),
+                       lo=fmt(float(w[row].min()), 4), hi=fmt(float(w[row].max()), 4),
+                       uniform=fmt(1 / n_p, 4)))
+    g_mean = gate.mean(1)
+    items.append(t("cross_attention.notice_gate", w=anatomy.md_escape(labels[row]), g=fmt(float(g_mean[row])),
+                   lo=fmt(float(gate.min())), hi=fmt(float(gate.max()))))
+    if heads > 1:
+        per_head = res["w_heads"][:, row][:, inside].sum(-1) if inside.any() else None
+        if per_head is not None:
+            items.append(t("cross_attention.notice_heads", h=heads,
+                           masses=", ".join(fmt(float(m)) for m in per_head)))
+    anatomy.notice(items)
+    return kind, words, tuple(gate.shape)
+
+
+# ------------------------------------------------------------------ pitfall demo
+def gate_demo(n_words: int, gate_shape: tuple[int, ...] | None) -> None:
+    err = cl.tutorial_gate_error(n_words, TEXT_DIM)
+    if err:
+        st.error(t("cross_attention.gate_error", n=n_words, d=TEXT_DIM, err=err), icon=":material/error:")
+    else:
+        st.caption(t("cross_attention.gate_no_error", n=n_words))
+    if gate_shape is not None:
+        st.success(t("cross_attention.gate_fixed", n=gate_shape[0], d=gate_shape[1]),
+                   icon=":material/check_circle:")
+    tutorial, fixed = cl.tutorial_parameter_counts(4 * 4 * 3, TEXT_DIM, 2)
+    st.caption(t("cross_attention.param_counts", tutorial=f"{tutorial:,}", fixed=f"{fixed:,}",
+                 extra=f"{fixed - tutorial:,}"))
+
+
+# ------------------------------------------------------------------ the page
+anatomy.header(NS)
+anatomy.intuition(NS)
+anatomy.formula(r"\mathrm{CrossAttention}(X_{tgt}, X_{src}) = \mathrm{softmax}\!\left("
+                r"\frac{(X_{tgt}W_Q)\,(X_{src}W_K)^{\top}}{\sqrt{d_k}}\right) X_{src}W_V",
+                t("cross_attention.formula_caption"))
+seed = seed_control()
+decoder_section(seed)
+shown = crossmodal_section(seed)
+
+anatomy.exercise("xa_ex", t("cross_attention.ex_question"),
+                 [t("cross_attention.ex_a"), t("cross_attention.ex_b"), t("cross_attention.ex_c")], 1,
+                 t("cross_attention.ex_explain"))
+anatomy.pitfall(t("cross_attention.pit_title"), t("cross_attention.pit_body"),
+                code="# the tutorial's fusion step\n"
+                     "combined = torch.cat([text_enhanced,                              # (b, n_text, d)\n"
+                     "                      visual_enhanced.mean(dim=1, keepdim=True)],  # (b, 1, d)\n"
+                     "                     dim=-1)   # RuntimeError whenever n_text > 1\n"
+                     "# the fix (attention_core.crossmodal): expand the summary first\n"
+                     "summary_t = summary.expand_as(text_enh)                           # (b, n_text, d)",
+                demo=lambda: gate_demo(len(shown[1]) if shown else 7, shown[2] if shown else None))
+anatomy.show_code(cl.decoder_cross_attention, MultiHeadAttention.forward, CrossModalAttention.forward,
+                  grounded_features)
