@@ -47,7 +47,7 @@ from ui.i18n import LANGS, catalog, current_lang, lesson, t
 NS = "multihead"
 D_MIN, D_MAX, D_DEFAULT = 4, 256, 64
 H_MAX, H_DEFAULT = 32, 8
-MAX_CHARTS = 240
+MAX_CHARTS = 60       # built charts kept (the largest, 32 heads x 64 tokens, holds ~1.5 MB of data)
 # the gallery pattern each planted recipe should be recognised as ("local", "previous_2" have none)
 EXPECTED = {"previous": "previous", "next": "next", "self": "diagonal", "first": "vertical", "broad": "broad"}
 FORMULA = (r"\mathrm{MultiHead}(X)=\mathrm{Concat}(\mathrm{head}_1,\dots,\mathrm{head}_h)\,W^O,\qquad "
@@ -71,7 +71,7 @@ self.d_k = d_model // num_heads
 # cached computations: plain parameters in, numpy arrays out
 # ---------------------------------------------------------------------------------------------
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@st.cache_data(max_entries=32, show_spinner=False)
 def run_heads(tokens: tuple[str, ...], d_model: int, num_heads: int, seed_: int, mode: str) -> dict:
     """One forward pass with every step, the classifier, head similarity, and the parameter counts."""
     torch.set_num_threads(1)   # tiny tensors: one thread avoids thread-pool stalls on a shared CPU
@@ -286,16 +286,22 @@ def best_score(r: dict, i: int) -> str:
     return f"{r['pattern_scores'][i][PATTERNS.index(r['labels'][i])]:.2f}"
 
 
+def panel_title(r: dict, i: int, short: bool) -> str:
+    """"head 3 · diagonal (itself) 0.92"; with many small panels "3 · self 0.92"."""
+    label = r["labels"][i]
+    if short:
+        return t(f"{NS}.panel_short", head=i + 1, pattern=t(f"{NS}.short_{label}"), score=best_score(r, i))
+    return t(f"{NS}.panel", head=i + 1, pattern=pattern_name(label), score=best_score(r, i))
+
+
 def heads_section(r: dict, v: View) -> None:
     mode_banner(r, v)
     w, h, n, head, query = r["weights"], v.num_heads, len(v.tokens), v.head, v.query
-    columns = h if h <= 4 else 4 if h <= 8 else 8
-    size = 170 if h <= 4 else 150 if h <= 8 else 92 if h <= 16 else 80
+    columns = h if h <= 4 else 4 if h <= 8 else 6            # fits the main column of a 1400 px screen
+    size = 170 if h <= 4 else 150 if h <= 8 else 90 if h <= 18 else 80
     grid = cached_chart(("grid", v.key, head), lambda: mc.small_multiples(
-        w, v.tokens, columns=columns, selected=head + 1, panel_size=size, title_limit=size + 40,
-        titles=[("▶ " if i == head else "")
-                + t(f"{NS}.panel", head=i + 1, pattern=pattern_name(r["labels"][i]), score=best_score(r, i))
-                for i in range(h)],
+        w, v.tokens, columns=columns, selected=head + 1, panel_size=size, title_limit=size + 20,
+        titles=[("▶ " if i == head else "") + panel_title(r, i, short=h > 8) for i in range(h)],
         x_title=t("common.key"), y_title=t("common.query"), value_title=t("common.weight"),
         panel_title=t(f"{NS}.head")))
     st.altair_chart(grid, key="mh_grid", on_select="rerun", width="content")

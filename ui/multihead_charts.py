@@ -122,6 +122,9 @@ def panels_frame(matrices, row_labels: Sequence[str], col_labels: Sequence[str],
         stack = np.stack([_pool(m, f) for m in stack])
         rows = [f"{i}–{min(i + f, n_q) - 1}" for i in range(0, n_q, f)]
         cols = [f"{j}–{min(j + f, n_k) - 1}" for j in range(0, n_k, f)]
+    titles = list(titles)
+    if len(set(titles)) < len(titles):     # the facet groups by title: keep every panel apart
+        titles = [f"{title} ({i + 1})" for i, title in enumerate(titles)]
     pq, pk = stack.shape[1:]
     head, qi, ki = np.meshgrid(np.arange(h), np.arange(pq), np.arange(pk), indexing="ij")
     values = stack.ravel()
