@@ -219,8 +219,9 @@ def products(values, *, labels: dict[str, str], height: int = 200) -> alt.Chart:
 
 
 def grouped_rows(rows: dict[str, object], keys: Sequence[str], *, labels: dict[str, str],
-                 height: int = 240) -> alt.Chart:
-    """Several weight rows over the same keys as grouped bars (one colour per way of computing them).
+                 height: int = 340) -> alt.Chart:
+    """Several weight rows over the same keys as grouped bars (one colour per way of computing them);
+    the weight axis runs from 0 to just above the largest bar so small differences stay visible.
 
     ``labels``: key, weight, series.
     """
@@ -234,7 +235,8 @@ def grouped_rows(rows: dict[str, object], keys: Sequence[str], *, labels: dict[s
     return alt.Chart(frame).mark_bar().encode(
         x=alt.X("key:N", sort=keys_u, title=labels["key"], axis=alt.Axis(labelAngle=-45, labelOverlap=True)),
         xOffset=alt.XOffset("series:N", sort=names),
-        y=alt.Y("weight:Q", title=labels["weight"], scale=alt.Scale(domain=[0, 1])),
+        y=alt.Y("weight:Q", title=labels["weight"],
+                scale=alt.Scale(domain=[0, min(1.0, max(0.1, 1.15 * float(frame["weight"].max())))])),
         color=alt.Color("series:N", sort=names, title=labels["series"],
                         scale=alt.Scale(range=[KEY_BLUE, QUERY_ORANGE, "#5ab4ac"][:len(names)]),
                         legend=alt.Legend(orient="bottom", labelLimit=320)),
