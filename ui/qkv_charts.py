@@ -239,7 +239,7 @@ def grouped_rows(rows: dict[str, object], keys: Sequence[str], *, labels: dict[s
                 scale=alt.Scale(domain=[0, min(1.0, max(0.1, 1.15 * float(frame["weight"].max())))])),
         color=alt.Color("series:N", sort=names, title=labels["series"],
                         scale=alt.Scale(range=[KEY_BLUE, QUERY_ORANGE, "#5ab4ac"][:len(names)]),
-                        legend=alt.Legend(orient="bottom", labelLimit=320)),
+                        legend=alt.Legend(orient="bottom", labelLimit=320, titleLimit=400)),
         tooltip=[alt.Tooltip("series:N", title=labels["series"]), alt.Tooltip("key:N", title=labels["key"]),
                  alt.Tooltip("exact:N", title=labels["weight"])],
     ).properties(height=height)
