@@ -1,0 +1,387 @@
+"""The efficiency page's glue: one set of inputs, every variant on it, and the numbers the page quotes.
+
+The methods themselves live in ``efficient`` (linear, Performer, Linformer, sparse patterns, flash);
+this module only puts them side by side on the same small inputs so that their *effective weights*
+(the n x n matrix each one implies) can be drawn next to exact softmax, sweeps the knob that trades
+error for cost, and reproduces the tutorials' buggy code for the pitfall boxes:
+
+- first tutorial, section 8.3: ``SparseAttention.create_sparse_mask`` fills the mask with two nested
+  Python loops and patches NaN with ``masked_fill(torch.isnan(...), 0)``;
+- second tutorial: ``SparseAttention.block_local_attention`` cuts the sequence with
+  ``chunk(seq_len // block_size)`` and its global branch mixes d_model-wide and per-head shapes.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import torch
+
+from . import efficient as eff
+from .functional import masked_softmax, scaled_dot_product_attention, scaled_dot_scores
+from .masks import causal_mask
+from .text import embed_tokens, projection
+
+D = 16        # head dimension of the lab: small enough to draw S (d x d), big enough for FAVOR+
+VARIANTS = ("softmax", "linear", "performer", "linformer", "strided", "block_global", "longformer",
+            "bigbird", "flash")
+SPARSE = ("strided", "block_global", "longformer", "bigbird")
+# the knob that trades error for cost, per variant (None: no knob)
+KNOB = {"softmax": None, "linear": None, "performer": "m", "linformer": "k", "strided": "stride",
+        "block_global": "block", "longformer": "window", "bigbird": "window", "flash": "block"}
+FEATURES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)     # Performer m on the page (log steps)
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """Every setting of every variant (only those of the chosen variant matter)."""
+
+    m: int = 16               # Performer: random features
+    k: int = 4                # Linformer: projected length k_proj
+    proj: str = "pool"        # Linformer: "pool" (segment means) or "gauss" (N(0, 1/k), as initialised)
+    stride: int = 4           # strided: every stride-th key ...
+    window: int = 2           # ... plus |i - j| <= window (also Longformer / BigBird window)
+    block: int = 4            # block-local (+ global), and flash's block_q = block_k
+    n_global: int = 1         # global tokens: the first n_global positions
+    n_random: int = 2         # BigBird: random keys per query
+    seed: int = 0             # random features / projections / random keys
+
+    def with_knob(self, variant: str, value: int) -> "Knobs":
+        name = KNOB[variant]
+        return self if name is None else Knobs(**{**self.__dict__, name: int(value)})
+
+
+@dataclass
+class VariantRun:
+    """One variant on one input: its implied weights, its own output, and how far both are from exact."""
+
+    variant: str
+    weights: torch.Tensor                 # (n, n) effective weights: weights @ v == output
+    output: torch.Tensor                  # (n, d_v) computed by the method itself
+    exact_weights: torch.Tensor           # (n, n) softmax(q k^T / sqrt d)
+    exact_output: torch.Tensor            # (n, d_v)
+    mask: torch.Tensor | None = None      # (n, n) sparsity pattern (True = computed), sparse variants only
+    params: dict = field(default_factory=dict)   # what was passed to the method (projection, E, F, mask...)
+
+    @property
+    def rel_error(self) -> float:
+        return eff.relative_error(self.output, self.exact_output)
+
+    @property
+    def row_tv(self) -> torch.Tensor:
+        """Per query: total-variation distance 1/2 sum_j |w_ij - a_ij| = attention mass put elsewhere."""
+        return 0.5 * (self.weights - self.exact_weights).abs().sum(-1)
+
+
+# ----------------------------------------------------------------------------------------------- inputs
+
+def lab_inputs(tokens: Sequence[str] | None, n: int, seed: int, d: int = D, gain: float = 1.0):
+    """(q, k, v), each (1, 1, n, d): from the learner's tokens (seeded embeddings x W_Q, x W_K, x W_V)
+    or, with ``tokens=None``, i.i.d. N(0, 1) entries of ``n`` random tokens. ``gain`` multiplies q and k
+    (so the scores by gain^2): larger gain, sharper attention."""
+    if tokens is not None:
+        x = embed_tokens(list(tokens), d, seed)                              # (n, d)
+        q, k, v = (x @ projection(d, d, seed, name) for name in ("W_Q", "W_K", "W_V"))
+    else:
+        g = torch.Generator().manual_seed(seed)
+        q, k, v = (torch.randn(n, d, generator=g) for _ in range(3))
+    return (q * gain)[None, None], (k * gain)[None, None], v[None, None]
+
+
+def pooling_projection(k_proj: int, n: int) -> torch.Tensor:
+    """(k_proj, n): row r averages the r-th of k_proj contiguous segments (sizes differ by at most 1).
+
+    A fixed Linformer projection with rows >= 0 summing to 1, so the implied n x n matrix is still a
+    distribution per query; with k_proj = n it is the identity and Linformer equals exact attention.
+    """
+    if not 1 <= k_proj <= n:
+        raise ValueError(f"k_proj must lie in [1, n] = [1, {n}], got {k_proj}")
+    seg = torch.arange(n) * k_proj // n                                      # segment of each position
+    onehot = (seg.unsqueeze(0) == torch.arange(k_proj).unsqueeze(1)).float() # (k_proj, n)
+    return onehot / onehot.sum(-1, keepdim=True)
+
+
+def linformer_projections(kind: str, k_proj: int, n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """E, F of shape (k_proj, n): "pool" (the same segment means) or "gauss" (N(0, 1/k_proj), the
+    paper's random initialisation -- before training, so far from exact)."""
+    if kind == "pool":
+        p = pooling_projection(k_proj, n)
+        return p, p
+    if kind == "gauss":
+        g = torch.Generator().manual_seed(seed + 7)
+        return (torch.randn(k_proj, n, generator=g) / math.sqrt(k_proj),
+                torch.randn(k_proj, n, generator=g) / math.sqrt(k_proj))
+    raise ValueError(f"unknown Linformer projection {kind!r}; expected 'pool' or 'gauss'")
+
+
+def sparse_pattern(variant: str, n: int, knobs: Knobs) -> torch.Tensor:
+    """The (n, n) boolean pattern of a sparse variant, built by the ``efficient`` mask builders."""
+    glob = tuple(range(min(knobs.n_global, n)))
+    if variant == "strided":
+        return eff.strided_sparse_mask(n, knobs.stride, knobs.window)
+    if variant == "block_global":
+        return eff.block_local_global_mask(n, knobs.block, glob)
+    if variant == "longformer":
+        return eff.longformer_mask(n, knobs.window, glob)
+    if variant == "bigbird":
+        g = torch.Generator().manual_seed(knobs.seed + 11)
+        return eff.bigbird_mask(n, knobs.window, glob, knobs.n_random, g)
+    raise ValueError(f"{variant!r} is not a sparse variant")
+
+
+# ----------------------------------------------------------------------------------------------- one run
+
+def run_variant(variant: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, knobs: Knobs) -> VariantRun:
+    """Run ``variant`` on (1, 1, n, d) inputs; every weight matrix comes from ``efficient.effective_weights``
+    and every output from the method itself, so ``run.weights @ v == run.output`` is a real check."""
+    n = q.size(-2)
+    exact = scaled_dot_product_attention(q, k, v)
+    mask, params = None, {}
+    if variant == "softmax":
+        out = exact.output
+        w = eff.effective_weights("softmax", q, k)
+    elif variant == "linear":
+        out = eff.linear_attention(q, k, v).output
+        w = eff.effective_weights("linear", q, k)
+    elif variant == "performer":
+        g = torch.Generator().manual_seed(knobs.seed + 3)
+        params = {"projection": eff.orthogonal_random_features(knobs.m, q.size(-1), g)}
+        out = eff.performer_attention(q, k, v, **params).output
+        w = eff.effective_weights("performer", q, k, **params)
+    elif variant == "linformer":
+        E, F = linformer_projections(knobs.proj, min(knobs.k, n), n, knobs.seed)
+        params = {"E": E, "F": F}
+        out = eff.linformer_attention(q, k, v, E, F).output
+        w = eff.effective_weights("linformer", q, k, **params)
+    elif variant in SPARSE:
+        mask = sparse_pattern(variant, n, knobs)
+        params = {"mask": mask}
+        out = eff.sparse_attention(q, k, v, mask).output
+        w = eff.effective_weights("sparse", q, k, mask=mask)
+    elif variant == "flash":
+        out = eff.flash_attention(q, k, v, block_q=knobs.block, block_k=knobs.block).output
+        w = eff.effective_weights("flash", q, k)
+    else:
+        raise ValueError(f"unknown variant {variant!r}; expected one of {VARIANTS}")
+    return VariantRun(variant, w[0, 0], out[0, 0], exact.weights[0, 0], exact.output[0, 0], mask, params)
+
+
+def multiply_adds(variant: str, n: int, d: int, knobs: Knobs, mask: torch.Tensor | None = None) -> int:
+    """Multiply-adds of one head (d_v = d) as an efficient implementation would do them.
+
+    exact / flash: n^2 d for QK^T and n^2 d for the weighted sum; linear: n d^2 for K^T V and n d^2 for
+    Q (K^T V); Performer: 2 n m d for the two feature maps + 2 n m d; Linformer: 2 k n d for E K and
+    F V + 2 n k d; sparse: 2 d per visible (query, key) pair. Softmax and the exps are not counted.
+    """
+    if variant in ("softmax", "flash"):
+        return 2 * n * n * d
+    if variant == "linear":
+        return 2 * n * d * d
+    if variant == "performer":
+        return 4 * n * knobs.m * d
+    if variant == "linformer":
+        return 4 * n * min(knobs.k, n) * d
+    if variant in SPARSE:
+        pairs = int(mask.sum()) if mask is not None else int(sparse_pattern(variant, n, knobs).sum())
+        return 2 * pairs * d
+    raise ValueError(f"unknown variant {variant!r}")
+
+
+def knob_values(variant: str, n: int, max_points: int = 16) -> list[int]:
+    """The values of the variant's knob that the error-vs-knob sweep visits for n tokens (at most
+    ``max_points``: every value when they fit, else a geometric spread that keeps both ends)."""
+    name = KNOB[variant]
+    if name is None:
+        return []
+    if name == "m":
+        return list(FEATURES)
+    lo, hi = (0, n - 1) if name == "window" else (1, n)
+    if hi - lo + 1 <= max_points:
+        return list(range(lo, hi + 1))
+    steps = torch.logspace(0, math.log10(hi - lo + 1), max_points, dtype=torch.float64).round().long()
+    return sorted({lo + int(x) - 1 for x in steps.tolist()})
+
+
+def knob_sweep(variant: str, tokens: Sequence[str] | None, n: int, knobs: Knobs, seeds: Sequence[int],
+               values: Sequence[int] | None = None, gain: float = 1.0) -> dict[str, list[float]]:
+    """Relative output error against exact attention for every knob value, over several seeds.
+
+    Each seed s draws new inputs (``lab_inputs(tokens, n, s, gain=gain)``) and new random parts (features,
+    projections, random keys), so the mean is over both. Returns the knob values, mean / min / max
+    error, the mean misplaced attention mass (``row_tv`` averaged over queries) and the multiply-adds
+    relative to exact attention (mean over seeds).
+    """
+    values = knob_values(variant, n) if values is None else list(values)
+    errs = torch.zeros(len(seeds), len(values), dtype=torch.float64)
+    cost = torch.zeros(len(seeds), len(values), dtype=torch.float64)
+    tv = torch.zeros(len(seeds), len(values), dtype=torch.float64)
+    for a, s in enumerate(seeds):
+        q, k, v = lab_inputs(tokens, n, s, gain=gain)
+        for b, value in enumerate(values):
+            kn = Knobs(**{**knobs.__dict__, "seed": s}).with_knob(variant, value)
+            run = run_variant(variant, q, k, v, kn)
+            errs[a, b] = run.rel_error
+            tv[a, b] = run.row_tv.mean().item()
+            cost[a, b] = multiply_adds(variant, n, q.size(-1), kn, run.mask) / (2 * n * n * q.size(-1))
+    return {"value": [float(x) for x in values], "mean": errs.mean(0).tolist(),
+            "lo": errs.min(0).values.tolist(), "hi": errs.max(0).values.tolist(),
+            "tv": tv.mean(0).tolist(), "cost": cost.mean(0).tolist()}
+
+
+# ----------------------------------------------------------------------------------------------- flash
+
+@dataclass
+class FlashStep:
+    """Tile ``index`` of a flash trace with the state before it, for the step-through table."""
+
+    tile: eff.FlashTile
+    index: int
+    m_old: torch.Tensor           # (bq,) running max before the tile (-inf at a row's first tile)
+    l_old: torch.Tensor           # (bq,) running sum before the tile
+    tile_max: torch.Tensor        # (bq,) max score of this tile per row (-inf if all hidden / skipped)
+    partial: torch.Tensor         # (bq, d_v) acc / l after the tile: exact attention over keys < k_end
+
+
+def flash_step(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, trace: list, index: int, *,
+               causal: bool = False) -> FlashStep:
+    """The state around tile ``index`` of ``flash_attention(..., trace=True).trace`` for (1, 1, n, d) inputs.
+
+    ``partial`` is computed independently (masked softmax over the keys seen so far), which is what the
+    running (m, l, acc) must equal after the tile: the online softmax is exact at every step.
+    """
+    tile = trace[index]
+    prev = next((trace[j] for j in range(index - 1, -1, -1) if trace[j].q_start == tile.q_start), None)
+    bq = tile.q_end - tile.q_start
+    m_old = prev.row_max[0, 0] if prev is not None else torch.full((bq,), float("-inf"))
+    l_old = prev.row_sum[0, 0] if prev is not None else torch.zeros(bq)
+    rows = slice(tile.q_start, tile.q_end)
+    s = scaled_dot_scores(q[0, 0, rows], k[0, 0, tile.k_start:tile.k_end])            # (bq, bk)
+    i = torch.arange(tile.q_start, tile.q_end)[:, None]
+    j = torch.arange(tile.k_start, tile.k_end)[None, :]
+    if causal:
+        s = s.masked_fill(j > i, float("-inf"))
+    tile_max = torch.full((bq,), float("-inf")) if tile.skipped else s.amax(-1)
+    n_k = k.size(-2)
+    seen = torch.arange(n_k)[None, :] < tile.k_end                                     # (1, n_k)
+    if causal:
+        seen = seen & causal_mask(q.size(-2), n_k)[rows]
+    all_scores = scaled_dot_scores(q[0, 0, rows], k[0, 0])                             # (bq, n_k)
+    partial = masked_softmax(all_scores, seen) @ v[0, 0]
+    return FlashStep(tile, index, m_old, l_old, tile_max, partial)
+
+
+def tile_status(n_q: int, n_k: int, trace: list, index: int, *, causal: bool = False) -> torch.Tensor:
+    """(n_q, n_k) integer code of every score cell at step ``index``: 0 done, 1 current tile, 2 still to do,
+    3 in a skipped tile (causal, never computed), 4 hidden by the causal mask inside a computed tile."""
+    status = torch.full((n_q, n_k), 2, dtype=torch.long)
+    for j, tile in enumerate(trace):
+        code = 3 if tile.skipped else (0 if j < index else 1 if j == index else 2)
+        status[tile.q_start:tile.q_end, tile.k_start:tile.k_end] = code
+    if causal:
+        hidden = ~causal_mask(n_q, n_k) & (status != 3)
+        status[hidden & (status != 2)] = 4
+    return status
+
+
+# -------------------------------------------------------------------------------------- the tutorials' code
+
+def tutorial_strided_mask_loops(n: int, stride: int = 4) -> torch.Tensor:
+    """First tutorial, ``SparseAttention.create_sparse_mask``, verbatim: O(n^2) Python-level assignments."""
+    mask = torch.zeros(n, n)
+    for i in range(n):
+        for j in range(max(0, i - 2), min(n, i + 3)):
+            mask[i, j] = 1
+        for j in range(0, n, stride):
+            mask[i, j] = 1
+    return mask
+
+
+def time_mask_builders(n: int, stride: int = 4, repeats: int = 3) -> dict[str, float]:
+    """Median seconds of the tutorial's loop mask and of ``strided_sparse_mask`` (the same pattern)."""
+    out = {}
+    for name, build in (("loops", lambda: tutorial_strided_mask_loops(n, stride)),
+                        ("vectorised", lambda: eff.strided_sparse_mask(n, stride, 2))):
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            build()
+            times.append(time.perf_counter() - t0)
+        out[name] = statistics.median(times)
+    return out
+
+
+def tutorial_nan_patch(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor) -> dict[str, int]:
+    """The first tutorial's softmax + ``masked_fill(torch.isnan(w), 0)`` on a pattern: how many NaNs it
+    patches (rows with no visible key) and how many a safe ``masked_softmax`` would have produced (0)."""
+    scores = scaled_dot_scores(q, k).masked_fill(~mask, float("-inf"))
+    naive = torch.softmax(scores, dim=-1)
+    safe = masked_softmax(scaled_dot_scores(q, k), mask)
+    return {"nan_patched": int(torch.isnan(naive).sum()), "empty_rows": int((~mask.any(-1)).sum()),
+            "safe_nan": int(torch.isnan(safe).sum())}
+
+
+def tutorial_chunks(n: int, block: int) -> list[int] | str:
+    """The sizes ``x.chunk(n // block, dim=2)`` really produces (second tutorial), or the error it raises."""
+    x = torch.zeros(1, 1, n, 1)
+    try:
+        return [c.size(2) for c in x.chunk(n // block, dim=2)]
+    except RuntimeError as err:
+        return str(err).splitlines()[0]
+
+
+def tutorial_global_branch(n: int, d_model: int = 16, heads: int = 2, batch: int = 2) -> dict:
+    """Shapes of the second tutorial's global branch, run as written; the error it meets, if any.
+
+    global_q: (b, 1, d_model) mean of the queries; weights (b, 1, n) scaled by sqrt(d_model);
+    context = weights @ value (b, 1, d_model); then ``context.expand_as(local_output)`` with
+    local_output (b, heads, n, d_k): only works by accident (batch 1, one head).
+    """
+    d_k = d_model // heads
+    query = torch.zeros(batch, n, d_model)
+    global_q = query.mean(dim=1, keepdim=True)                          # (b, 1, d_model)
+    global_k = torch.zeros(batch, n, d_model)
+    weights = torch.softmax(global_q @ global_k.transpose(-2, -1) / math.sqrt(d_model), dim=-1)  # (b, 1, n)
+    context = weights @ query                                           # (b, 1, d_model)
+    local = torch.zeros(batch, heads, n, d_k)
+    shapes = {"global_q": tuple(global_q.shape), "global_weights": tuple(weights.shape),
+              "global_context": tuple(context.shape), "local_output": tuple(local.shape)}
+    try:
+        shapes["expanded"] = tuple(context.expand_as(local).shape)
+        error = None
+    except RuntimeError as err:
+        error = str(err).splitlines()[0]
+    return {"shapes": shapes, "error": error, "scale_used": math.sqrt(d_model), "scale_right": math.sqrt(d_k)}
+
+
+# ----------------------------------------------------------------------------------------------- live timing
+
+LIVE_SIZES = (128, 256, 512, 1024)
+LIVE_METHODS = ("full", "linear", "performer", "linformer", "window", "flash")
+
+
+def time_method(method: str, n: int, repeats: int = 5, d: int = 64, seed: int = 0) -> float:
+    """Median wall seconds of one call of a benchmark method (``bench``'s exact settings) at (1, 1, n, d)."""
+    from .bench import _make_call
+
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(1, 1, n, d, generator=g) for _ in range(3))
+    call = _make_call(method, q, k, v, seed)
+    call()                                                       # warm-up, not counted
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def flash_extra_floats(n: int, d: int, block_q: int, block_k: int) -> dict[str, int]:
+    """Floats flash attention keeps besides Q, K, V and the output (n x d), against the n x n matrix.
+
+    Per row: running max m and sum l (2 n for the rows in flight, here one query block at a time: 2 block_q);
+    per step: one block_q x block_k tile of scores/probabilities and a block_q x d accumulator.
+    """
+    return {"tile": block_q * block_k, "acc": block_q * d, "stats": 2 * block_q, "full_matrix": n * n}
