@@ -1,0 +1,387 @@
+"""Train, save, load and evaluate the shipped models of the learned-attention pages.
+
+    python -m attention_core.train TASK [--threads N] [--steps N] [--out DIR]
+
+TASK is one of dates, dates_noattn, reverse_attn, reverse_noattn, pronoun, curves (re-measure
+assets/models/curves.json from the shipped checkpoints) or all. Each run is seeded (model
+initialisation, batches, trainer) and writes ``assets/models/<task>.pt``; with the same torch version
+and thread count it reproduces the checkpoint exactly.
+
+A checkpoint is a plain dict (format, name, kind, config, vocabularies as symbol lists, state_dict in
+float16 to keep the files small, meta with the recipe, training time, final loss and the evaluation),
+so ``torch.load(path, weights_only=True)`` reads it. ``load_model(name)`` rebuilds the model in eval
+mode with float32 weights; caching is left to the caller (e.g. ``st.cache_resource``).
+
+Evaluation uses examples the models never trained on: dates from the held-out tenth of the calendar
+(``tasks.is_heldout_date``) and pronoun sentences whose noun pair is held out
+(``tasks.is_heldout_pair``), generated from ``EVAL_SEED``, a seed no training run uses.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import torch
+
+from .pronoun import (
+    PronounConfig,
+    PronounResolver,
+    make_pronoun_batch,
+    pronoun_loss,
+    referent_agreement,
+)
+from .seq2seq import Seq2Seq, Seq2SeqConfig, make_seq2seq_batch, seq2seq_loss, translate
+from .tasks import (
+    DATE_FORMATS,
+    DATE_SOURCE_VOCAB,
+    DATE_TARGET_VOCAB,
+    PRONOUN_LANGS,
+    PRONOUN_VOCAB,
+    REVERSE_MAX_LEN,
+    REVERSE_MIN_LEN,
+    REVERSE_VOCAB,
+    CharVocab,
+    Vocab,
+    make_date_example,
+    make_pronoun_example,
+    make_reverse_example,
+)
+from .trainer import TrainProgress, TransformerTrainer
+
+MODELS_DIR = Path(__file__).resolve().parent.parent / "assets" / "models"
+CURVES_FILE = "curves.json"
+CHECKPOINT_FORMAT = 1
+EVAL_SEED = 777_001          # never used by a training run (those use seeds < 100)
+TASKS = ("dates", "dates_noattn", "reverse_attn", "reverse_noattn", "pronoun")
+
+
+# --------------------------------------------------------------------------------------------------
+# Recipes
+# --------------------------------------------------------------------------------------------------
+
+@dataclass
+class Recipe:
+    name: str
+    kind: str                    # "seq2seq" or "pronoun"
+    task: str                    # "dates", "reverse" or "pronoun"
+    steps: int
+    batch_size: int
+    lr: float
+    warmup_steps: int
+    seed: int
+    config: dict = field(default_factory=dict)
+
+
+RECIPES: dict[str, Recipe] = {
+    "dates": Recipe("dates", "seq2seq", "dates", steps=2500, batch_size=64, lr=3e-3, warmup_steps=100, seed=1,
+                    config=dict(embed_dim=32, hidden_dim=128, attention=True, attn_dim=32)),
+    "dates_noattn": Recipe("dates_noattn", "seq2seq", "dates", steps=2500, batch_size=64, lr=3e-3,
+                           warmup_steps=100, seed=2,
+                           config=dict(embed_dim=32, hidden_dim=128, attention=False, attn_dim=32)),
+    "reverse_attn": Recipe("reverse_attn", "seq2seq", "reverse", steps=2000, batch_size=64, lr=3e-3,
+                           warmup_steps=100, seed=3,
+                           config=dict(embed_dim=32, hidden_dim=128, attention=True, attn_dim=32)),
+    "reverse_noattn": Recipe("reverse_noattn", "seq2seq", "reverse", steps=2000, batch_size=64, lr=3e-3,
+                             warmup_steps=100, seed=4,
+                             config=dict(embed_dim=32, hidden_dim=128, attention=False, attn_dim=32)),
+    "pronoun": Recipe("pronoun", "pronoun", "pronoun", steps=1500, batch_size=64, lr=2e-3, warmup_steps=100,
+                      seed=5, config=dict(d_model=64, num_layers=2, num_heads=4, d_ff=128, dropout=0.0,
+                                          max_len=32, norm_first=False)),
+}
+
+
+def vocabs_for(task: str) -> tuple[Vocab, Vocab | None]:
+    if task == "dates":
+        return DATE_SOURCE_VOCAB, DATE_TARGET_VOCAB
+    if task == "reverse":
+        return REVERSE_VOCAB, REVERSE_VOCAB
+    return PRONOUN_VOCAB, None
+
+
+def build_model(recipe: Recipe, src_vocab: Vocab, tgt_vocab: Vocab | None) -> torch.nn.Module:
+    if recipe.kind == "seq2seq":
+        return Seq2Seq(Seq2SeqConfig(len(src_vocab), len(tgt_vocab), **recipe.config))
+    return PronounResolver(PronounConfig(len(src_vocab), **recipe.config))
+
+
+def batch_fn(recipe: Recipe) -> Callable[[random.Random], Any]:
+    """Training batches: only the training split (held-out dates / noun pairs never appear)."""
+    src, tgt = vocabs_for(recipe.task)
+    n = recipe.batch_size
+    if recipe.task == "dates":
+        return lambda rng: make_seq2seq_batch(
+            [make_date_example(rng, split="train")[:2] for _ in range(n)], src, tgt)
+    if recipe.task == "reverse":
+        def reverse_batch(rng):
+            length = rng.randint(REVERSE_MIN_LEN, REVERSE_MAX_LEN)   # one length per batch: no padding cost
+            return make_seq2seq_batch([make_reverse_example(rng, length) for _ in range(n)], src, tgt)
+        return reverse_batch
+    return lambda rng: make_pronoun_batch([make_pronoun_example(rng, split="train") for _ in range(n)], src)
+
+
+# --------------------------------------------------------------------------------------------------
+# Checkpoints
+# --------------------------------------------------------------------------------------------------
+
+class LoadedModel(NamedTuple):
+    name: str
+    model: torch.nn.Module       # in eval mode, float32
+    config: dict
+    src_vocab: Vocab             # characters (seq2seq) or words (pronoun)
+    tgt_vocab: Vocab | None      # output characters (seq2seq), None for pronoun
+    meta: dict                   # recipe, training time and loss, evaluation at training time
+
+
+def checkpoint_path(name: str, models_dir: Path | str | None = None) -> Path:
+    return Path(models_dir or MODELS_DIR) / f"{name}.pt"
+
+
+def save_checkpoint(model: torch.nn.Module, recipe: Recipe, src_vocab: Vocab, tgt_vocab: Vocab | None,
+                    meta: dict, models_dir: Path | str | None = None) -> Path:
+    path = checkpoint_path(recipe.name, models_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {k: (v.half() if v.is_floating_point() else v).contiguous() for k, v in model.state_dict().items()}
+    ckpt = {
+        "format": CHECKPOINT_FORMAT,
+        "name": recipe.name,
+        "kind": recipe.kind,
+        "config": model.config.to_dict(),
+        "src_vocab": src_vocab.to_list(),
+        "tgt_vocab": tgt_vocab.to_list() if tgt_vocab is not None else None,
+        "state_dict": state,
+        "meta": meta,
+    }
+    torch.save(ckpt, path)
+    return path
+
+
+def load_model(name: str, models_dir: Path | str | None = None) -> LoadedModel:
+    """The shipped model ``name`` (one of TASKS) in eval mode, with its vocabularies and metadata."""
+    path = checkpoint_path(name, models_dir)
+    if not path.exists():
+        raise FileNotFoundError(f"no checkpoint {path}; run `python -m attention_core.train {name}`")
+    ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    if ckpt.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError(f"{path}: checkpoint format {ckpt.get('format')!r}, expected {CHECKPOINT_FORMAT}")
+    if ckpt["kind"] == "seq2seq":
+        src, tgt = CharVocab(ckpt["src_vocab"]), CharVocab(ckpt["tgt_vocab"])
+        model: torch.nn.Module = Seq2Seq(Seq2SeqConfig(**ckpt["config"]))
+    else:
+        src, tgt = Vocab(ckpt["src_vocab"]), None
+        model = PronounResolver(PronounConfig(**ckpt["config"]))
+    model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in ckpt["state_dict"].items()})
+    return LoadedModel(name, model.eval(), ckpt["config"], src, tgt, ckpt["meta"])
+
+
+def load_curves(models_dir: Path | str | None = None) -> dict:
+    """The recorded accuracy curves (``assets/models/curves.json``)."""
+    return json.loads((Path(models_dir or MODELS_DIR) / CURVES_FILE).read_text(encoding="utf-8"))
+
+
+# --------------------------------------------------------------------------------------------------
+# Evaluation
+# --------------------------------------------------------------------------------------------------
+
+def _char_accuracy(out: str, target: str) -> float:
+    return sum(a == b for a, b in zip(out, target)) / max(len(target), len(out), 1)
+
+
+def evaluate_dates(model: Seq2Seq, n_per_format: int = 100, seed: int = EVAL_SEED, split: str | None = "heldout",
+                   src_vocab: Vocab = DATE_SOURCE_VOCAB, tgt_vocab: Vocab = DATE_TARGET_VOCAB) -> dict:
+    """Exact-match accuracy on fresh dates (held out by default), per language, format and input length."""
+    rng = random.Random(seed)
+    examples = [make_date_example(rng, fmt=f.id, split=split) for f in DATE_FORMATS for _ in range(n_per_format)]
+    hits: list[bool] = []
+    for i in range(0, len(examples), 256):
+        chunk = examples[i:i + 256]
+        outs = translate(model, [e.source for e in chunk], src_vocab, tgt_vocab, max_len=12)
+        hits += [o.output == e.target for o, e in zip(outs, chunk)]
+    groups: dict[str, dict[Any, list[bool]]] = {"lang": defaultdict(list), "format": defaultdict(list),
+                                                "length": defaultdict(list)}
+    for e, h in zip(examples, hits):
+        groups["lang"][e.lang].append(h)
+        groups["format"][e.fmt].append(h)
+        groups["length"][len(e.source)].append(h)
+    mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
+    return {
+        "n": len(examples),
+        "exact": mean(hits),
+        "by_lang": {k: mean(v) for k, v in groups["lang"].items()},
+        "by_format": {k: mean(v) for k, v in groups["format"].items()},
+        "by_length": {int(k): mean(v) for k, v in sorted(groups["length"].items())},
+        "n_by_length": {int(k): len(v) for k, v in sorted(groups["length"].items())},
+    }
+
+
+def evaluate_reverse(model: Seq2Seq, lengths: Sequence[int] = tuple(range(REVERSE_MIN_LEN, REVERSE_MAX_LEN + 1)),
+                     n_per_length: int = 100, seed: int = EVAL_SEED, vocab: Vocab = REVERSE_VOCAB) -> dict:
+    """Exact-match and per-character accuracy for each input length."""
+    rng = random.Random(seed)
+    exact, char = [], []
+    for length in lengths:
+        pairs = [make_reverse_example(rng, length) for _ in range(n_per_length)]
+        outs = translate(model, [s for s, _ in pairs], vocab, vocab, max_len=length + 5)
+        exact.append(sum(o.output == t for o, (_, t) in zip(outs, pairs)) / n_per_length)
+        char.append(sum(_char_accuracy(o.output, t) for o, (_, t) in zip(outs, pairs)) / n_per_length)
+    return {"lengths": list(lengths), "n_per_length": n_per_length, "exact": exact, "char": char}
+
+
+def evaluate_pronoun(model: PronounResolver, n_per_lang: int = 500, seed: int = EVAL_SEED,
+                     split: str | None = "heldout", vocab: Vocab = PRONOUN_VOCAB) -> dict:
+    """Accuracy per language and template, and for each layer and head the fraction of sentences in which
+    the attention from "it"/"它" weighs the correct referent more than the other noun."""
+    rng = random.Random(seed)
+    out: dict[str, Any] = {"n_per_lang": n_per_lang, "split": split, "accuracy": {}, "by_template": {}}
+    all_examples = []
+    by_template: dict[str, list[bool]] = defaultdict(list)
+    for lang in PRONOUN_LANGS:
+        examples = [make_pronoun_example(rng, lang=lang, split=split) for _ in range(n_per_lang)]
+        all_examples += examples
+        batch = make_pronoun_batch(examples, vocab)
+        with torch.no_grad():
+            pred = model(batch.tokens, batch.lengths, batch.pronoun, batch.nouns).logits.argmax(-1)
+        right = (pred == batch.labels).tolist()
+        out["accuracy"][lang] = sum(right) / len(right)
+        for e, r in zip(examples, right):
+            by_template[e.template].append(r)
+    out["by_template"] = {k: sum(v) / len(v) for k, v in by_template.items()}
+    agree = referent_agreement(model, all_examples, vocab)
+    enc = agree.encoder                                                  # (layers, heads)
+    best = int(enc.argmax())
+    out["head_agreement"] = enc.tolist()
+    out["best_encoder_head"] = [best // enc.size(1), best % enc.size(1)]   # [layer, head], 0-based
+    out["best_encoder_head_fraction"] = float(enc.max())
+    out["resolution_head_fraction"] = agree.resolution
+    # where the encoder's heads look from the pronoun instead: mean weight on the adjective (the clue)
+    batch = make_pronoun_batch(all_examples, vocab)
+    with torch.no_grad():
+        weights = model(batch.tokens, batch.lengths, batch.pronoun, batch.nouns).weights
+    rows = torch.arange(len(all_examples))
+    adj = torch.tensor([e.tokens.index(e.adjective) for e in all_examples])
+    out["adjective_weight"] = [w[rows, :, batch.pronoun, adj].mean(0).tolist() for w in weights]
+    return out
+
+
+def evaluate(name: str, model: torch.nn.Module) -> dict:
+    task = RECIPES[name].task
+    if task == "dates":
+        return evaluate_dates(model)
+    if task == "reverse":
+        return evaluate_reverse(model)
+    return evaluate_pronoun(model)
+
+
+# --------------------------------------------------------------------------------------------------
+# Training
+# --------------------------------------------------------------------------------------------------
+
+def train(name: str, *, steps: int | None = None, models_dir: Path | str | None = None,
+          callback: Callable[[TrainProgress], bool | None] | None = None, log_every: int = 100,
+          save: bool = True) -> tuple[torch.nn.Module, dict]:
+    """Train the model ``name`` from its recipe, evaluate it, save it; returns (model, meta)."""
+    recipe = RECIPES[name]
+    steps = recipe.steps if steps is None else steps
+    src, tgt = vocabs_for(recipe.task)
+    torch.manual_seed(recipe.seed)
+    model = build_model(recipe, src, tgt)
+    loss_fn = seq2seq_loss if recipe.kind == "seq2seq" else pronoun_loss
+    trainer = TransformerTrainer(model, loss_fn, lr=recipe.lr, warmup_steps=recipe.warmup_steps, seed=recipe.seed)
+
+    def log(p: TrainProgress):
+        if log_every and (p.step % log_every == 0 or p.step == p.steps):
+            print(f"[{name}] step {p.step}/{p.steps} loss {p.loss:.4f} lr {p.lr:.2e} {p.elapsed:.0f}s", flush=True)
+        return callback(p) if callback is not None else None
+
+    start = time.perf_counter()
+    losses = trainer.fit(batch_fn(recipe), steps, log)
+    seconds = time.perf_counter() - start
+    meta = {
+        "recipe": {**recipe.__dict__, "steps": steps},
+        "train_seconds": round(seconds, 1),
+        "threads": torch.get_num_threads(),
+        "torch": str(torch.__version__),
+        "final_loss": sum(losses[-20:]) / len(losses[-20:]),
+        "loss_every_10": [round(x, 5) for x in losses[::10]],
+        "eval_seed": EVAL_SEED,
+    }
+    if save:
+        save_checkpoint(model, recipe, src, tgt, meta, models_dir)
+        # evaluate what ships: the float16-rounded weights, reloaded
+        loaded = load_model(name, models_dir)
+        meta["eval"] = evaluate(name, loaded.model)
+        save_checkpoint(model, recipe, src, tgt, meta, models_dir)
+    else:
+        meta["eval"] = evaluate(name, model.eval())
+    return model, meta
+
+
+def _eval_of(name: str, models_dir, remeasure: bool) -> dict | None:
+    """The evaluation stored with checkpoint ``name`` (re-measured if asked or missing); None if absent."""
+    if not checkpoint_path(name, models_dir).exists():
+        return None
+    loaded = load_model(name, models_dir)
+    if not remeasure and "eval" in loaded.meta:
+        return loaded.meta["eval"]
+    return evaluate(name, loaded.model)
+
+
+def record_curves(models_dir: Path | str | None = None, *, remeasure: bool = False) -> dict:
+    """Write curves.json, the bottleneck and analysis pages' data, from the shipped checkpoints.
+
+    By default it reuses each checkpoint's own evaluation (made right after training, on the saved
+    weights, with ``EVAL_SEED``); ``remeasure=True`` runs the evaluations again.
+    """
+    curves: dict[str, Any] = {"eval_seed": EVAL_SEED, "torch": str(torch.__version__)}
+    rev = {k: _eval_of(n, models_dir, remeasure) for k, n in (("attention", "reverse_attn"),
+                                                              ("no_attention", "reverse_noattn"))}
+    rev = {k: v for k, v in rev.items() if v is not None}
+    if rev:
+        first = next(iter(rev.values()))
+        curves["reverse"] = {"lengths": first["lengths"], "n_per_length": first["n_per_length"],
+                             **{k: {"exact": v["exact"], "char": v["char"]} for k, v in rev.items()}}
+    dates = {k: _eval_of(n, models_dir, remeasure) for k, n in (("attention", "dates"),
+                                                                ("no_attention", "dates_noattn"))}
+    dates = {k: v for k, v in dates.items() if v is not None}
+    if dates:
+        curves["dates"] = dates
+    pronoun = _eval_of("pronoun", models_dir, remeasure)
+    if pronoun is not None:
+        curves["pronoun"] = pronoun
+    path = Path(models_dir or MODELS_DIR) / CURVES_FILE
+    path.write_text(json.dumps(curves, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return curves
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m attention_core.train", description=__doc__.split("\n\n")[0])
+    parser.add_argument("task", choices=TASKS + ("curves", "all"))
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2: the target machine)")
+    parser.add_argument("--steps", type=int, default=None, help="override the recipe's number of steps")
+    parser.add_argument("--out", default=None, help=f"output directory (default {MODELS_DIR})")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    names = TASKS if args.task == "all" else (() if args.task == "curves" else (args.task,))
+    for name in names:
+        _, meta = train(name, steps=args.steps, models_dir=args.out)
+        keep = ("exact", "by_lang", "accuracy", "best_encoder_head", "best_encoder_head_fraction",
+                "resolution_head_fraction")
+        summary = {k: v for k, v in meta["eval"].items() if k in keep}
+        if RECIPES[name].task == "reverse":
+            summary = dict(zip(meta["eval"]["lengths"], meta["eval"]["exact"]))
+        print(f"[{name}] {meta['train_seconds']:.0f}s, final loss {meta['final_loss']:.4f}, eval {summary}",
+              flush=True)
+    curves = record_curves(args.out, remeasure=args.task == "curves")
+    print(f"curves.json: {sorted(k for k in curves if k not in ('eval_seed', 'torch'))}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
