@@ -37,10 +37,11 @@ from ui.anatomy import (
     notice,
     pitfall,
     problem,
+    show_chart,
     show_code,
     show_matrix,
 )
-from ui.charts import ROW_SELECTION, heatmap, unique_labels
+from ui.charts import ROW_SELECTION, heatmap, to_spec, unique_labels
 from ui.controls import seed, sentence
 from ui.i18n import LANGS, catalog, current_lang, lesson, t
 
@@ -74,7 +75,6 @@ self.d_k = d_model // num_heads
 @st.cache_data(max_entries=32, show_spinner=False)
 def run_heads(tokens: tuple[str, ...], d_model: int, num_heads: int, seed_: int, mode: str) -> dict:
     """One forward pass with every step, the classifier, head similarity, and the parameter counts."""
-    torch.set_num_threads(1)   # tiny tensors: one thread avoids thread-pool stalls on a shared CPU
     mha, recipes = build_mha(mode, d_model, num_heads, seed_)
     tr = trace_mha(mha, model_input(list(tokens), d_model, seed_))
     w = tr.weights[0]                                                          # (h, n, n)
@@ -106,12 +106,21 @@ def chart_store() -> OrderedDict:
     return OrderedDict()
 
 
-def cached_chart(key: tuple, build) -> mc.Frozen:
-    """The chart for ``key`` (plain values: settings, language), built by ``build()`` on first use."""
+def draw(spec: dict, key: str, *, select: bool = False):
+    """A chart at its own width (small multiples, fixed-size planes), optionally clickable."""
+    if select:
+        return st.vega_lite_chart(spec, key=key, on_select="rerun", width="content")
+    st.vega_lite_chart(spec, key=key, width="content")
+    return None
+
+
+def cached_chart(key: tuple, build) -> dict:
+    """The Vega-Lite spec for ``key`` (plain values: settings, language), built by ``build()`` on
+    first use. Streamlit copies a spec before changing it, so a stored spec is shared safely."""
     store, full = chart_store(), (current_lang(),) + key
     chart = store.get(full)
     if chart is None:
-        chart = store[full] = mc.Frozen(build())
+        chart = store[full] = to_spec(build())
         while len(store) > MAX_CHARTS:
             store.popitem(last=False)
     return chart
@@ -248,12 +257,12 @@ def shapes_section(r: dict, v: View) -> None:
     })
     st.dataframe(table, hide_index=True, width="stretch")
     st.caption(t(f"{NS}.shape_legend", n=len(v.tokens), d_model=d_model, h=h, d_k=d_model // h))
-    st.altair_chart(cached_chart(("split", v.key, v.query), lambda: mc.split_chart(
+    draw(cached_chart(("split", v.key, v.query), lambda: mc.split_chart(
         r["q_proj"][v.query], h,
         top_title=t(f"{NS}.split_top", q=v.labels[v.query], d_model=d_model),
         bottom_title=t(f"{NS}.split_bottom", h=h, d_k=d_model // h),
         dim_title=t(f"{NS}.dim"), head_title=t(f"{NS}.head"), within_title=t(f"{NS}.within"),
-        value_title=t("common.value"))), key="mh_split", width="content")
+        value_title=t("common.value"))), key="mh_split")
 
     one, many = r["params"][1], r["params"][h]
     st.markdown(f"**{t(f'{NS}.params_title')}**")
@@ -304,7 +313,7 @@ def heads_section(r: dict, v: View) -> None:
         titles=[("▶ " if i == head else "") + panel_title(r, i, short=h > 8) for i in range(h)],
         x_title=t("common.key"), y_title=t("common.query"), value_title=t("common.weight"),
         panel_title=t(f"{NS}.head")))
-    st.altair_chart(grid, key="mh_grid", on_select="rerun", width="content")
+    draw(grid, key="mh_grid", select=True)
     st.caption(t(f"{NS}.grid_caption") + (" " + t(f"{NS}.grid_pooled") if n > mc.MAX_PANEL_SIDE else ""))
     d_k = v.d_model // h
     if v.mode == "structured" and d_k < 8:
@@ -326,7 +335,7 @@ def heads_section(r: dict, v: View) -> None:
             title=t(f"{NS}.drill_title", q=v.labels[query]), x_title=t("common.key"),
             y_title=t(f"{NS}.head"), value_title=t("common.weight"), selectable=False,
             show_numbers=False, height=max(160, 26 * h + 120)))
-        st.altair_chart(drill, width="stretch", key="mh_drill")
+        show_chart(drill, key="mh_drill")
         st.caption(t(f"{NS}.drill_caption", q=md_escape(v.labels[query]),
                      n_distinct=len(set(per_head.argmax(-1).tolist())), h=h))
 
@@ -337,11 +346,11 @@ def compare_section(r: dict, v: View) -> None:
     left, right = st.columns(2)
     with left:
         names = [head_name(i) for i in range(h)]
-        st.altair_chart(cached_chart(("js", v.key), lambda: heatmap(
+        show_chart(cached_chart(("js", v.key), lambda: heatmap(
             js, names, names, title=t(f"{NS}.js_title"), x_title=t(f"{NS}.head"), y_title=t(f"{NS}.head"),
             value_title=t(f"{NS}.js"), selectable=False,
             height=max(160, (30 if h <= 16 else 560 // h) * h + 120))),
-            width="stretch", key="mh_js")
+            key="mh_js")
         st.caption(t(f"{NS}.js_caption"))
     with right:
         chart = cached_chart(("avg", v.key), lambda: heatmap(
@@ -373,18 +382,18 @@ def gallery_section(r: dict, v: View) -> None:
     """The synthetic patterns and the classifier's verdict on each head."""
     st.markdown(lesson(f"{NS}/gallery"))
     n, h = len(v.tokens), v.num_heads
-    st.altair_chart(cached_chart(("gallery", tuple(v.tokens)), lambda: mc.small_multiples(
+    draw(cached_chart(("gallery", tuple(v.tokens)), lambda: mc.small_multiples(
         gallery(n), v.tokens, titles=[pattern_name(p) for p in PATTERNS], columns=6, x_title=t("common.key"),
         y_title=t("common.query"), value_title=t("common.weight"), panel_title=t(f"{NS}.pattern"),
-        selectable=False, panel_size=120 if n <= 16 else 100)), key="mh_gallery", width="content")
+        selectable=False, panel_size=120 if n <= 16 else 100)), key="mh_gallery")
     st.caption(t(f"{NS}.gallery_caption"))
     left, right = st.columns(2)
     with left:
-        st.altair_chart(cached_chart(("scores", v.key), lambda: heatmap(
+        show_chart(cached_chart(("scores", v.key), lambda: heatmap(
             r["pattern_scores"].T, [pattern_name(p) for p in PATTERNS], [str(i + 1) for i in range(h)],
             title=t(f"{NS}.scores_title"), x_title=t(f"{NS}.head"), y_title=t(f"{NS}.pattern"),
             value_title=t(f"{NS}.score"), selectable=False, show_numbers=h <= 12, height=6 * 30 + 130)),
-            width="stretch", key="mh_scores")
+            key="mh_scores")
     with right:
         order = np.argsort(-r["pattern_scores"], axis=1)
         table = pd.DataFrame({
@@ -407,20 +416,20 @@ def geometry_section(r: dict, v: View) -> None:
     var = g.explained_variance_ratio.numpy()
     left, right = st.columns(2)
     with left:
-        st.altair_chart(cached_chart(("geo", v.key, head, query), lambda: mc.geometry_chart(
+        draw(cached_chart(("geo", v.key, head, query), lambda: mc.geometry_chart(
             g.queries, g.keys, v.tokens, w_row, query,
             title=t(f"{NS}.geo_chart", head=head + 1, q=labels[query]),
             x_title=t(f"{NS}.pc", i=1, pct=f"{100 * var[0]:.0f}"),
             y_title=t(f"{NS}.pc", i=2, pct=f"{100 * var[1]:.0f}"), key_name=t("common.key"),
             query_name=t("common.query"), weight_title=t("common.weight"), token_title=t(f"{NS}.token"))),
-            width="content", key="mh_geo")
+            key="mh_geo")
     with right:
-        st.altair_chart(cached_chart(("values", v.key, head, query), lambda: mc.values_chart(
+        draw(cached_chart(("values", v.key, head, query), lambda: mc.values_chart(
             g.values, v.tokens, w_row, title=t(f"{NS}.values_chart", head=head + 1, q=labels[query]),
             x_title=t(f"{NS}.pc_plain", i=1), y_title=t(f"{NS}.pc_plain", i=2), value_name=t("common.value"),
             output_name=t(f"{NS}.output_point"), weight_title=t("common.weight"),
             token_title=t(f"{NS}.token"))),
-            width="content", key="mh_values")
+            key="mh_values")
     dist = np.linalg.norm(g.keys.numpy() - g.queries.numpy()[query], axis=1)
     top = int(w_row.argmax())
     st.caption(t(f"{NS}.geo_caption", q=md_escape(labels[query]), top=md_escape(labels[top]),

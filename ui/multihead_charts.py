@@ -22,21 +22,6 @@ KEY_COLOUR = "#3b528b"
 VALUE_COLOUR = "#1b9e77"
 
 
-class Frozen:
-    """A built chart that skips Altair's schema validation when Streamlit serialises it again.
-
-    st.altair_chart only calls ``.to_dict()``; validating the same spec on every rerun is most of
-    the script time of a page with many charts. The builders' tests validate each spec once.
-    """
-
-    def __init__(self, chart: alt.TopLevelMixin):
-        self.chart = chart
-
-    def to_dict(self, *args, **kwargs) -> dict:
-        kwargs["validate"] = False
-        return self.chart.to_dict(*args, **kwargs)
-
-
 def _short(label: str, limit: int = 10) -> str:
     return label if len(label) <= limit else label[:limit - 1] + "…"
 

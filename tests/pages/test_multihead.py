@@ -283,3 +283,33 @@ def test_a_link_made_in_english_keeps_its_choices_in_chinese():
     assert at.button_group(key="mode").value == "random"
     assert ZH["multihead.js_title"] in [chart_spec(c).get("title") for c in charts(at)]
 
+
+
+# ---------------------------------------------------------------- the page's chart builders
+def test_chart_builders_give_valid_vega_lite():
+    """The page draws cached specs without Altair's per-rerun validation: validate them here."""
+    from ui import multihead_charts as mc
+    w, mine, x, _ = oracle()
+    q = mine.split_heads(mine.W_query(x))[0, 0].detach()
+    k = mine.split_heads(mine.W_key(x))[0, 0].detach()
+    v = mine.split_heads(mine.W_value(x))[0, 0].detach()
+    g = qk_geometry(q, k, v)
+    names = dict(x_title="x", y_title="y", weight_title="w", token_title="t")
+    built = [
+        mc.split_chart(mine.W_query(x)[0, IT].detach(), 8, top_title="a", bottom_title="b", dim_title="d",
+                       head_title="h", within_title="i", value_title="v"),
+        mc.small_multiples(w, TOKENS, titles=[f"h{i}" for i in range(8)], selected=2),
+        mc.small_multiples(w.repeat(4, 1, 1), TOKENS * 1, titles=["same"] * 32, selectable=False),
+        mc.geometry_chart(g.queries, g.keys, TOKENS, w[0, IT], IT, title="g", key_name="k", query_name="q",
+                          **names),
+        mc.values_chart(g.values, TOKENS, w[0, IT], title="v", value_name="v", output_name="o", **names),
+    ]
+    for chart in built:
+        spec = chart.to_dict()                     # raises if the spec does not fit the schema
+        assert spec["$schema"].startswith("https://vega.github.io/schema/vega-lite/")
+    grid = built[2].to_dict()
+    panels = next(iter(grid["datasets"].values()))
+    assert len({row["panel"] for row in panels}) == 32          # repeated titles still give 32 panels
+    out = np.asarray(w[0, IT]) @ g.values.numpy()                # the diamond: weighted mean of the values
+    star = [d for d in built[4].to_dict()["datasets"].values() if len(d) == 1][0][0]
+    assert (star["x"], star["y"]) == pytest.approx((out[0], out[1]), abs=1e-5)
