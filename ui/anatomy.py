@@ -60,7 +60,7 @@ def show_matrix(chart, matrix, row_labels: Sequence[str], col_labels: Sequence[s
         picked = _selected_query(show_chart(chart, key=key, select=True))
     else:
         picked = show_chart(chart, key=key)
-    st.download_button(t("common.download_csv"), matrix_csv(matrix, row_labels, col_labels),
+    st.download_button(t("common.download_csv"), lambda: matrix_csv(matrix, row_labels, col_labels),
                        file_name=file_name, mime="text/csv", key=f"{key}_csv",
                        icon=":material/download:", type="tertiary")
     return picked
