@@ -1,6 +1,7 @@
 """The shared chart builders: decode the Vega-Lite spec and data they produce."""
 import io
 
+import altair as alt
 import numpy as np
 import pandas as pd
 import pytest
@@ -112,3 +113,15 @@ def test_show_matrix_renders_arrow_data_and_csv_button():
     got = data.sort_values(["query_pos", "key_pos"])["value"].to_numpy().reshape(4, 4)
     assert np.allclose(got, expect.numpy(), atol=1e-7)
     assert at.get("download_button")[0].proto.label == "下载矩阵（CSV）"
+
+
+def test_to_spec_matches_validated_spec_and_keeps_data_as_a_frame():
+    chart = charts.heatmap(torch.rand(6, 6), list("abcdef"), masked=torch.eye(6, dtype=torch.bool))
+    fast = charts.to_spec(chart)
+    full = chart.to_dict()  # validated against the Vega-Lite schema
+    assert fast["layer"] == full["layer"] and fast["params"] == full["params"]
+    assert fast["data"] == {"name": "data"} and isinstance(fast["datasets"]["data"], pd.DataFrame)
+    assert fast["datasets"]["data"].equals(chart.data)
+    assert charts.to_spec(fast) is fast
+    assert charts.to_spec(alt.layer(alt.Chart(pd.DataFrame({"x": [1]})).mark_point(),
+                                    alt.Chart(pd.DataFrame({"y": [2]})).mark_point())) is None

@@ -47,9 +47,10 @@ def show_chart(chart, *, key: str | None = None, select: bool = False):
     selection event (``on_select="rerun"``). Use this instead of st.altair_chart: it skips
     Altair's per-rerun schema validation (see ui.charts.to_spec)."""
     spec = to_spec(chart)
+    draw = st.altair_chart if spec is None else st.vega_lite_chart
     if select:
-        return st.vega_lite_chart(spec, width="stretch", on_select="rerun", key=key)
-    st.vega_lite_chart(spec, width="stretch", key=key)
+        return draw(chart if spec is None else spec, width="stretch", on_select="rerun", key=key)
+    draw(chart if spec is None else spec, width="stretch", key=key)
     return None
 
 

@@ -22,18 +22,29 @@ MAX_CELLS_PER_AXIS = 128  # larger matrices are shown as averaged tiles (the CSV
 ROW_SELECTION = "row"     # name of the click selection; st.altair_chart returns it
 
 
-def to_spec(chart) -> dict:
+def to_spec(chart) -> dict | None:
     """A chart as a Vega-Lite dict, without re-validating it against the schema.
 
     Altair validates on every ``to_dict()``, which costs as much as building the chart; the
-    builders here are validated once by the tests instead. Data stay inline (any size: the
-    heatmap pools large matrices itself) and Streamlit ships them to the browser as Arrow.
-    A dict passes through unchanged, so a page may cache specs with ``st.cache_data``.
+    builders here are validated once by the tests instead. The chart's top-level DataFrame
+    becomes the named dataset "data" (Streamlit ships it to the browser as Arrow), so no
+    global Altair setting is touched (sessions run in threads). Returns None for a chart
+    without one top-level DataFrame: draw that one with st.altair_chart. A dict passes
+    through unchanged, so a page may cache specs with ``st.cache_data``.
     """
     if isinstance(chart, dict):
         return chart
-    with alt.data_transformers.disable_max_rows(), alt.theme.enable("none"):
-        return chart.to_dict(validate=False)
+    frame = getattr(chart, "data", None)
+    if not isinstance(frame, pd.DataFrame):
+        return None
+    bare = chart.copy(deep=False)
+    bare.data = alt.NamedData(name="data")
+    spec = bare.to_dict(validate=False)
+    view = spec.get("config", {}).get("view", {})
+    for key in ("continuousWidth", "continuousHeight"):  # Altair's default theme; Streamlit drops it too
+        view.pop(key, None)
+    spec["datasets"] = {"data": frame}
+    return spec
 
 
 def as_numpy(matrix) -> np.ndarray:
