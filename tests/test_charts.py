@@ -125,3 +125,31 @@ def test_to_spec_matches_validated_spec_and_keeps_data_as_a_frame():
     assert charts.to_spec(fast) is fast
     assert charts.to_spec(alt.layer(alt.Chart(pd.DataFrame({"x": [1]})).mark_point(),
                                     alt.Chart(pd.DataFrame({"y": [2]})).mark_point())) is None
+
+
+def _cached_chart_script():
+    import streamlit as st
+
+    from ui.anatomy import show_chart
+    from ui.charts import bars
+
+    builds = st.session_state.setdefault("builds", [])
+
+    def build():
+        builds.append(1)
+        return bars([0.25, 0.75], ["a", "b"])
+
+    show_chart(build, key="cached", cache=("v1",))
+    show_chart(bars([0.5, 0.5], ["x", "y"]), key="plain")
+
+
+def test_show_chart_builds_a_cached_chart_once_and_keeps_its_data():
+    at = AppTest.from_function(_cached_chart_script)
+    at.run()
+    at.run()
+    assert not at.exception
+    assert len(at.session_state["builds"]) <= 1  # built at most once across reruns (cache may be warm)
+    first, second = at.get("vega_lite_chart")
+    rows = pd.concat(chart_data(first).values())
+    assert rows["value"].tolist() == [0.25, 0.75]  # the cached spec still carries its data on rerun
+    assert pd.concat(chart_data(second).values())["value"].tolist() == [0.5, 0.5]

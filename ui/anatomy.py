@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 import streamlit as st
 
 from .charts import matrix_csv, to_spec
-from .i18n import t
+from .i18n import current_lang, t
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")
 
@@ -42,15 +42,37 @@ def formula(latex: str, caption: str | None = None) -> None:
         st.caption(caption)
 
 
-def show_chart(chart, *, key: str | None = None, select: bool = False):
-    """Draw an Altair chart (or a cached Vega-Lite dict) full width; with ``select`` return the
-    selection event (``on_select="rerun"``). Use this instead of st.altair_chart: it skips
-    Altair's per-rerun schema validation (see ui.charts.to_spec)."""
-    spec = to_spec(chart)
-    draw = st.altair_chart if spec is None else st.vega_lite_chart
+@st.cache_resource(max_entries=256, show_spinner=False)
+def _cached_spec(cache_id: tuple, _build: Callable):
+    """One finished Vega-Lite spec per distinct chart, shared by all sessions of the server."""
+    return to_spec(_build())
+
+
+def show_chart(chart, *, key: str | None = None, select: bool = False, cache: tuple | None = None):
+    """Draw a chart full width; with ``select`` return the selection event (``on_select="rerun"``).
+
+    ``chart`` is an Altair chart, a Vega-Lite dict, or — with ``cache`` — a function that
+    builds the chart: ``cache`` is a tuple of the plain values the chart depends on, and the
+    finished spec is then built once per (key, language, cache) and reused on later reruns.
+    Use this instead of st.altair_chart: it also skips Altair's per-rerun schema validation
+    (see ui.charts.to_spec; the builders are validated by the tests).
+    """
+    if cache is not None:
+        spec = _cached_spec((key, current_lang(), *cache), chart)
+        if spec is None:
+            chart = chart()
+    else:
+        if callable(chart) and not hasattr(chart, "to_dict"):
+            chart = chart()
+        spec = to_spec(chart)
+    if spec is not None:
+        spec = dict(spec)  # Streamlit pops "datasets" from the dict it is given: keep the cached one whole
+        draw, what = st.vega_lite_chart, spec
+    else:
+        draw, what = st.altair_chart, chart
     if select:
-        return draw(chart if spec is None else spec, width="stretch", on_select="rerun", key=key)
-    draw(chart if spec is None else spec, width="stretch", key=key)
+        return draw(what, width="stretch", on_select="rerun", key=key)
+    draw(what, width="stretch", key=key)
     return None
 
 
