@@ -195,7 +195,7 @@ def loop_mask_check(n: int, stride: int) -> bool:
 # ------------------------------------------------------------------ inputs
 def read_inputs() -> tuple[Inputs | None, list[str]]:
     """The learner's sentence or n random tokens; the seed and the sharpness (gain on q and k)."""
-    c_src, c_text, c_seed, c_gain = st.columns([1.9, 3.2, 1.1, 1.6], vertical_alignment="bottom")
+    c_src, c_text, c_seed, c_gain = st.columns([2.3, 3.0, 1.1, 1.6], vertical_alignment="bottom")
     with c_src:
         src = st.segmented_control(t("efficiency.src"), ["text", "random"], default="text", required=True,
                                    format_func=lambda s: t(f"efficiency.src_{s}"), key="src",
@@ -586,11 +586,15 @@ def flash_section(inp: Inputs, labels: list[str]) -> None:
         st.dataframe(ec.flash_table(step, labels, cols), hide_index=True, width="stretch")
         st.caption(t("efficiency.flash_table_caption"))
         alpha = step.tile.rescale[0, 0]
-        shrunk = int((alpha < 1).sum())
+        had_state = torch.isfinite(step.m_old)                  # rows that had seen a key before this tile
+        shrunk = int((had_state & (alpha < 1)).sum())
         if not tile.skipped:
-            st.markdown(t("efficiency.step_partial", k1=tile.k_end - 1, diff=f(sv["partial_vs_final"]),
-                          shrunk=shrunk, rows=tile.q_end - tile.q_start,
-                          amin=f(float(alpha.min())) if len(alpha) else "1"))
+            st.markdown(t("efficiency.step_partial", k1=tile.k_end - 1, diff=f(sv["partial_vs_final"])))
+            if had_state.any():
+                st.markdown(t("efficiency.step_rescaled", shrunk=shrunk, rows=int(had_state.sum()),
+                              amin=f(float(alpha[had_state].min()))))
+            else:
+                st.markdown(t("efficiency.step_first", a=qa))
         if sv["last_of_block"]:
             st.success(t("efficiency.step_block_done", a=qa), icon=":material/done_all:")
     final_key = "efficiency.flash_final" if step_no == total else "efficiency.flash_final_preview"
@@ -706,7 +710,8 @@ def pitfall_flash_space() -> None:
 # ------------------------------------------------------------------ the page
 anatomy.header(NS)
 anatomy.intuition(NS)
-anatomy.formula(FORMULA, t("efficiency.formula_caption"))
+anatomy.formula(FORMULA.replace(r"\text{or}", r"\text{%s}" % t("efficiency.formula_or")),
+                t("efficiency.formula_caption"))
 
 inp, labels = read_inputs()
 tab_names = [t(f"efficiency.tab_{x}") for x in ("approx", "cost", "flash", "rnn")]
