@@ -1,0 +1,260 @@
+"""Glue for the "it" and attention-analysis pages: sentences built from the grammar's word lists,
+the adjective flip, fresh batches, what the trained heads do from the pronoun, and the second
+tutorial's ``AttentionAnalyzer`` corrected.
+
+The model is ``pronoun.PronounResolver`` (section 5.2 of the first tutorial: "The animal didn't
+cross the street because it was too tired"); the statistics are those of ``analysis`` (entropy,
+sparsity, head patterns). Nothing here trains: it reads a trained model.
+
+The analyser of the second tutorial computes, per layer, on a padded batch::
+
+    attn_flat = attn.view(-1, attn.size(-1))
+    entropy = -torch.sum(attn_flat * torch.log(attn_flat + 1e-8), dim=-1).mean()
+    sparsity = (attn < 0.1).float().mean()
+
+``seed_analyzer_stats`` reproduces it; ``head_stats`` is the corrected version: exact entropy
+(0 log 0 = 0, no +1e-8), one number per head rather than per layer, and padding left out — the
+rows of padded query positions are not tokens, and padded keys (weight exactly 0) are not
+"sparse" attention, they are absent.
+"""
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import torch
+
+from .analysis import PATTERNS, classify_heads, head_entropy, head_sparsity
+from .functional import masked_softmax, scaled_dot_scores
+from .masks import padding_mask
+from .pronoun import PronounResolver, make_pronoun_batch
+from .tasks import (
+    PRONOUN_LANGS,
+    PRONOUN_TOKEN,
+    PronounExample,
+    PronounTemplate,
+    Vocab,
+    make_pronoun_example,
+    pronoun_template,
+)
+
+# --------------------------------------------------------------------------------------------------
+# sentences from the grammar
+# --------------------------------------------------------------------------------------------------
+
+
+def _k(lang: str) -> int:
+    if lang not in PRONOUN_LANGS:
+        raise ValueError(f"lang must be one of {PRONOUN_LANGS}, got {lang!r}")
+    return 0 if lang == "en" else 1
+
+
+def adjective_ids(template: PronounTemplate | str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """English ids of the adjectives that make "it" the first noun, and those that make it the second."""
+    t = pronoun_template(template) if isinstance(template, str) else template
+    return tuple(a[0] for a in t.adj_first), tuple(a[0] for a in t.adj_second)
+
+
+def word(template: PronounTemplate | str, slot: str, word_id: str, lang: str) -> str:
+    """The ``lang`` word of ``word_id`` (its English form) in a slot "A", "B" or "ADJ" of the template."""
+    t = pronoun_template(template) if isinstance(template, str) else template
+    groups = {"A": t.nouns_a, "B": t.nouns_b, "ADJ": t.adj_first + t.adj_second}[slot]
+    for pair in groups:
+        if pair[0] == word_id:
+            return pair[_k(lang)]
+    raise ValueError(f"{word_id!r} cannot fill slot {slot} of template {t.id!r}")
+
+
+def build_example(template: str, lang: str, a: str, b: str, adjective: str) -> PronounExample:
+    """The sentence of ``template`` in ``lang`` with nouns ``a``, ``b`` and ``adjective`` (English ids,
+    e.g. ("cross", "zh", "animal", "street", "tired") -> 动物没有过马路，因为它太累了。). The label
+    follows from the adjective: 0 ("it" = the first noun) for the template's first group."""
+    t = pronoun_template(template)
+    if a == b:
+        raise ValueError("the two nouns must differ, else “it” has no single answer")
+    first, _ = adjective_ids(t)
+    fill = {"A": word(t, "A", a, lang), "B": word(t, "B", b, lang), "ADJ": word(t, "ADJ", adjective, lang)}
+    slots = t.tokens(lang)
+    tokens = tuple(fill.get(s, s) for s in slots)
+    return PronounExample(tokens, lang, t.id, (slots.index("A"), slots.index("B")),
+                          tokens.index(PRONOUN_TOKEN[lang]), fill["ADJ"], 0 if adjective in first else 1)
+
+
+def example_ids(example: PronounExample) -> tuple[str, str, str]:
+    """(first noun, second noun, adjective) of a sentence as English ids (inverse of build_example)."""
+    t = pronoun_template(example.template)
+    k = _k(example.lang)
+    a, b = (example.tokens[i] for i in example.nouns)
+    find = lambda w, group: next(p[0] for p in group if p[k] == w)  # noqa: E731
+    return find(a, t.nouns_a), find(b, t.nouns_b), find(example.adjective, t.adj_first + t.adj_second)
+
+
+def flipped(example: PronounExample, adjective: str | None = None) -> PronounExample:
+    """The same sentence with an adjective of the other group (``adjective``, an English id, or the
+    other group's first): the referent flips, nothing else changes."""
+    first, second = adjective_ids(example.template)
+    other = second if example.label == 0 else first
+    adjective = other[0] if adjective is None else adjective
+    if adjective not in other:
+        raise ValueError(f"{adjective!r} does not flip the referent of {example.template!r}; choose from {other}")
+    a, b, _ = example_ids(example)
+    return build_example(example.template, example.lang, a, b, adjective)
+
+
+def fresh_examples(seed: int, n: int, langs: Sequence[str] = PRONOUN_LANGS,
+                   split: str | None = "heldout") -> list[PronounExample]:
+    """``n`` random sentences from ``seed``, languages taking turns. ``split="heldout"`` (default):
+    only noun pairs the shipped model never saw in training (``tasks.is_heldout_pair``)."""
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    rng = random.Random(seed)
+    return [make_pronoun_example(rng, lang=langs[i % len(langs)], split=split) for i in range(n)]
+
+
+# --------------------------------------------------------------------------------------------------
+# what the heads do from the pronoun, over a batch
+# --------------------------------------------------------------------------------------------------
+
+class PronounProfile(NamedTuple):
+    """Mean attention from "it"/"它" over a batch, per encoder layer and head (L, h), on the referent,
+    on the other noun and on the adjective (the clue); ``resolution_*`` the same for the resolution
+    head (floats); ``correct`` (b,) whether the model's answer is right."""
+
+    referent: torch.Tensor
+    other: torch.Tensor
+    adjective: torch.Tensor
+    resolution_referent: float
+    resolution_other: float
+    resolution_adjective: float
+    correct: torch.Tensor
+
+    @property
+    def accuracy(self) -> float:
+        return float(self.correct.float().mean())
+
+
+@torch.no_grad()
+def pronoun_profile(model: PronounResolver, examples: Sequence[PronounExample], vocab: Vocab) -> PronounProfile:
+    batch = make_pronoun_batch(examples, vocab)
+    out = model(batch.tokens, batch.lengths, batch.pronoun, batch.nouns)
+    rows = torch.arange(len(examples))
+    right = batch.nouns[rows, batch.labels]
+    wrong = batch.nouns[rows, 1 - batch.labels]
+    adj = torch.tensor([e.tokens.index(e.adjective) for e in examples])
+    from_it = torch.stack([w[rows, :, batch.pronoun, :] for w in out.weights], 1)     # (b, L, h, n)
+    at = lambda pos: from_it[rows, :, :, pos].mean(0)                                 # noqa: E731
+    res = out.resolution                                                              # (b, n)
+    return PronounProfile(at(right), at(wrong), at(adj), float(res[rows, right].mean()),
+                          float(res[rows, wrong].mean()), float(res[rows, adj].mean()),
+                          out.logits.argmax(-1) == batch.labels)
+
+
+# --------------------------------------------------------------------------------------------------
+# per-sentence weights without padding
+# --------------------------------------------------------------------------------------------------
+
+@torch.no_grad()
+def batch_weights(model: PronounResolver, examples: Sequence[PronounExample], vocab: Vocab
+                  ) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """One padded forward pass: encoder weights per layer (b, h, n, n) and the lengths (b,)."""
+    batch = make_pronoun_batch(examples, vocab)
+    out = model(batch.tokens, batch.lengths, batch.pronoun, batch.nouns)
+    return out.weights, batch.lengths
+
+
+def unpadded(weights: Sequence[torch.Tensor], lengths: torch.Tensor) -> list[list[torch.Tensor]]:
+    """Per sentence, its (h, len, len) weights of every layer: the padded rows and columns cut off."""
+    return [[w[i, :, :m, :m] for w in weights] for i, m in enumerate(lengths.tolist())]
+
+
+class HeadStats(NamedTuple):
+    """Per layer and head (L, h): mean entropy (nats, or / log n if normalised) and mean sparsity over
+    every real query row of the batch; ``rows`` the number of rows averaged per head."""
+
+    entropy: torch.Tensor
+    sparsity: torch.Tensor
+    rows: int
+
+
+def head_stats(weights: Sequence[torch.Tensor], lengths: torch.Tensor, threshold: float = 0.1,
+               normalize: bool = False) -> HeadStats:
+    """The analyser corrected: ``analysis.head_entropy`` and ``head_sparsity`` on each group of
+    sentences of one length (sliced to that length, so neither padded rows nor padded keys enter),
+    combined as a mean over all real rows (each group weighted by its number of rows)."""
+    total_e = total_s = None
+    rows = 0
+    for m in sorted(set(lengths.tolist())):
+        idx = (lengths == m).nonzero().squeeze(1)
+        group = [w[idx][:, :, :m, :m] for w in weights]                     # L x (b_g, h, m, m)
+        count = len(idx) * m
+        e = head_entropy(group, normalize=normalize) * count
+        s = head_sparsity(group, threshold) * count
+        total_e = e if total_e is None else total_e + e
+        total_s = s if total_s is None else total_s + s
+        rows += count
+    return HeadStats(total_e / rows, total_s / rows, rows)
+
+
+class SeedStats(NamedTuple):
+    """The second tutorial's numbers, one per layer (L,): entropy with +1e-8 over every row of the
+    padded batch (padded query rows included), sparsity over every entry (padded keys included)."""
+
+    entropy: torch.Tensor
+    sparsity: torch.Tensor
+    rows: int
+
+
+def seed_analyzer_stats(weights: Sequence[torch.Tensor], threshold: float = 0.1) -> SeedStats:
+    """``AttentionAnalyzer.analyze_attention_distribution`` of the second tutorial, verbatim per layer."""
+    ent, spa = [], []
+    for attn in weights:
+        attn_flat = attn.reshape(-1, attn.size(-1))
+        entropy = -torch.sum(attn_flat * torch.log(attn_flat + 1e-8), dim=-1)
+        ent.append(entropy.mean())
+        spa.append((attn < threshold).float().mean())
+    return SeedStats(torch.stack(ent), torch.stack(spa), int(weights[0][..., 0].numel()))
+
+
+def label_counts(weights: Sequence[torch.Tensor], lengths: torch.Tensor) -> torch.Tensor:
+    """(L, h, len(PATTERNS)): for each head, in how many sentences ``analysis.classify_heads`` (the
+    multi-head page's classifier) gave each pattern, every sentence classified without its padding."""
+    L, h = len(weights), weights[0].size(1)
+    counts = torch.zeros(L, h, len(PATTERNS), dtype=torch.long)
+    for m in sorted(set(lengths.tolist())):                    # one classifier call per length and layer
+        idx = (lengths == m).nonzero().squeeze(1)
+        for layer, w in enumerate(weights):
+            group = w[idx][:, :, :m, :m].reshape(-1, m, m)    # (b_g * h, m, m): sentence-major
+            labels = torch.tensor([PATTERNS.index(lab) for lab, _ in classify_heads(group)])
+            heads = torch.arange(h).repeat(len(idx))
+            counts[layer].index_put_((heads, labels), torch.ones_like(labels), accumulate=True)
+    return counts
+
+
+# --------------------------------------------------------------------------------------------------
+# queries and keys of one trained head
+# --------------------------------------------------------------------------------------------------
+
+class HeadQK(NamedTuple):
+    """For one sentence and one layer: q, k (h, n, d_k) of every head and its weights (h, n, n)."""
+
+    q: torch.Tensor
+    k: torch.Tensor
+    weights: torch.Tensor
+
+
+@torch.no_grad()
+def head_qk(model: PronounResolver, example: PronounExample, vocab: Vocab, layer: int) -> HeadQK:
+    """The queries and keys that layer ``layer`` of the encoder forms for ``example``: its attention
+    input (the layer's input, or norm1 of it in a pre-LN layer) through W_query / W_key, split into
+    heads. softmax(q k^T / sqrt(d_k)) gives back the weights the model used."""
+    enc = model.encoder
+    if not 0 <= layer < len(enc.layers):
+        raise ValueError(f"layer must lie in [0, {len(enc.layers)}), got {layer}")
+    tokens = torch.tensor([vocab.encode(example.tokens)])
+    mask = padding_mask(torch.tensor([len(example.tokens)]), tokens.size(1))
+    trace = enc.trace(tokens, mask).layers[layer]
+    x = trace["norm1"] if trace.norm_first else trace["input"]                # what the MHA read
+    mha = enc.layers[layer].self_attn
+    q, k = mha.split_heads(mha.W_query(x))[0], mha.split_heads(mha.W_key(x))[0]   # (h, n, d_k)
+    return HeadQK(q, k, masked_softmax(scaled_dot_scores(q, k)))
