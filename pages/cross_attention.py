@@ -20,12 +20,11 @@ from attention_core.crossmodal import (
 )
 from attention_core.modules import MultiHeadAttention
 from ui import anatomy
-from ui.charts import bars, heatmap, matrix_csv, unique_labels
+from ui.charts import bars, heatmap, to_spec, unique_labels
 from ui.controls import seed as seed_control
 from ui.controls import sentence
-from ui.cross_attention_charts import image_attention_chart
+from ui.cross_attention_charts import fit_width, image_attention_chart
 from ui.i18n import current_lang, lesson, t
-from ui.positional_charts import filled, skeleton
 
 NS = "cross_attention"
 MAX_SOURCE, MAX_TARGET = 24, 32     # tokens: the heatmap stays readable
@@ -36,37 +35,11 @@ PATCHES = (4, 8, 16)
 HEADS = (1, 2, 4)
 
 
-# ------------------------------------------------------------------ drawing (specs cached on plain inputs)
-@st.cache_resource(max_entries=256, show_spinner=False)
-def _skeleton(cache_key: tuple, _build) -> tuple[str, bytes]:
-    """Shared, read-only: Altair builds and validates a spec only on a cache miss."""
-    return skeleton(_build())
-
-
-def draw(key: str, cache_key: tuple, build, *, select: bool = False, csv=None,
-         width: str = "stretch") -> int | None:
-    """Draw the chart ``build()`` (cached on ``cache_key`` + language); return the clicked query row.
-
-    ``csv``: (matrix, row labels, column labels) for a download button under a heatmap.
-    """
-    spec_json, data = _skeleton((key, current_lang(), *cache_key), build)
-    event = st.vega_lite_chart(filled(spec_json, data), width=width, key=key,
-                               on_select="rerun" if select else "ignore")
-    if csv is not None:
-        matrix, rows, cols = csv
-        st.download_button(t("common.download_csv"), lambda: matrix_csv(matrix, rows, cols),
-                           file_name=f"{key}.csv", mime="text/csv", key=f"{key}_csv",
-                           icon=":material/download:", type="tertiary")
-    if not select:
-        return None
-    try:
-        points = event.selection.get("row") or []
-    except AttributeError:
-        return None
-    for point in points:
-        if isinstance(point, dict) and "query_pos" in point:
-            return int(point["query_pos"])
-    return None
+# ------------------------------------------------------------------ drawing
+@st.cache_resource(max_entries=64, show_spinner=False)
+def finished(cache_id: tuple, _build) -> dict:
+    """A chart's spec, built once, for show_matrix and the picture (neither takes show_chart's cache yet)."""
+    return to_spec(_build())
 
 
 def clicked(key: str, picked: int | None, n: int, default: int = 0) -> int:
@@ -140,20 +113,21 @@ def decoder_section(seed: int) -> None:
 
     before = st.session_state.get("_xa_row")
     state = (tuple(source), tuple(target), d_model, seed, mode)
-    picked = draw("xa", (*state, before), lambda: heatmap(
+    spec = finished(("xa", current_lang(), *state, before), lambda: fit_width(heatmap(
         w, target, source, title=t("cross_attention.dec_heatmap", n_t=n_t, n_s=n_s),
         x_title=t("cross_attention.source_axis"), y_title=t("cross_attention.target_axis"),
-        value_title=t("common.weight"), selected_row=before, height=170 if n_t < 6 else None),
-        select=True, csv=(w, target, source))
+        value_title=t("common.weight"), selected_row=before, height=170 if n_t < 6 else None)))
+    picked = anatomy.show_matrix(spec, w, target, source, key="xa", file_name="xa.csv")
     present = {tok.lower() for tok in source}
     first_known = next((j for j, m in enumerate(meaning) if m in present), 0)
     row = clicked("xa", picked, n_t, first_known)
     tgt_labels, src_labels = unique_labels(target), unique_labels(source)
     st.caption(t("cross_attention.row_caption", tok=anatomy.md_escape(tgt_labels[row]),
                  gloss=anatomy.md_escape(meaning[row] or "—")))
-    draw("xa_row", (*state, row), lambda: bars(w[row], source, value_title=t("common.weight"),
-                                                label_title=t("cross_attention.source_axis"),
-                                                highlight=int(w[row].argmax()), height=200))
+    anatomy.show_chart(lambda: fit_width(bars(w[row], source, value_title=t("common.weight"),
+                                              label_title=t("cross_attention.source_axis"),
+                                              highlight=int(w[row].argmax()), height=200)),
+                       key="xa_row", cache=(*state, row))
 
     best = int(w[row].argmax())
     items = [t("cross_attention.notice_shape", n_t=n_t, n_s=n_s, lo=fmt(float(w.sum(1).min()), 6),
@@ -218,19 +192,21 @@ def crossmodal_section(seed: int) -> tuple[str, list[str], tuple[int, ...]] | No
     before = st.session_state.get("_cm_row")
     state = (kind, tuple(words), patch, heads, float(sharp), seed)
     labels = unique_labels(words)
-    picked = draw("cm", (*state, before), lambda: heatmap(
-        w, words, [str(i) for i in range(n_p)], title=t("cross_attention.cm_heatmap", n_w=n_w, n_p=n_p),
+    patches = [str(i) for i in range(n_p)]
+    spec = finished(("cm", current_lang(), *state, before), lambda: fit_width(heatmap(
+        w, words, patches, title=t("cross_attention.cm_heatmap", n_w=n_w, n_p=n_p),
         x_title=t("cross_attention.patch_axis"), y_title=t("cross_attention.word_axis"),
         value_title=t("common.weight"), selected_row=before, show_numbers=n_p <= 16,
-        height=170 if n_w < 6 else None,
-        domain=(0.0, float(max(w.max(), 1e-6)))), select=True, csv=(w, words, [str(i) for i in range(n_p)]))
+        height=170 if n_w < 6 else None, domain=(0.0, float(max(w.max(), 1e-6))))))
+    picked = anatomy.show_matrix(spec, w, words, patches, key="cm", file_name="cm.csv")
     st.caption(t("cross_attention.cm_heatmap_caption"))
     row = clicked("cm", picked, n_w, known[0] if known else 0)
 
-    draw("spot", (*state, row), lambda: image_attention_chart(
+    spot = finished(("spot", current_lang(), *state, row), lambda: image_attention_chart(
         res["image"], w[row], patch, cov[row] > 0.5, title=t("cross_attention.spot_title", w=labels[row]),
         picture_title=t("cross_attention.picture_title"), weight_title=t("common.weight"),
-        patch_title=t("cross_attention.patch_axis")), width="content")
+        patch_title=t("cross_attention.patch_axis")))
+    st.vega_lite_chart(dict(spot), width="content", key="spot")     # its own size: show_chart only stretches
     st.caption(t("cross_attention.spot_caption"))
 
     st.subheader(t("cross_attention.gate_title"))
@@ -240,12 +216,12 @@ def crossmodal_section(seed: int) -> tuple[str, list[str], tuple[int, ...]] | No
                  r"\mathrm{out} &= g \odot t_{enh} + (1 - g) \odot \bar v \end{aligned}")
         st.caption(t("cross_attention.gate_caption", d=TEXT_DIM))
     with right:
-        draw("gate", (*state, row), lambda: heatmap(
+        anatomy.show_chart(lambda: fit_width(heatmap(
             gate, words, [str(j) for j in range(TEXT_DIM)], kind="weights", show_numbers=False,
             title=t("cross_attention.gate_heatmap", n_w=n_w, d=TEXT_DIM),
             x_title=t("cross_attention.channel"), y_title=t("cross_attention.word_axis"),
             value_title=t("cross_attention.gate_value"),
-            selectable=False, height=max(190, 22 * n_w)))
+            selectable=False, height=max(190, 22 * n_w))), key="gate", cache=state)
 
     inside = cov[row] > 0.5
     mass = float(w[row][inside].sum()) if inside.any() else 0.0

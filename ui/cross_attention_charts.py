@@ -17,6 +17,12 @@ NAMED_STROKE = "#e66101"   # orange outline: the patches the word names (where i
 SHADE = 0.7                # darkest shade, over a patch with no attention (sqrt keeps mid weights visible)
 
 
+def fit_width(chart: alt.TopLevelMixin) -> alt.TopLevelMixin:
+    """Stretch the plot to the column's width and keep its height as given (Streamlit's default
+    autosize "fit" would squeeze the height to make room for titles and legends)."""
+    return chart.properties(autosize=alt.AutoSizeParams(type="fit-x", contains="padding"))
+
+
 def _hex(rgb: np.ndarray) -> np.ndarray:
     """(..., 3) floats in [0, 1] -> '#rrggbb' strings."""
     v = np.clip(np.round(np.asarray(rgb, dtype=np.float64) * 255), 0, 255).astype(int)

@@ -34,7 +34,7 @@ def by_name(at) -> dict:
 
 
 def frame(chart):
-    return chart_data(chart)["main"]
+    return chart_data(chart)["data"]
 
 
 def grid(df) -> np.ndarray:
