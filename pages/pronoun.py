@@ -1,0 +1,465 @@
+"""Attention that resolves "it": a small trained Transformer reads a template sentence and points
+from "it"/"它" at the noun it refers to.
+
+First tutorial, section 5.2 ("The animal didn't cross the street because it was too tired": self-
+attention relates "it" to every word). Order: the model and what it is not -> the sentence (picked
+from the grammar's word lists or typed) -> the answer -> attention from "it" in every layer and head,
+next to the same sentence with the other adjective -> one head in full -> fresh sentences: does any
+head point at the referent?
+"""
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+import torch
+
+from attention_core.pronoun import PronounResolver, referent_agreement, resolve
+from attention_core.pronoun_lab import (
+    adjective_ids,
+    build_example,
+    example_ids,
+    flipped,
+    fresh_examples,
+    pronoun_profile,
+    word,
+)
+from attention_core.tasks import (
+    PRONOUN_TEMPLATES,
+    PronounExample,
+    parse_pronoun_sentence,
+    pronoun_template,
+    pronoun_text,
+)
+from attention_core.train import load_model
+from ui import pronoun_charts as pc
+from ui.anatomy import (
+    exercise,
+    formula,
+    header,
+    intuition,
+    md_escape,
+    notice,
+    pitfall,
+    problem,
+    show_chart,
+    show_code,
+    show_matrix,
+)
+from ui.charts import ROW_SELECTION, heatmap, to_spec
+from ui.controls import MAX_CHARS
+from ui.controls import seed as seed_control
+from ui.i18n import LANGS, catalog, current_lang, lesson, t
+
+NS = "pronoun"
+TEMPLATE_IDS = tuple(tp.id for tp in PRONOUN_TEMPLATES)
+DEFAULT_NOUNS = {"cross": ("animal", "street"), "fit": ("trophy", "suitcase")}
+SOURCES = ("pick", "type")
+N_DEFAULT, N_MIN, N_MAX = 100, 10, 500
+FORMULA = (r"a^{(\ell,i)}_{\text{it},j}=\mathrm{softmax}_j\Big(\frac{q^{(\ell,i)}_{\text{it}}\cdot k^{(\ell,i)}_j}"
+           r"{\sqrt{d_k}}\Big)\qquad r_j=\mathrm{softmax}_j\Big(\frac{(W_q x_{\text{it}})\cdot(W_k x_j)}{\sqrt{d}}"
+           r"\Big)\qquad P(A)=\frac{e^{s_A}}{e^{s_A}+e^{s_B}}")
+
+
+# ---------------------------------------------------------------------------------------------
+# the model and the cached computations (plain parameters in, numpy out)
+# ---------------------------------------------------------------------------------------------
+
+@st.cache_resource(show_spinner=False)
+def shipped_model():
+    """The shipped checkpoint (assets/models/pronoun.pt), loaded once per server."""
+    return load_model("pronoun")
+
+
+def model() -> PronounResolver:
+    return shipped_model().model
+
+
+def example_key(e: PronounExample) -> tuple:
+    return (e.template, e.lang, *example_ids(e))
+
+
+def example_of(key: tuple) -> PronounExample:
+    return build_example(*key)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def run(key: tuple) -> dict:
+    """The model on one sentence: the answer, the answer head's row, the encoder's rows from "it"."""
+    e = example_of(key)
+    with torch.inference_mode():
+        r = resolve(model(), e, shipped_model().src_vocab)
+    return {"answer": r.answer, "token": r.token, "probs": r.probs.numpy(),
+            "resolution": r.resolution.numpy(), "from_it": r.from_pronoun.numpy(),      # (L, h, n)
+            "weights": np.stack([w.numpy() for w in r.weights])}                        # (L, h, n, n)
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def fresh(seed_: int, n_per_lang: int) -> dict:
+    """Agreement and mean weights from "it" over fresh sentences (noun pairs never trained on)."""
+    examples = fresh_examples(seed_, 2 * n_per_lang)
+    vocab = shipped_model().src_vocab
+    with torch.inference_mode():
+        agree = referent_agreement(model(), examples, vocab)
+        prof = pronoun_profile(model(), examples, vocab)
+    return {"agreement": agree.encoder.numpy(), "resolution": agree.resolution, "accuracy": prof.accuracy,
+            "referent": prof.referent.numpy(), "other": prof.other.numpy(), "adjective": prof.adjective.numpy(),
+            "res_referent": prof.resolution_referent, "res_other": prof.resolution_other,
+            "res_adjective": prof.resolution_adjective, "n": len(examples)}
+
+
+# ---------------------------------------------------------------------------------------------
+# labels
+# ---------------------------------------------------------------------------------------------
+
+def head_label(layer: int, head: int) -> str:
+    return t(f"{NS}.head_label", layer=layer + 1, head=head + 1)
+
+
+def row_labels(num_layers: int, num_heads: int) -> list[str]:
+    """The rows of the "from it" heatmaps: every encoder head, then the answer head."""
+    return [head_label(a, b) for a in range(num_layers) for b in range(num_heads)] + [t(f"{NS}.answer_head")]
+
+
+def template_label(template_id: str, lang: str) -> str:
+    slots = {"A": "＿", "B": "＿", "ADJ": "＿"}
+    return pronoun_text([slots.get(s, s) for s in pronoun_template(template_id).tokens(lang)], lang)
+
+
+def sentence_text(e: PronounExample) -> str:
+    return pronoun_text(e.tokens, e.lang)
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def adopt_url_choice(key: str, options, label_of) -> None:
+    """A bound widget stores its displayed label in the URL; a link made in the other language
+    (``?lang=zh&a=animal``) is mapped back to the option before the widget is drawn."""
+    asked = st.query_params.get(key)
+    if asked is None or key in st.session_state:
+        return
+    for lang in LANGS:
+        for option in options:
+            if label_of(option, lang) == asked:
+                st.session_state[key] = option
+                return
+
+
+def choose(label: str, options: list, key: str, label_of, default=None, shown_in: str | None = None, **kwargs):
+    """A URL-bound select box over language-neutral options, shown in ``shown_in`` (default: the
+    page's language)."""
+    adopt_url_choice(key, options, label_of)
+    index = options.index(default) if default in options else 0
+    return st.selectbox(label, options, index=index, key=key, bind="query-params",
+                        format_func=lambda o: label_of(o, shown_in or current_lang()), **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------
+# the controls
+# ---------------------------------------------------------------------------------------------
+
+PARSE_ERRORS = {"empty": "err_empty", "too_long": "err_too_long", "unknown_word": "err_unknown_word",
+                "no_template": "err_no_template", "bad_noun": "err_bad_noun",
+                "bad_adjective": "err_bad_adjective", "same_noun": "err_same_noun"}
+
+
+def sentence_language(text: str) -> str:
+    """Chinese if the text holds any CJK character, else English: the model reads both."""
+    return "zh" if any("\u3000" <= c <= "\u9fff" or "\uff00" <= c <= "\uffef" for c in text) else "en"
+
+
+def picked_sentence() -> PronounExample:
+    lang = current_lang()
+    c1, c2, c3, c4 = st.columns([3.2, 2, 2, 2])
+    with c1:
+        tpl = choose(t(f"{NS}.template"), list(TEMPLATE_IDS), "tpl", template_label,
+                     help=t(f"{NS}.template_help"))
+    template = pronoun_template(tpl)
+    first, second = adjective_ids(template)
+    default_a, default_b = DEFAULT_NOUNS.get(tpl, (template.nouns_a[0][0], None))
+    with c2:
+        a = choose(t(f"{NS}.noun_a"), [n[0] for n in template.nouns_a], "a",
+                   lambda o, lg: word(template, "A", o, lg), default_a)
+    with c3:
+        b_options = [n[0] for n in template.nouns_b if n[0] != a]
+        b = choose(t(f"{NS}.noun_b"), b_options, "b", lambda o, lg: word(template, "B", o, lg), default_b,
+                   help=t(f"{NS}.noun_b_help"))
+    with c4:
+        adj = choose(t(f"{NS}.adjective"), list(first + second), "adj",
+                     lambda o, lg: word(template, "ADJ", o, lg) + (" ①" if o in first else " ②"),
+                     help=t(f"{NS}.adjective_help"))
+    return build_example(tpl, lang, a, b, adj)
+
+
+def typed_sentence() -> PronounExample | None:
+    text = st.text_input(t(f"{NS}.typed"), value=t(f"{NS}.typed_default"), key="text", bind="query-params",
+                         max_chars=MAX_CHARS, help=t(f"{NS}.typed_help"))
+    lang = sentence_language(text)
+    parsed = parse_pronoun_sentence(text, lang)
+    if parsed.ok:
+        return parsed.example
+    problem(f"{NS}.{PARSE_ERRORS[parsed.error]}", word=md_escape(parsed.detail), max=parsed.detail,
+            lang=t(f"{NS}.lang_{lang}"))
+    with st.expander(t(f"{NS}.grammar_title"), icon=":material/menu_book:"):
+        st.markdown(grammar_help(lang))
+    return None
+
+
+def grammar_help(lang: str) -> str:
+    lines = []
+    for tp in PRONOUN_TEMPLATES:
+        k = 0 if lang == "en" else 1
+        first, second = ([a[k] for a in group] for group in (tp.adj_first, tp.adj_second))
+        lines.append(t(f"{NS}.grammar_line", shape=md_escape(template_label(tp.id, lang)),
+                       a=md_escape(" · ".join(n[k] for n in tp.nouns_a)),
+                       b=md_escape(" · ".join(n[k] for n in tp.nouns_b)),
+                       first=md_escape(" · ".join(first)), second=md_escape(" · ".join(second))))
+    return "\n".join(lines)
+
+
+def contrast_choice(e: PronounExample) -> PronounExample:
+    """The same sentence with an adjective of the other group (select box, default its first)."""
+    first, second = adjective_ids(e.template)
+    other = list(second if e.label == 0 else first)
+    template = pronoun_template(e.template)
+    with st.columns([1, 3])[0]:
+        vs = choose(t(f"{NS}.contrast"), other, "vs", lambda o, lg: word(template, "ADJ", o, lg),
+                    shown_in=e.lang, help=t(f"{NS}.contrast_help"))
+    return flipped(e, vs)
+
+
+# ---------------------------------------------------------------------------------------------
+# the sections
+# ---------------------------------------------------------------------------------------------
+
+def model_card() -> None:
+    lm = shipped_model()
+    cfg, meta = lm.config, lm.meta
+    params = sum(p.numel() for p in lm.model.parameters())
+    ev = meta.get("eval", {})
+    acc = ev.get("accuracy", {})
+    st.warning(t(f"{NS}.model_card", layers=cfg["num_layers"], heads=cfg["num_heads"], d=cfg["d_model"],
+                 params=f"{params:,}", words=len(lm.src_vocab) - 4, templates=len(PRONOUN_TEMPLATES),
+                 steps=meta.get("recipe", {}).get("steps", "?"), seconds=f"{meta.get('train_seconds', 0):.0f}",
+                 en=pct(acc.get("en", float("nan"))), zh=pct(acc.get("zh", float("nan")))),
+               icon=":material/smart_toy:")
+
+
+def answer_box(e: PronounExample, r: dict) -> None:
+    right = r["answer"] == e.label
+    st.markdown(f"**{md_escape(sentence_text(e))}**")
+    st.metric(t(f"{NS}.answer_metric", it=e.tokens[e.pronoun]), r["token"],
+              t(f"{NS}.answer_prob", p=f"{float(r['probs'][r['answer']]):.3f}"), delta_color="off",
+              delta_arrow="off")
+    if not right:
+        st.error(t(f"{NS}.answer_wrong", right=md_escape(e.tokens[e.referent])), icon=":material/cancel:")
+
+
+def from_it_matrix(r: dict) -> np.ndarray:
+    """(L*h + 1, n): the encoder rows from "it" (layer-major), then the answer head's row."""
+    f = r["from_it"]
+    return np.vstack([f.reshape(-1, f.shape[-1]), r["resolution"][None]])
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def from_it_spec(key: tuple, lang: str, selected: int | None) -> dict:
+    e, r = example_of(key), run(key)
+    m = from_it_matrix(r)
+    L, h = r["from_it"].shape[:2]
+    return to_spec(heatmap(m, row_labels(L, h), list(e.tokens), title=sentence_text(e),
+                           x_title=t(f"{NS}.token"), y_title=t(f"{NS}.head"), value_title=t("common.weight"),
+                           selected_row=selected, height=30 * (L * h + 1) + 120))
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def flip_spec(key: tuple, other: tuple, lang: str) -> dict:
+    es = [example_of(key), example_of(other)]
+    rs = [run(key), run(other)]
+    L, h = rs[0]["from_it"].shape[:2]
+    weights = [from_it_matrix(r)[:, list(e.nouns)] for e, r in zip(es, rs)]
+    return to_spec(pc.flip_chart(
+        weights, row_labels(L, h), [t(f"{NS}.flip_panel", adj=e.adjective) for e in es],
+        [[e.tokens[i] for i in e.nouns] for e in es], [e.label for e in es],
+        head_title=t(f"{NS}.head"), weight_title=t(f"{NS}.weight_from_it", it=es[0].tokens[es[0].pronoun]),
+        noun_title=t(f"{NS}.noun"), first_title=t(f"{NS}.first_noun", w=es[0].tokens[es[0].nouns[0]]),
+        second_title=t(f"{NS}.second_noun", w=es[0].tokens[es[0].nouns[1]]),
+        referent_title=t(f"{NS}.is_referent")))
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def head_spec(key: tuple, layer: int, head: int, lang: str) -> dict:
+    e, r = example_of(key), run(key)
+    n = len(e.tokens)
+    return to_spec(heatmap(r["weights"][layer, head], list(e.tokens), x_title=t("common.key"),
+                           y_title=t("common.query"), value_title=t("common.weight"),
+                           selected_row=e.pronoun, title=t(f"{NS}.head_title", head=head_label(layer, head)),
+                           height=28 * n + 130))
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def fresh_spec(seed_: int, n_per_lang: int, lang: str) -> dict:
+    f = fresh(seed_, n_per_lang)
+    L, h = f["agreement"].shape
+    table = np.column_stack([
+        np.append(f["agreement"].reshape(-1), f["resolution"]),
+        np.append(f["referent"].reshape(-1), f["res_referent"]),
+        np.append(f["other"].reshape(-1), f["res_other"]),
+        np.append(f["adjective"].reshape(-1), f["res_adjective"]),
+    ])
+    cols = [t(f"{NS}.col_agree"), t(f"{NS}.col_referent"), t(f"{NS}.col_other"), t(f"{NS}.col_adjective")]
+    return to_spec(heatmap(table, row_labels(L, h), cols, title=t(f"{NS}.fresh_title", n=f["n"], seed=seed_),
+                           x_title=t(f"{NS}.measure"), y_title=t(f"{NS}.head"), value_title=t(f"{NS}.value"),
+                           selectable=False, height=30 * (L * h + 1) + 120))
+
+
+def adopt_row_click(chart_key: str, widget_key: str, valid) -> None:
+    """A click on a row of the "from it" heatmap becomes the drilled head (before its box is drawn)."""
+    try:
+        points = st.session_state[chart_key]["selection"][ROW_SELECTION] or []
+    except (KeyError, TypeError):
+        points = []
+    points = points if isinstance(points, list) else [points]
+    picked = next((int(p["query_pos"]) for p in points if isinstance(p, dict) and "query_pos" in p), None)
+    memo = f"_{chart_key}_adopted"
+    if picked is None:
+        st.session_state.pop(memo, None)
+    elif picked != st.session_state.get(memo):
+        st.session_state[memo] = picked
+        if picked in valid:
+            st.session_state[widget_key] = picked
+
+
+def facts_of(e: PronounExample, r: dict, e2: PronounExample, r2: dict, f: dict) -> dict:
+    """The numbers the notice, the exercise and the pitfall quote."""
+    L, h, n = r["from_it"].shape
+    enc = r["from_it"].reshape(L * h, n)
+    nouns = list(e.nouns)
+    top_head, top_tok = np.unravel_index(enc.argmax(), enc.shape)
+    noun_max = enc[:, nouns].max()
+    change = np.abs(r["from_it"][..., e.nouns[0]] - r2["from_it"][..., e2.nouns[0]]).reshape(-1)
+    best = int(f["agreement"].argmax())
+    adj_best = int(f["adjective"].argmax())
+    return {
+        "it": e.tokens[e.pronoun], "answer": r["token"], "p": f"{float(r['probs'][r['answer']]):.3f}",
+        "adj": e.adjective, "adj2": e2.adjective, "answer2": r2["token"],
+        "p2": f"{float(r2['probs'][r2['answer']]):.3f}",
+        "res_ref": f"{float(r['resolution'][e.referent]):.2f}", "ref": e.tokens[e.referent],
+        "noun_max": f"{float(noun_max):.2f}", "top_tok": e.tokens[int(top_tok)],
+        "top_head": head_label(*divmod(int(top_head), h)), "top_w": f"{float(enc.max()):.2f}",
+        "change_head": head_label(*divmod(int(change.argmax()), h)), "change": f"{float(change.max()):.2f}",
+        "res_change": f"{abs(float(r['resolution'][e.nouns[0]] - r2['resolution'][e2.nouns[0]])):.2f}",
+        "n": f["n"], "acc": pct(f["accuracy"]), "res_frac": pct(f["resolution"]),
+        "best_head": head_label(*divmod(best, h)), "best_frac": pct(float(f["agreement"].reshape(-1)[best])),
+        "best_value": float(f["agreement"].reshape(-1)[best]),
+        "adj_head": head_label(*divmod(adj_best, h)), "adj_w": f"{float(f['adjective'].reshape(-1)[adj_best]):.2f}",
+        "ref_w": f"{float(f['referent'].reshape(-1)[adj_best]):.2f}",
+        "other_w": f"{float(f['other'].reshape(-1)[adj_best]):.2f}",
+    }
+
+
+WORDS = ("it", "answer", "adj", "adj2", "answer2", "ref", "top_tok")    # tokens of the sentence: escaped
+
+
+def quoted(facts: dict) -> dict:
+    """The facts for a Markdown text: the sentence's words made inert, numbers as they are."""
+    return {k: md_escape(v) if k in WORDS else v for k, v in facts.items()}
+
+
+def what_to_notice(facts: dict) -> None:
+    q = quoted(facts)
+    notice([t(f"{NS}.notice_answer", **q), t(f"{NS}.notice_where", **q), t(f"{NS}.notice_flip", **q),
+            t(f"{NS}.notice_fresh", **q)])
+
+
+BUCKETS = (0.9, 0.65, 0.35)    # > 90%, 65-90%, 35-65%, < 35%
+
+
+def agreement_exercise(facts: dict) -> None:
+    value = facts["best_value"]
+    answer = next((i for i, edge in enumerate(BUCKETS) if value > edge), len(BUCKETS))
+    q = quoted(facts)
+    exercise("pr_ex", t(f"{NS}.ex_question", **q),
+             [t(f"{NS}.ex_opt_always"), t(f"{NS}.ex_opt_mostly"), t(f"{NS}.ex_opt_coin"), t(f"{NS}.ex_opt_rarely")],
+             answer=answer, explanation=t(f"{NS}.ex_explain", **q))
+
+
+# ---------------------------------------------------------------------------------------------
+# the page
+# ---------------------------------------------------------------------------------------------
+
+header(NS)
+intuition(NS)
+try:
+    shipped_model()
+except (FileNotFoundError, ValueError, RuntimeError) as err:
+    problem(f"{NS}.err_no_model", detail=md_escape(str(err)))
+    st.stop()
+model_card()
+st.markdown(lesson(f"{NS}/tutorial"))
+formula(FORMULA, t(f"{NS}.formula_caption"))
+
+st.subheader(t(f"{NS}.sentence_title"))
+adopt_url_choice("src", list(SOURCES), lambda o, lg: str(catalog(lg).get(f"{NS}.src_{o}")))
+source = st.segmented_control(t(f"{NS}.source"), list(SOURCES), default=SOURCES[0], required=True, key="src",
+                              bind="query-params", format_func=lambda o: t(f"{NS}.src_{o}")) or SOURCES[0]
+example = picked_sentence() if source == "pick" else typed_sentence()
+
+if example is not None:
+    other = contrast_choice(example)
+    key, other_key = example_key(example), example_key(other)
+    result, result2 = run(key), run(other_key)
+    lang = current_lang()
+
+    left, right = st.columns(2)
+    with left:
+        answer_box(example, result)
+    with right:
+        answer_box(other, result2)
+    st.caption(t(f"{NS}.answer_caption"))
+
+    st.subheader(t(f"{NS}.from_it_title", it=example.tokens[example.pronoun]))
+    L, H = result["from_it"].shape[:2]
+    adopt_row_click("pr_from_it", "head", range(L * H))
+    clue = int(result["from_it"][..., example.tokens.index(example.adjective)].argmax())   # most on the clue
+    with st.columns([1, 2])[0]:
+        pick = st.selectbox(t(f"{NS}.pick_head"), list(range(L * H)), index=None, key="head",
+                            bind="query-params", format_func=lambda i: head_label(*divmod(i, H)),
+                            placeholder=t(f"{NS}.pick_head_auto", head=head_label(*divmod(clue, H))),
+                            help=t(f"{NS}.pick_head_help"))
+    chosen = None if pick is None or not 0 <= int(pick) < L * H else int(pick)
+    drilled = clue if chosen is None else chosen
+    show_matrix(from_it_spec(key, lang, chosen), from_it_matrix(result), row_labels(L, H), list(example.tokens),
+                key="pr_from_it", file_name="from_it.csv")
+    show_chart(from_it_spec(other_key, lang, None), key="pr_from_it_other")
+    st.caption(t(f"{NS}.from_it_caption", it=example.tokens[example.pronoun]))
+
+    st.subheader(t(f"{NS}.flip_title"))
+    show_chart(flip_spec(key, other_key, lang), key="pr_flip")
+    st.caption(t(f"{NS}.flip_caption"))
+
+    layer, head = divmod(drilled, H)
+    st.subheader(t(f"{NS}.one_head_title", head=head_label(layer, head), it=example.tokens[example.pronoun]))
+    show_matrix(head_spec(key, layer, head, lang), result["weights"][layer, head], list(example.tokens),
+                key="pr_head", selectable=False, file_name=f"layer{layer + 1}_head{head + 1}.csv")
+    st.caption(t(f"{NS}.one_head_caption", it=example.tokens[example.pronoun]))
+
+    st.subheader(t(f"{NS}.fresh_heading"))
+    st.markdown(lesson(f"{NS}/fresh"))
+    c1, c2 = st.columns(2)
+    with c1:
+        seed_ = seed_control("seed")
+    with c2:
+        n_per_lang = int(st.slider(t(f"{NS}.n_per_lang"), N_MIN, N_MAX, N_DEFAULT, step=10, key="n",
+                                   bind="query-params", help=t(f"{NS}.n_help")))
+    f = fresh(seed_, n_per_lang)
+    show_chart(fresh_spec(seed_, n_per_lang, lang), key="pr_fresh")
+    st.caption(t(f"{NS}.fresh_caption", acc=pct(f["accuracy"]), n=f["n"]))
+
+    facts = facts_of(example, result, other, result2, f)
+    what_to_notice(facts)
+    agreement_exercise(facts)
+    pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body", **quoted(facts)))
+
+show_code(build_example, flipped, parse_pronoun_sentence, PronounResolver.forward, resolve, referent_agreement,
+          pronoun_profile)

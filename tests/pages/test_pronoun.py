@@ -1,0 +1,241 @@
+"""The "it" page in AppTest: its charts hold the shipped model's attention computed here independently
+(the sentence parsed by the grammar, the model run on it), the flip, the agreement over fresh held-out
+sentences (generated here from the task's own generator), the notices, typed sentences and their error
+messages in both languages, every widget at its extremes, and the URL."""
+import random
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from attention_core.pronoun import referent_agreement, resolve
+from attention_core.tasks import make_pronoun_example, parse_pronoun_sentence, pronoun_text
+from attention_core.train import load_model
+from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page
+from ui.i18n import catalog
+
+EN, ZH = catalog("en"), catalog("zh")
+TIRED = "The animal didn't cross the street because it was too tired."
+WIDE = "The animal didn't cross the street because it was too wide."
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+@pytest.fixture(scope="module")
+def lm():
+    return load_model("pronoun")
+
+
+def oracle(lm, text, lang):
+    """The model on a sentence, from the grammar's parser: (example, Resolution)."""
+    parsed = parse_pronoun_sentence(text, lang)
+    assert parsed.ok, parsed
+    return parsed.example, resolve(lm.model, parsed.example, lm.src_vocab)
+
+
+def titled(at, title):
+    found = [c for c in charts(at) if chart_spec(c).get("title") == title]
+    assert found, f"no chart titled {title!r}: {[chart_spec(c).get('title') for c in charts(at)]}"
+    return found[0]
+
+
+def matrix(chart) -> np.ndarray:
+    (frame,) = chart_data(chart).values()
+    out = np.full((frame["query_pos"].max() + 1, frame["key_pos"].max() + 1), np.nan)
+    out[frame["query_pos"], frame["key_pos"]] = frame["value"].astype(float)
+    return out
+
+
+def from_it(r) -> np.ndarray:
+    L, h, n = r.from_pronoun.shape
+    return np.vstack([r.from_pronoun.reshape(L * h, n).numpy(), r.resolution.numpy()[None]])
+
+
+def notice(at) -> str:
+    return "\n".join(m.value for m in at.markdown if m.value.startswith("- "))
+
+
+def warnings(at) -> str:
+    return "\n".join(w.value for w in at.warning)
+
+
+# ---------------------------------------------------------------- the default view, both languages
+@pytest.mark.parametrize("lang,tired,wide", [("en", TIRED, WIDE), ("zh", "动物没有过马路，因为它太累了。",
+                                                                  "动物没有过马路，因为它太宽了。")])
+def test_attention_from_it_is_the_models_own_for_both_adjectives(lm, lang, tired, wide):
+    at = open_page("pronoun", lang)
+    assert exceptions(at) == []
+    cat = catalog(lang)
+    assert cat["pronoun.title"] in [x.value for x in at.title]
+    assert cat["pronoun.model_card"].split("**")[1] in warnings(at)     # "not a language model", plainly
+    answers = [m.value for m in at.metric]
+    for text, want in ((tired, 0), (wide, 1)):
+        e, r = oracle(lm, text, lang)
+        m = matrix(titled(at, text))
+        assert m.shape == (9, len(e.tokens))
+        assert np.allclose(m, from_it(r), atol=1e-5)                    # every layer, head, and the answer head
+        assert np.allclose(m.sum(-1), 1.0, atol=1e-5)
+        assert r.answer == want and r.token in answers
+
+
+def test_flip_chart_and_notice_quote_the_weights_on_the_nouns(lm):
+    at = open_page("pronoun", "en")
+    flip = [c for c in charts(at) if "facet" in chart_spec(c)][0]
+    (frame,) = chart_data(flip).values()
+    for s, text in enumerate((TIRED, WIDE)):
+        e, r = oracle(lm, text, "en")
+        rows = frame[frame["sentence_pos"] == s].sort_values(["head_pos", "noun_pos"])
+        got = rows["weight"].to_numpy().reshape(9, 2)
+        assert np.allclose(got, from_it(r)[:, list(e.nouns)], atol=1e-5)
+        assert (rows[rows["referent"]]["noun_pos"] == e.label).all()
+    text = notice(at)
+    e, r = oracle(lm, TIRED, "en")
+    e2, r2 = oracle(lm, WIDE, "en")
+    m = re.search(r"answers \*\*animal\*\* \(probability \*\*([\d.]+)\*\*\).*it answers \*\*street\*\*", text)
+    assert m and float(m.group(1)) == pytest.approx(float(r.probs[0]), abs=5e-4)
+    m = re.search(r"The answer head puts \*\*([\d.]+)\*\*.*at most \*\*([\d.]+)\*\* on either noun", text)
+    assert float(m.group(1)) == pytest.approx(float(r.resolution[1]), abs=0.005)
+    assert float(m.group(2)) == pytest.approx(float(r.from_pronoun[..., [1, 5]].max()), abs=0.005)
+    change = (r.from_pronoun[..., 1] - r2.from_pronoun[..., 1]).abs().max()
+    m = re.search(r"by at most \*\*([\d.]+)\*\*", text)
+    assert float(m.group(1)) == pytest.approx(float(change), abs=0.005)
+
+
+def test_fresh_sentences_agreement_equals_referent_agreement_computed_here(lm):
+    at = open_page("pronoun", "en", {"seed": "7", "n": "40"})
+    assert exceptions(at) == []
+    rng = random.Random(7)       # the page's batch: languages taking turns, held-out noun pairs only
+    examples = [make_pronoun_example(rng, lang=("en", "zh")[i % 2], split="heldout") for i in range(80)]
+    agree = referent_agreement(lm.model, examples, lm.src_vocab)
+    table = matrix(titled(at, EN["pronoun.fresh_title"].format(n=80, seed=7)))   # 9 heads x 4 measures
+    assert np.allclose(table[:8, 0], agree.encoder.reshape(-1).numpy(), atol=1e-6)
+    assert table[8, 0] == pytest.approx(agree.resolution)
+    # the mean weight from "it" on the adjective, recomputed sentence by sentence
+    adj = np.mean([resolve(lm.model, e, lm.src_vocab).from_pronoun[..., e.tokens.index(e.adjective)].numpy()
+                   for e in examples[:80]], axis=0)
+    assert np.allclose(table[:8, 3], adj.reshape(-1), atol=1e-5)
+    best = int(table[:8, 0].argmax())
+    m = re.search(r"the best encoder head \((L\d·H\d)\) in only \*\*(\d+)%\*\*", notice(at))
+    assert m and m.group(1) == f"L{best // 4 + 1}·H{best % 4 + 1}"
+    assert int(m.group(2)) == round(100 * table[best, 0])
+
+
+def test_the_exercise_answer_follows_the_measured_fraction():
+    at = open_page("pronoun", "en")
+    table = matrix(titled(at, EN["pronoun.fresh_title"].format(n=200, seed=0)))
+    best = table[:8, 0].max()
+    answer = 0 if best > 0.9 else 1 if best > 0.65 else 2 if best > 0.35 else 3
+    at.radio(key="pr_ex_guess").set_value(answer).run()
+    at.button(key="pr_ex_reveal").click().run()
+    assert [s.value for s in at.success] == [EN["common.correct"]]
+
+
+def test_one_head_in_full_and_the_url_picks_it(lm):
+    at = open_page("pronoun", "en", {"head": "L2·H3"})
+    assert exceptions(at) == []
+    assert at.selectbox(key="head").value == 6
+    e, r = oracle(lm, TIRED, "en")
+    m = matrix(titled(at, EN["pronoun.head_title"].format(head="L2·H3")))
+    assert np.allclose(m, r.weights[1][2].numpy(), atol=1e-5) and np.allclose(m.sum(-1), 1, atol=1e-5)
+
+
+# ---------------------------------------------------------------- typed sentences and bad input
+def test_typed_sentences_in_either_language_whatever_the_page_language(lm):
+    for page_lang, text, lang in (("en", "the dog couldn't catch the fox because it was too slow", "en"),
+                                  ("en", "奖杯放不进行李箱，因为它太大了", "zh"),
+                                  ("zh", "The trophy did not fit in the suitcase because it was too small", "en")):
+        at = open_page("pronoun", page_lang, {"src": catalog(page_lang)["pronoun.src_type"], "text": text})
+        assert exceptions(at) == []
+        e, r = oracle(lm, text, lang)
+        assert np.allclose(matrix(titled(at, pronoun_text(e.tokens, lang))), from_it(r), atol=1e-5)
+        assert r.token in [m.value for m in at.metric]
+
+
+@pytest.mark.parametrize("text,key,word", [
+    ("", "err_empty", None),
+    (" ".join(f"w{i}" for i in range(300)), "err_too_long", None),
+    ("🙂🙃 😀 👍🏽 ❤️", "err_unknown_word", "🙂"),
+    ("<script>alert(1)</script>", "err_unknown_word", "<"),
+    ("The cat didn't cross the street because it was too sleepy", "err_unknown_word", "sleepy"),
+    ("我们今天学习多头注意力机制", "err_unknown_word", None),
+    ("The street didn't cross the animal because it was too tired", "err_bad_noun", "street"),
+    ("The dog didn't cross the street because it was too heavy", "err_bad_adjective", "heavy"),
+    ("The dog couldn't catch the dog because it was too slow", "err_same_noun", "dog"),
+    ("it was too tired", "err_no_template", None),
+], ids=["empty", "300-tokens", "emoji", "html", "unknown", "chinese", "bad-noun", "bad-adj", "same", "shape"])
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_bad_sentences_get_a_clear_message_in_the_page_language(text, key, word, lang):
+    cat = catalog(lang)
+    at = open_page("pronoun", lang, {"src": cat["pronoun.src_type"], "text": text})
+    assert exceptions(at) == []
+    shown = warnings(at)
+    head = re.split(r"[“{]", cat[f"pronoun.{key}"])[0]
+    assert head in shown, (key, shown)
+    if word:
+        assert f"“{word}”" in shown.replace("\\", "")
+    assert "<script>" not in "".join(m.value for m in at.markdown)
+    assert [c for c in charts(at)] == []                  # nothing drawn for a sentence the model cannot read
+
+
+# ---------------------------------------------------------------- every widget, the URL
+def test_sweep_every_widget_over_its_extremes(lm):
+    at = open_page("pronoun", "en")
+    for tpl in ("fit", "lift", "afraid", "catch", "cross"):
+        at.selectbox(key="tpl").set_value(tpl).run()
+        assert exceptions(at) == [], tpl
+        for key in ("a", "b", "adj", "vs"):
+            for index in (0, -1):
+                box = at.selectbox(key=key)
+                box.select_index(index % len(box.options)).run()
+                assert exceptions(at) == [], (tpl, key, index)
+        sentence = next(c for c in charts(at) if str(chart_spec(c).get("title", "")).startswith("The "))
+        assert matrix(sentence).shape[0] == 9
+    for n in (10, 500, 100):
+        at.slider(key="n").set_value(n).run()
+        assert exceptions(at) == []
+    for seed in (9999, 0):
+        at.number_input(key="seed").set_value(seed).run()
+        assert exceptions(at) == []
+    for head in (0, 7):
+        at.selectbox(key="head").set_value(head).run()
+        assert exceptions(at) == []
+    at.button_group(key="src").set_value("type").run()
+    assert exceptions(at) == [] and at.text_input(key="text").value == EN["pronoun.typed_default"]
+    at.text_input(key="text").set_value("").run()
+    assert exceptions(at) == [] and EN["pronoun.err_empty"] in warnings(at)
+
+
+def test_url_reproduces_the_view_and_survives_the_other_language(lm):
+    params = {"tpl": "The ＿ couldn't catch the ＿ because it was too ＿.", "a": "fox", "b": "rabbit",
+              "adj": "clever ②", "vs": "lazy"}
+    text = "The fox couldn't catch the rabbit because it was too clever."
+    for lang in ("en", "zh"):          # a link made in English, opened in Chinese, keeps its choices
+        at = open_page("pronoun", lang, params)
+        assert exceptions(at) == []
+        assert [at.selectbox(key=k).value for k in ("tpl", "a", "b", "adj", "vs")] == \
+            ["catch", "fox", "rabbit", "clever", "lazy"]
+        sentence = text if lang == "en" else "狐狸追不上兔子，因为它太聪明了。"
+        e, r = oracle(lm, sentence, lang)
+        assert r.answer == 1 and np.allclose(matrix(titled(at, sentence)), from_it(r), atol=1e-5)
+        lazy = sentence.replace("clever", "lazy").replace("聪明", "懒")
+        assert titled(at, lazy) is not None
+    assert all_text(at)
+
+
+# ---------------------------------------------------------------- the page's chart builder
+def test_flip_chart_is_valid_vega_lite():
+    from ui.pronoun_charts import flip_chart
+    w = [np.random.default_rng(0).random((9, 2)) for _ in range(2)]
+    chart = flip_chart(w, [f"h{i}" for i in range(9)], ["a", "b"], [["x", "y"], ["x", "y"]], [0, 1],
+                       head_title="h", weight_title="w", noun_title="n", first_title="1", second_title="2",
+                       referent_title="r")
+    spec = chart.to_dict()                          # raises if the spec does not fit the schema
+    rows = next(iter(spec["datasets"].values()))
+    assert len(rows) == 36 and sum(r["referent"] for r in rows) == 18
