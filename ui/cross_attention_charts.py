@@ -15,12 +15,8 @@ from .charts import as_numpy
 
 NAMED_STROKE = "#e66101"   # orange outline: the patches the word names (where it "should" look)
 SHADE = 0.7                # darkest shade, over a patch with no attention (sqrt keeps mid weights visible)
-
-
-def fit_width(chart: alt.TopLevelMixin) -> alt.TopLevelMixin:
-    """Stretch the plot to the column's width and keep its height as given (Streamlit's default
-    autosize "fit" would squeeze the height to make room for titles and legends)."""
-    return chart.properties(autosize=alt.AutoSizeParams(type="fit-x", contains="padding"))
+# stretch a plot to the column's width, keep its height as given (Streamlit's default "fit" squeezes it)
+FIT_X = alt.AutoSizeParams(type="fit-x", contains="padding")
 
 
 def _hex(rgb: np.ndarray) -> np.ndarray:
