@@ -16,11 +16,11 @@ from attention_core import positional_lab as pl
 from attention_core.positional import sinusoidal_encoding
 from attention_core.rotary import rotary_embedding
 from ui import anatomy
-from ui.charts import heatmap, matrix_csv, unique_labels
+from ui.charts import heatmap, to_spec, unique_labels
 from ui.controls import seed as seed_control
 from ui.controls import sentence
 from ui.i18n import current_lang, lesson, t
-from ui.positional_charts import filled, gap_chart, offset_chart, rotation_chart, skeleton, wave_chart
+from ui.positional_charts import FIT_X, gap_chart, offset_chart, rotation_chart, wave_chart
 
 NS = "positional"
 MAX_TOKENS = 24     # shuffle-test sentences: two heatmaps stay readable
@@ -31,37 +31,11 @@ N_COMPARE = 32      # positions in the comparison heatmaps
 BASES = (10, 100, 1000, 10000, 100000)
 
 
-# ------------------------------------------------------------------ drawing (specs cached on plain inputs)
-@st.cache_resource(max_entries=256, show_spinner=False)
-def _skeleton(cache_key: tuple, _build) -> tuple[str, bytes]:
-    """Shared, read-only: Altair builds and validates a spec only on a cache miss."""
-    return skeleton(_build())
-
-
-def draw(key: str, cache_key: tuple, build, *, select: bool = False, csv=None,
-         width: str = "stretch") -> int | None:
-    """Draw the chart ``build()`` (cached on ``cache_key`` + language); return the clicked query row.
-
-    ``csv``: (matrix, row labels, column labels) for a download button under a heatmap.
-    """
-    spec_json, data = _skeleton((key, current_lang(), *cache_key), build)
-    event = st.vega_lite_chart(filled(spec_json, data), width=width, key=key,
-                               on_select="rerun" if select else "ignore")
-    if csv is not None:
-        matrix, rows, cols = csv
-        st.download_button(t("common.download_csv"), lambda: matrix_csv(matrix, rows, cols),
-                           file_name=f"{key}.csv", mime="text/csv", key=f"{key}_csv",
-                           icon=":material/download:", type="tertiary")
-    if not select:
-        return None
-    try:
-        points = event.selection.get("row") or []
-    except AttributeError:
-        return None
-    for point in points:
-        if isinstance(point, dict) and "query_pos" in point:
-            return int(point["query_pos"])
-    return None
+# ------------------------------------------------------------------ drawing
+@st.cache_resource(max_entries=64, show_spinner=False)
+def finished(cache_id: tuple, _build) -> dict:
+    """A chart's spec, built once, for show_matrix and the rotation plane (neither takes show_chart's cache yet)."""
+    return to_spec(_build())
 
 
 # ------------------------------------------------------------------ cached computations
@@ -122,16 +96,18 @@ def table_section() -> tuple[int, int]:
 
     left, right = st.columns([3, 1])
     with left:
-        picked = draw("pe", (n, d, base, ref_before), lambda: heatmap(
+        spec = finished(("pe", current_lang(), n, d, base, ref_before), lambda: heatmap(
             pe, positions, dims, kind="scores", domain=(-1.0, 1.0), title=t("positional.pe_title", n=n, d=d),
             x_title=t("positional.dimension"), y_title=t("positional.position"),
-            value_title=t("positional.value"), show_numbers=False, selected_row=ref_before),
-            select=True, csv=(pe, positions, dims))
+            value_title=t("positional.value"), show_numbers=False, selected_row=ref_before,
+        ).properties(autosize=FIT_X))
+        picked = anatomy.show_matrix(spec, pe, positions, dims, key="pe", file_name="pe.csv")
     with right:
-        draw("bits", (n,), lambda: heatmap(
+        anatomy.show_chart(lambda: heatmap(
             bits, positions, [str(b) for b in range(bits.shape[1])], kind="weights",
             show_numbers=False, title=t("positional.bits_title"), x_title=t("positional.bit_axis"),
-            y_title=t("positional.position"), value_title=t("positional.bit_value"), selectable=False))
+            y_title=t("positional.position"), value_title=t("positional.bit_value"), selectable=False,
+        ).properties(autosize=FIT_X), key="bits", cache=(n,))
     st.caption(t("positional.table_caption"))
 
     # one column pair next to the counter bit of about the same period
@@ -145,11 +121,12 @@ def table_section() -> tuple[int, int]:
     has_cos = 2 * i + 1 < d
     if not has_cos:
         st.caption(t("positional.no_cos", d=d))
-    draw("wave", (n, d, base, i), lambda: wave_chart(
+    anatomy.show_chart(lambda: wave_chart(
         pe[:, 2 * i], pe[:, 2 * i + 1] if has_cos else [float("nan")] * n, pl.binary_counter(n, b + 1)[:, b],
         series=[f"sin · {2 * i}", f"cos · {2 * i + 1}" if has_cos else "—", t("positional.bit", b=b)],
         x_title=t("positional.position"), y_title=t("positional.value"),
-        title=t("positional.wave_title", i=i, period=fmt(float(per[i]), 1), b=b, bit_period=2 ** (b + 1))))
+        title=t("positional.wave_title", i=i, period=fmt(float(per[i]), 1), b=b, bit_period=2 ** (b + 1))),
+        key="wave", cache=(n, d, base, i))
 
     # similarity by offset, for the clicked position and one more
     if picked is not None and picked < n:
@@ -160,9 +137,10 @@ def table_section() -> tuple[int, int]:
     ref = n // 4 if ref is None else ref
     other = (ref + n // 2) % n
     curves = pl.offset_curves(torch.from_numpy(pe), [ref, other])
-    draw("offset", (n, d, base, ref), lambda: offset_chart(
+    anatomy.show_chart(lambda: offset_chart(
         curves, labels=[t("positional.ref", p=ref), t("positional.ref", p=other)],
-        x_title=t("positional.offset"), y_title=t("positional.dot"), title=t("positional.offset_title")))
+        x_title=t("positional.offset"), y_title=t("positional.dot"), title=t("positional.offset_title")),
+        key="offset", cache=(n, d, base, ref))
     gap = pl.curve_gap(curves[0], curves[1])
     k = 3 if n > 3 + max(ref, other) else 1
     dot_a = float(curves[0].dots[ref + k]) if ref + k < n else float("nan")
@@ -208,30 +186,32 @@ def shuffle_section() -> tuple[dict | None, int]:
 
     gaps = {e: float(res[e]["gap"].max()) for e in pl.ENCODINGS}
     st.markdown(f"**{t('positional.gap_heading')}**")
-    draw("gaps", (*state, enc), lambda: gap_chart(
+    anatomy.show_chart(lambda: gap_chart(
         [gaps[e] for e in pl.ENCODINGS], [t(f"positional.enc_{e}") for e in pl.ENCODINGS],
         x_title=t("positional.gap_axis"), y_title=t("positional.gap_axis"),
-        highlight=pl.ENCODINGS.index(enc)))
+        highlight=pl.ENCODINGS.index(enc)), key="gaps", cache=(*state, enc))
 
     row_before = st.session_state.get("_shuf_row")
     left, right = st.columns(2)
     with left:
-        draw("w_orig", (*state, enc), lambda: heatmap(
+        anatomy.show_chart(lambda: heatmap(
             cur["w"], tokens, title=t("positional.w_original"), x_title=t("common.key"),
-            y_title=t("common.query"), value_title=t("common.weight"), selectable=False))
+            y_title=t("common.query"), value_title=t("common.weight"), selectable=False,
+        ).properties(autosize=FIT_X), key="w_orig", cache=(*state, enc))
     with right:
-        picked = draw("w_shuf", (*state, enc, row_before), lambda: heatmap(
+        spec = finished(("w_shuf", current_lang(), *state, enc, row_before), lambda: heatmap(
             cur["w_shuf"], shuffled, title=t("positional.w_shuffled"), x_title=t("common.key"),
-            y_title=t("common.query"), value_title=t("common.weight"), selected_row=row_before),
-            select=True, csv=(cur["w_shuf"], shuffled, shuffled))
+            y_title=t("common.query"), value_title=t("common.weight"), selected_row=row_before,
+        ).properties(autosize=FIT_X))
+        picked = anatomy.show_matrix(spec, cur["w_shuf"], shuffled, key="w_shuf", file_name="w_shuf.csv")
     if picked is not None and picked < len(tokens):
         st.session_state["_shuf_row"] = picked
     row = st.session_state.get("_shuf_row")
     row = 0 if row is None or row >= len(tokens) else row
     st.caption(t("positional.gap_row_caption", enc=t(f"positional.enc_{enc}")))
-    draw("gap_bars", (*state, enc, row), lambda: gap_chart(
+    anatomy.show_chart(lambda: gap_chart(
         cur["gap"], unique_labels(shuffled), x_title=t("positional.gap_axis"),
-        y_title=t("positional.gap_axis"), highlight=row))
+        y_title=t("positional.gap_axis"), highlight=row), key="gap_bars", cache=(*state, enc, row))
 
     labels = unique_labels(shuffled)
     w_shuf, w_orig = cur["w_shuf"], cur["w"]
@@ -262,16 +242,17 @@ def compare_section(base: int, seed: int) -> None:
     positions = [str(i) for i in range(N_COMPARE)]
     left, right = st.columns([3, 2])
     with left:
-        draw("cmp_grid", (base, seed, what), lambda: heatmap(
+        anatomy.show_chart(lambda: heatmap(
             grids[what][0], positions, kind="scores", domain=(-1.0, 1.0), show_numbers=False,
             title=t(f"positional.grid_{what}_title"), x_title=t("positional.position_n"),
-            y_title=t("positional.position_m"), value_title=t("positional.similarity"), selectable=False))
+            y_title=t("positional.position_m"), value_title=t("positional.similarity"), selectable=False,
+        ).properties(autosize=FIT_X), key="cmp_grid", cache=(base, seed, what))
     with right:
         st.markdown(f"**{t('positional.toeplitz_heading')}**")
-        draw("toeplitz", (base, seed, what), lambda: gap_chart(
+        anatomy.show_chart(lambda: gap_chart(
             [grids[e][1] for e in GRIDS], [t(f"positional.grid_{e}") for e in GRIDS],
             x_title=t("positional.toeplitz_axis"), y_title=t("positional.toeplitz_axis"),
-            highlight=GRIDS.index(what)))
+            highlight=GRIDS.index(what)), key="toeplitz", cache=(base, seed, what))
         st.caption(t("positional.toeplitz_caption"))
 
     st.subheader(t("positional.rotary_live"))
@@ -291,11 +272,12 @@ def compare_section(base: int, seed: int) -> None:
                    delta_color="off")
     left, right = st.columns([2, 3])
     with left:   # the first pair turns by theta_0 = base^0 = 1 radian per position
-        draw("rotation", (seed, m, j, s), lambda: rotation_chart(
+        plane = finished(("rotation", current_lang(), seed, m, j, s), lambda: rotation_chart(
             q[:2], k[:2], {"q": float(m), "k": float(j), "q_shift": float(m + s), "k_shift": float(j + s)},
             labels={"q": t("positional.arrow_q", m=m), "k": t("positional.arrow_k", j=j),
                     "q_shift": t("positional.arrow_q", m=m + s), "k_shift": t("positional.arrow_k", j=j + s)},
-            title=t("positional.rotation_title")), width="content")
+            title=t("positional.rotation_title")))
+        st.vega_lite_chart(dict(plane), width="content", key="rotation")   # square: show_chart only stretches
         st.caption(t("positional.rotation_caption"))
     with right:
         st.markdown(lesson("positional/table"))

@@ -6,18 +6,18 @@ similarity of positions by offset, and the rotation of one (q, k) dimension pair
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 import altair as alt
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
 from .charts import as_numpy
 
 ORANGE, BLUE, GREY, GREEN = "#e66101", "#3b528b", "#7f7f7f", "#1b9e77"
 FLOOR = 1e-12   # log-scale floor of gap_chart: an exact 0 is drawn here
+# stretch a plot to the column's width, keep its height as given (Streamlit's default "fit" squeezes it)
+FIT_X = alt.AutoSizeParams(type="fit-x", contains="padding")
 
 
 def _vec(x) -> np.ndarray:
@@ -51,7 +51,7 @@ def wave_chart(sin, cos, bit, *, series: Sequence[str], x_title: str, y_title: s
     smooth = base.transform_filter(alt.datum.series != series[2]).mark_line(point=n <= 64)
     steps = base.transform_filter(alt.datum.series == series[2]).mark_line(
         interpolate="step-after", strokeDash=[4, 3], strokeWidth=2)
-    return alt.layer(smooth, steps).properties(title=title, height=height)
+    return alt.layer(smooth, steps).properties(title=title, height=height, autosize=FIT_X)
 
 
 def offset_chart(curves, *, labels: Sequence[str], x_title: str, y_title: str, title: str,
@@ -79,7 +79,7 @@ def offset_chart(curves, *, labels: Sequence[str], x_title: str, y_title: str, t
         color=colour, strokeDash=dash,
         tooltip=[alt.Tooltip("reference:N", title=" "), alt.Tooltip("offset:Q", title=x_title),
                  alt.Tooltip("exact:N", title=y_title)],
-    ).properties(title=title, height=height)
+    ).properties(title=title, height=height, autosize=FIT_X)
 
 
 def gap_chart(values: Sequence[float], names: Sequence[str], *, x_title: str, y_title: str,
@@ -101,7 +101,7 @@ def gap_chart(values: Sequence[float], names: Sequence[str], *, x_title: str, y_
         x2="floor:Q",
         color=alt.when(alt.datum.highlight).then(alt.value(ORANGE)).otherwise(alt.value(BLUE)))
     text = base.mark_text(align="left", dx=4, fontSize=11).encode(text="exact:N")
-    return alt.layer(bars, text).properties(height=height or max(90, 24 * len(vals)))
+    return alt.layer(bars, text).properties(height=height or max(90, 24 * len(vals)), autosize=FIT_X)
 
 
 def _short(x: float) -> str:
@@ -139,53 +139,4 @@ def rotation_chart(q_pair, k_pair, angles: dict[str, float], *, labels: dict[str
     tips = base.mark_point(filled=True, size=80).encode(
         x=alt.X("x2:Q", scale=scale), y=alt.Y("y2:Q", scale=scale),
         shape=alt.when(alt.datum.shifted).then(alt.value("diamond")).otherwise(alt.value("circle")))
-    return alt.layer(rule, tips).properties(title=title, height=height, width=height)
-
-
-# --- serialise once, refill per rerun ---------------------------------------------------------
-DATASET = "main"
-
-
-def arrow_bytes(frame: pd.DataFrame) -> bytes:
-    """A DataFrame as an Arrow IPC stream (what Streamlit ships to the browser for a chart)."""
-    table = pa.Table.from_pandas(frame, preserve_index=False)
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()
-
-
-def skeleton(chart: alt.TopLevelMixin) -> tuple[str, bytes]:
-    """(the chart's Vega-Lite spec as JSON with its data replaced by the named dataset "main",
-    that data as Arrow bytes).
-
-    Altair builds and validates a spec in ~10-100 ms and Arrow-converting a frame with text
-    columns costs a few ms more; a page caches this result on its plain inputs, so a rerun only
-    ships the two (``filled``). The chart must carry one top-level DataFrame (the builders here
-    and ``ui.charts.heatmap`` / ``bars`` do).
-    """
-    frame = chart.data
-    if not isinstance(frame, pd.DataFrame):
-        raise ValueError("skeleton needs a chart whose data is one top-level DataFrame")
-    bare = chart.copy(deep=False)
-    bare.data = alt.NamedData(name=DATASET)
-    spec = bare.to_dict()
-    view = spec.get("config", {}).get("view", {})
-    for key in ("continuousWidth", "continuousHeight"):   # Altair's default theme; Streamlit drops it too
-        view.pop(key, None)
-    if "config" in spec and not view:
-        spec["config"].pop("view", None)
-        if not spec["config"]:
-            del spec["config"]
-    if not any(k in spec for k in ("facet", "vconcat", "hconcat", "concat")):
-        # Streamlit's default "fit" squeezes the plot to make room for legends and titles;
-        # fit-x stretches the width only and keeps the height as specified.
-        spec.setdefault("autosize", {"type": "fit-x", "contains": "padding"})
-    return json.dumps(spec), arrow_bytes(frame)
-
-
-def filled(spec_json: str, data: bytes | pd.DataFrame) -> dict:
-    """A spec dict for ``st.vega_lite_chart``: the skeleton with ``data`` as its dataset."""
-    spec = json.loads(spec_json)
-    spec["datasets"] = {DATASET: data}
-    return spec
+    return alt.layer(rule, tips).properties(title=title, height=height, width=height, autosize=FIT_X)

@@ -27,7 +27,7 @@ def by_name(at) -> dict:
 
 
 def frame(chart):
-    return chart_data(chart)["main"]
+    return chart_data(chart)["data"]
 
 
 def grid(df, rows="query_pos", cols="key_pos") -> np.ndarray:
