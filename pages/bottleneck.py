@@ -1,0 +1,346 @@
+"""The bottleneck: a Seq2Seq model without attention must squeeze the whole input into one fixed-size
+context vector ("a small note to remember a whole book"); with attention the decoder looks back.
+
+First tutorial, sections 1.2 and 2 (Encoder / Decoder, the information bottleneck). Order: the
+diagram of what the decoder sees -> accuracy against input length (recorded curves of the shipped
+models) -> the learner's own digit string through both models -> accuracy by output position.
+"""
+from __future__ import annotations
+
+import numpy as np
+import streamlit as st
+
+from attention_core.seq2seq import AttentionDecoder, Decoder, Encoder, Seq2Seq
+from attention_core.seq2seq_lab import (
+    clean_digits,
+    compare_chars,
+    decode_as_tutorial,
+    random_digits,
+    reverse_check,
+    translate_one,
+)
+from attention_core.tasks import REVERSE_MAX_LEN, REVERSE_MIN_LEN
+from attention_core.train import load_curves, load_model
+from ui import anatomy
+from ui import bottleneck_charts as bc
+from ui.charts import heatmap, to_spec
+from ui.controls import seed as seed_control
+from ui.i18n import current_lang, lesson, t
+
+NS = "bottleneck"
+MODELS = {"attention": "reverse_attn", "no_attention": "reverse_noattn"}
+MAX_LEN = 60                 # longest string the page runs (the models were trained on 5..40)
+DEFAULT_LEN = 30
+CHECK_N = 100                # fresh strings per "check many" batch
+PITFALL_SHORT = "12345"
+FORMULA = (r"\begin{aligned}"
+           r"&\text{without attention:} && c = h_n,\quad s_0 = c,\quad "
+           r"s_t = \mathrm{LSTM}(y_{t-1},\, s_{t-1})\\"
+           r"&\text{with attention:} && c_t = \sum_{j=1}^{n} \alpha_{tj}\, h_j,\quad "
+           r"\alpha_{tj} = \mathrm{softmax}_j\big(v^{\top}\tanh(W_q s_{t-1} + W_k h_j)\big),\quad "
+           r"s_t = \mathrm{LSTM}([y_{t-1}; c_t],\, s_{t-1})"
+           r"\end{aligned}")
+TUTORIAL_ENCODER = """# first tutorial, section 2.1: the Encoder takes no lengths
+def forward(self, x):
+    embedded = self.embedding(x)                       # x is padded: ... 1 2 3 4 5 <pad> <pad> ...
+    outputs, (hidden, cell) = self.lstm(embedded)      # the LSTM reads the pads too
+    return outputs, hidden, cell                       # hidden = the state AFTER the pads
+# the fix (attention_core.seq2seq.Encoder): pack the batch, so each sequence stops at its own end
+packed = pack_padded_sequence(emb, lengths.cpu(), batch_first=True, enforce_sorted=False)
+out, (h, c) = self.lstm(packed)      # and attention gets a mask: padded positions weigh exactly 0"""
+
+
+# ------------------------------------------------------------------ models and cached computations
+@st.cache_resource(show_spinner=False)
+def model(name: str):
+    """One copy per process, eval mode; None if the checkpoint is not shipped."""
+    try:
+        return load_model(name)
+    except FileNotFoundError:
+        return None
+
+
+@st.cache_resource(show_spinner=False)
+def curves() -> dict:
+    try:
+        return load_curves()
+    except FileNotFoundError:
+        return {}
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def answers(digits: str) -> dict:
+    """Both models' answers (and the attention model's alignment) for one digit string."""
+    out = {}
+    for kind, name in MODELS.items():
+        m = model(name)
+        r = translate_one(m.model, digits, m.src_vocab, m.tgt_vocab, max_len=len(digits) + 5)
+        out[kind] = r.output
+        if r.alignment is not None:
+            out["alignment"] = r.alignment.numpy()
+    return out
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def check_many(length: int, seed: int) -> dict:
+    """Both models on CHECK_N fresh strings of one length (on request: ~0.3 s at length 30)."""
+    out = {}
+    for kind, name in MODELS.items():
+        r = reverse_check(model(name).model, length, CHECK_N, seed)
+        out[kind] = {"exact": r.exact, "char": r.char, "by_position": r.by_position}
+    return out
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def tutorial_batch(long: str) -> dict:
+    """PITFALL_SHORT alone and batched the tutorial's way with ``long``, through both models."""
+    out = {}
+    for kind, name in MODELS.items():
+        m = model(name)
+        alone = translate_one(m.model, PITFALL_SHORT, m.src_vocab, m.tgt_vocab, max_len=len(PITFALL_SHORT) + 5)
+        padded = decode_as_tutorial(m.model, [PITFALL_SHORT, long], m.src_vocab, m.tgt_vocab, len(long) + 5)[0]
+        pad_mass = None
+        if padded.alignment is not None:
+            pad_mass = float(padded.alignment[:, len(PITFALL_SHORT):].sum(-1).mean())
+        out[kind] = {"alone": alone.output, "batched": padded.output, "pad_mass": pad_mass}
+    return out
+
+
+@st.cache_resource(max_entries=256, show_spinner=False)
+def spec(key: tuple, _build) -> dict:
+    """The finished Vega-Lite spec of chart ``key`` (plain values + language), built once."""
+    return to_spec(_build())
+
+
+def chart(key: tuple, build) -> dict:
+    return spec((current_lang(),) + key, build)
+
+
+# ------------------------------------------------------------------ helpers
+def names() -> dict[str, str]:
+    return {k: t(f"{NS}.model_{k}") for k in MODELS}
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.0f}%"
+
+
+def quoted(chars: list[str], limit: int = 8) -> str:
+    """The first ``limit`` offending characters, quoted and made inert for Markdown."""
+    shown = t(f"{NS}.sep").join(f"«{anatomy.md_escape(c)}»" for c in chars[:limit])
+    return shown + ("…" if len(chars) > limit else "")
+
+
+def facts() -> None:
+    """Say plainly what these models are."""
+    a, n = model(MODELS["attention"]), model(MODELS["no_attention"])
+    count = lambda m: sum(p.numel() for p in m.model.parameters())  # noqa: E731
+    st.caption(t(f"{NS}.facts", hidden=a.config["hidden_dim"], p_no=f"{count(n):,}", p_at=f"{count(a):,}",
+                 steps=a.meta["recipe"]["steps"], s_no=f"{n.meta['train_seconds']:.0f}",
+                 s_at=f"{a.meta['train_seconds']:.0f}", lo=REVERSE_MIN_LEN, hi=REVERSE_MAX_LEN,
+                 seed=curves().get("eval_seed", "—")))
+
+
+def example_controls() -> str | None:
+    """The digit string to run: generated from (length, seed) or typed. None after a message."""
+    c1, c2, c3 = st.columns([2, 3, 2])
+    own = c1.toggle(t(f"{NS}.own"), value=False, key="own", bind="query-params", help=t(f"{NS}.own_help"))
+    if own:
+        typed = c2.text_input(t(f"{NS}.digits"), value="1234567890", key="digits", bind="query-params",
+                              max_chars=400, help=t(f"{NS}.digits_help"))
+        digits, bad = clean_digits(typed)
+        if bad:
+            anatomy.problem(f"{NS}.err_chars", chars=quoted(bad))
+            return None
+        if not digits:
+            anatomy.problem(f"{NS}.err_empty")
+            return None
+        if len(digits) > MAX_LEN:
+            anatomy.problem(f"{NS}.err_long", n=len(digits), max=MAX_LEN)
+            return None
+    else:
+        length = c2.slider(t(f"{NS}.length"), 1, MAX_LEN, DEFAULT_LEN, key="len", bind="query-params",
+                           help=t(f"{NS}.length_help", lo=REVERSE_MIN_LEN, hi=REVERSE_MAX_LEN))
+        with c3:
+            seed = seed_control()
+        digits = random_digits(length, seed)
+    if not REVERSE_MIN_LEN <= len(digits) <= REVERSE_MAX_LEN:
+        anatomy.problem(f"{NS}.warn_range", n=len(digits), lo=REVERSE_MIN_LEN, hi=REVERSE_MAX_LEN)
+    return digits
+
+
+# ------------------------------------------------------------------ sections
+def curves_section() -> dict | None:
+    st.header(t(f"{NS}.curves_title"))
+    data = curves()
+    if "reverse" not in data:
+        anatomy.problem(f"{NS}.err_no_curves")
+        return None
+    per_char = st.toggle(t(f"{NS}.per_char"), value=False, key="per_char", bind="query-params",
+                         help=t(f"{NS}.per_char_help"))
+    metric = "char" if per_char else "exact"
+    anatomy.show_chart(chart(("curves", metric), lambda: bc.curves_chart(
+        data, metric, names=names(), title=t(f"{NS}.curves_chart_{metric}"), x_title=t(f"{NS}.length_axis"),
+        y_title=t(f"{NS}.acc_{metric}"))), key="curves")
+    rev = data["reverse"]
+    st.caption(t(f"{NS}.curves_caption", n=rev["n_per_length"], seed=data.get("eval_seed", "—")))
+    dates = data.get("dates", {})
+    if "attention" in dates and "no_attention" in dates:
+        st.caption(t(f"{NS}.dates_caption", at=pct(dates["attention"]["exact"]),
+                     no=pct(dates["no_attention"]["exact"])))
+    return rev
+
+
+def answers_section(digits: str, res: dict) -> dict:
+    """Both answers marked against the reversal, and the attention model's alignment."""
+    target = digits[::-1]
+    marks = {k: [m.ok for m in compare_chars(res[k], target)] for k in MODELS}
+    rows = [(t(f"{NS}.line_input"), digits, None), (t(f"{NS}.line_target"), target, None),
+            (t(f"{NS}.line_no_attention"), res["no_attention"], marks["no_attention"]),
+            (t(f"{NS}.line_attention"), res["attention"], marks["attention"])]
+    status = {k: t(f"{NS}.status_{k}") for k in ("reference", "right", "wrong", "missing")}
+    skeleton = chart(("tapes", bc.tape_font(len(digits))), lambda: bc.tapes_chart(
+        rows, status_names=status, x_title=t(f"{NS}.position_axis")))
+    anatomy.show_chart(bc.with_data(skeleton, bc.tapes_frame(rows, status)), key="tapes")
+    verdict = {k: t(f"{NS}.exact_yes") if res[k] == target else t(f"{NS}.exact_no") for k in MODELS}
+    right = {k: sum(marks[k][:len(target)]) for k in MODELS}
+    st.markdown(t(f"{NS}.verdict", no=verdict["no_attention"], at=verdict["attention"],
+                  k_no=right["no_attention"], k_at=right["attention"], n=len(target)))
+
+    w = res["alignment"]
+    out_labels, in_labels = list(res["attention"]), list(digits)
+    st.subheader(t(f"{NS}.align_title"))
+    st.markdown(lesson(f"{NS}/alignment"))
+    anatomy.show_matrix(chart(("align", digits), lambda: heatmap(
+        w, out_labels, in_labels, title=t(f"{NS}.align_chart", n=len(digits)), x_title=t(f"{NS}.input_axis"),
+        y_title=t(f"{NS}.output_axis"), value_title=t("common.weight"), selectable=False)),
+        w, out_labels, in_labels, key="align", selectable=False, file_name="reversal_alignment.csv")
+    return {"marks": marks, "right": right}
+
+
+def mirror_offsets(w: np.ndarray, n: int) -> np.ndarray:
+    """For each output row i (i < n): position of its largest weight minus n - 1 - i, the input digit
+    it copies (0 = on the anti-diagonal, +1 = one to the right)."""
+    rows = min(w.shape[0], n)
+    return w[:rows].argmax(-1) - (n - 1 - np.arange(rows))
+
+
+def diagram_section(digits: str, res: dict) -> int:
+    st.header(t(f"{NS}.arch_title"))
+    st.markdown(lesson(f"{NS}/architecture"))
+    out = res["attention"]
+    m = max(len(out), 1)
+    step = st.slider(t(f"{NS}.step"), 1, MAX_LEN + 5, 1, key="step", bind="query-params", help=t(f"{NS}.step_help"))
+    step = min(step, m) - 1
+    hidden = model(MODELS["attention"]).config["hidden_dim"]
+    names_ = dict(encoder_title=t(f"{NS}.encoder"), decoder_title=t(f"{NS}.decoder"))
+    common = dict(weight_title=t("common.weight"), title="", **names_)
+    plain = res["no_attention"]
+    skeleton = chart(("arch", bc.architecture_size(digits, plain), False),
+                     lambda: bc.architecture_chart(digits, plain, len(plain), **common))
+    anatomy.show_chart(bc.with_data(skeleton, bc.architecture_frame(digits, plain, len(plain), **names_),
+                                    t(f"{NS}.arch_no", note=2 * hidden)), key="arch_no")
+    weights = res["alignment"][step] if len(out) else None
+    skeleton = chart(("arch", bc.architecture_size(digits, out), weights is not None),
+                     lambda: bc.architecture_chart(digits, out, step, weights, **common))
+    anatomy.show_chart(bc.with_data(skeleton, bc.architecture_frame(digits, out, step, weights, **names_),
+                                    t(f"{NS}.arch_at", t=step + 1, ch=out[step] if out else "—",
+                                      big=f"{len(digits) * hidden:,}")), key="arch_at")
+    st.caption(t(f"{NS}.arch_caption"))
+    return step
+
+
+def check_section(digits: str) -> dict | None:
+    """Many fresh strings of this length, on request (kept for the session)."""
+    st.subheader(t(f"{NS}.check_title"))
+    length = len(digits)
+    seed = int(st.session_state.get("seed", 0) or 0)
+    done = st.session_state.setdefault("_bn_checked", set())
+    if length > MAX_LEN:
+        return None
+    if st.button(t(f"{NS}.check_button", n=CHECK_N, length=length), key="check", icon=":material/fact_check:"):
+        done.add((length, seed))
+    if (length, seed) not in done:
+        st.caption(t(f"{NS}.check_hint"))
+        return None
+    res = check_many(length, seed)
+    by_pos = {k: res[k]["by_position"] for k in MODELS}
+    anatomy.show_chart(chart(("pos", length, seed), lambda: bc.position_chart(
+        by_pos, names=names(), title=t(f"{NS}.pos_chart", n=CHECK_N, length=length),
+        x_title=t(f"{NS}.written_axis"), y_title=t(f"{NS}.share_right"))), key="pos")
+    st.caption(t(f"{NS}.check_caption", n=CHECK_N, length=length,
+                 ex_no=pct(res["no_attention"]["exact"]), ex_at=pct(res["attention"]["exact"]),
+                 ch_no=pct(res["no_attention"]["char"]), ch_at=pct(res["attention"]["char"])))
+    return res
+
+
+def notices(digits: str, res: dict, marked: dict, rev: dict | None, checked: dict | None) -> None:
+    n = len(digits)
+    hidden = model(MODELS["attention"]).config["hidden_dim"]
+    items = []
+    if rev is not None:
+        lengths, no, at = rev["lengths"], rev["no_attention"]["exact"], rev["attention"]["exact"]
+        below = next((L for L, a in zip(lengths, no) if a < 0.5), None)
+        items.append(t(f"{NS}.notice_curves", lo=lengths[0], hi=lengths[-1], a_lo=pct(no[0]), a_hi=pct(no[-1]),
+                       b_min=pct(min(at)), half=below if below is not None else "—"))
+    items.append(t(f"{NS}.notice_example", n=n, k_no=marked["right"]["no_attention"],
+                   k_at=marked["right"]["attention"]))
+    items.append(t(f"{NS}.notice_note", note=2 * hidden, n=n, big=f"{n * hidden:,}", hidden=hidden))
+    off = mirror_offsets(res["alignment"], n)
+    if len(off):
+        items.append(t(f"{NS}.notice_mirror", share=pct(float((np.abs(off) <= 1).mean())),
+                       peak=f"{float(res['alignment'].max(-1).mean()):.2f}"))
+        exact, right = float((off == 0).mean()), float((off == 1).mean())
+        if right > exact:
+            items.append(t(f"{NS}.notice_shift", exact=pct(exact), right=pct(right)))
+    if checked is not None:
+        pos = checked["no_attention"]["by_position"]
+        worst = int(np.argmin(pos))
+        items.append(t(f"{NS}.notice_positions", first=pct(pos[0]), last=pct(pos[-1]), worst=worst + 1,
+                       w=pct(pos[worst]), n=n))
+    anatomy.notice(items)
+
+
+@st.cache_data(max_entries=2, show_spinner=False)
+def exercise_numbers() -> dict:
+    r = reverse_check(model(MODELS["no_attention"]).model, 30, CHECK_N, 0)
+    third = 10
+    return {"first": pct(float(r.by_position[:third].mean())), "middle": pct(float(r.by_position[third:-third].mean())),
+            "last": pct(float(r.by_position[-third:].mean()))}
+
+
+def pitfall_demo() -> None:
+    long = random_digits(30, 0)
+    r = tutorial_batch(long)
+    for kind in ("no_attention", "attention"):
+        st.markdown(t(f"{NS}.pit_{kind}", short=PITFALL_SHORT, alone=r[kind]["alone"],
+                      batched=anatomy.md_escape(r[kind]["batched"]) or "—", n=len(long)))
+    if r["attention"]["pad_mass"] is not None:
+        st.caption(t(f"{NS}.pit_pad_mass", mass=pct(r["attention"]["pad_mass"])))
+
+
+# ------------------------------------------------------------------ the page
+anatomy.header(NS)
+anatomy.intuition(NS)
+st.markdown(lesson(f"{NS}/why"))
+anatomy.formula(FORMULA, t(f"{NS}.formula_caption"))
+
+missing = [name for name in MODELS.values() if model(name) is None]
+if missing:
+    anatomy.problem(f"{NS}.err_no_model", names=", ".join(missing))
+else:
+    facts()
+    rev = curves_section()
+    st.header(t(f"{NS}.example_title"))
+    digits = example_controls()
+    if digits is not None:
+        res = answers(digits)
+        marked = answers_section(digits, res)
+        diagram_section(digits, res)
+        checked = check_section(digits)
+        notices(digits, res, marked, rev, checked)
+    nums = exercise_numbers()
+    anatomy.exercise("bn_ex", t(f"{NS}.ex_question"), [t(f"{NS}.ex_a"), t(f"{NS}.ex_b"), t(f"{NS}.ex_c"),
+                                                       t(f"{NS}.ex_d")], 1, t(f"{NS}.ex_explain", **nums))
+    anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=TUTORIAL_ENCODER, demo=pitfall_demo)
+anatomy.show_code(Encoder.forward, Decoder.step, AttentionDecoder.step, Seq2Seq.greedy_decode, reverse_check)

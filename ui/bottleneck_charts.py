@@ -1,0 +1,235 @@
+"""Charts of the bottleneck page (numbers in, ``alt.Chart`` out, no Streamlit calls).
+
+Every title and label is passed in already translated. The alignment heatmap comes from
+``ui.charts.heatmap``; here are the recorded accuracy curves, the answers marked character by
+character, accuracy by output position, and the Seq2Seq diagram of what the decoder can see.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+ORANGE, BLUE, GREY = "#e66101", "#3b528b", "#9e9e9e"
+RIGHT, WRONG, REFERENCE = "#1b9e77", "#d95f02", "#e8e8e8"   # teal / orange: apart for colour-blind eyes
+MODELS = ("attention", "no_attention")
+# Streamlit's default for a stretched chart is autosize "fit": the height then includes axes and legends
+# and squeezes the plot; with fit-x the width still fills the column and ``height`` is the plot's own.
+FIT_X = alt.AutoSizeParams(type="fit-x", contains="padding")
+TICKS_1_5 = "datum.value == 1 || datum.value % 5 == 0 ? datum.label : ''"   # axis labels 1, 5, 10, ...
+COLOURS = {"attention": ORANGE, "no_attention": BLUE}
+
+
+def curves_frame(curves: dict, metric: str, names: dict[str, str]) -> pd.DataFrame:
+    """Long form of ``curves["reverse"]``: one row per (model, length) with the recorded accuracy.
+
+    ``names`` maps "attention" / "no_attention" to the legend labels."""
+    rev = curves["reverse"]
+    rows = []
+    for model in MODELS:
+        if model not in rev:
+            continue
+        for length, value in zip(rev["lengths"], rev[model][metric]):
+            rows.append({"model": model, "name": names[model], "length": int(length), "value": float(value)})
+    frame = pd.DataFrame(rows, columns=["model", "name", "length", "value"])
+    frame["exact"] = np.char.mod("%.4g", frame["value"].to_numpy(dtype=np.float64))
+    return frame
+
+
+def curves_chart(curves: dict, metric: str, *, names: dict[str, str], title: str, x_title: str,
+                 y_title: str, height: int = 220) -> alt.Chart:
+    """Accuracy against input length, one line per model (the recorded evaluation of the shipped models)."""
+    frame = curves_frame(curves, metric, names)
+    legend = [names[m] for m in MODELS if m in set(frame["model"])]
+    colour = alt.Color("name:N", title=None, sort=legend,
+                       scale=alt.Scale(domain=legend, range=[COLOURS[m] for m in MODELS if names[m] in legend]),
+                       legend=alt.Legend(orient="bottom"))
+    lo, hi = int(frame["length"].min()), int(frame["length"].max())
+    x = alt.X("length:Q", title=x_title, scale=alt.Scale(domain=[lo, hi], nice=False))
+    tooltip = [alt.Tooltip("name:N", title=" "), alt.Tooltip("length:Q", title=x_title),
+               alt.Tooltip("exact:N", title=y_title)]
+    lines = alt.Chart().mark_line(point=True).encode(
+        x=x, y=alt.Y("value:Q", title=y_title, scale=alt.Scale(domain=[0, 1])), color=colour, tooltip=tooltip)
+    return alt.layer(lines, data=frame).properties(title=title, height=height, autosize=FIT_X)
+
+
+def tapes_frame(rows: Sequence[tuple[str, str, Sequence[bool | None] | None]],
+                status_names: dict[str, str] | None = None) -> pd.DataFrame:
+    """One row per character of each line: (line label, text, marks); marks None = the reference line.
+    ``pos`` counts from 1.
+
+    ``status``: "reference", "right", "wrong" (a wrong character) or "missing" (the answer stopped
+    early; the cell shows "·")."""
+    out = []
+    for r, (label, text, marks) in enumerate(rows):
+        n = len(text) if marks is None else len(marks)
+        for i in range(n):
+            ch = text[i] if i < len(text) else "·"
+            if marks is None:
+                status = "reference"
+            elif i >= len(text):
+                status = "missing"
+            else:
+                status = "right" if marks[i] else "wrong"
+            out.append({"line": label, "line_pos": r, "pos": i + 1, "char": ch, "status": status})
+    frame = pd.DataFrame(out, columns=["line", "line_pos", "pos", "char", "status"])
+    if status_names is not None:
+        frame["status_name"] = frame["status"].map(status_names)
+    return frame
+
+
+def tape_font(n: int) -> int:
+    """Font size of a tape of n cells (the only thing a tape's spec depends on besides the texts)."""
+    return 13 if n <= 40 else 10
+
+
+def tapes_chart(rows: Sequence[tuple[str, str, Sequence[bool | None] | None]], *, status_names: dict[str, str],
+                x_title: str, title: str | None = None) -> alt.Chart:
+    """Answers as rows of cells, one character per cell, coloured right / wrong against the first row."""
+    frame = tapes_frame(rows, status_names)
+    order = list(dict.fromkeys(frame["line"]))
+    kinds = ["reference", "right", "wrong", "missing"]
+    colour = alt.Color("status_name:N", title=None, sort=[status_names[k] for k in kinds],
+                       scale=alt.Scale(domain=[status_names[k] for k in kinds],
+                                       range=[REFERENCE, RIGHT, WRONG, "#ffffff"]),
+                       legend=alt.Legend(orient="bottom"))
+    n = int(frame["pos"].max()) if len(frame) else 1
+    base = alt.Chart().encode(
+        x=alt.X("pos:O", title=x_title, axis=alt.Axis(labelAngle=0, labelExpr=TICKS_1_5)),
+        y=alt.Y("line:N", sort=order, title=None, axis=alt.Axis(labelLimit=220, labelOverlap=False)),
+        tooltip=[alt.Tooltip("line:N", title=" "), alt.Tooltip("pos:O", title=x_title),
+                 alt.Tooltip("char:N", title="·"), alt.Tooltip("status_name:N", title=" ")])
+    cells = base.mark_rect(stroke="#bdbdbd", strokeWidth=0.5).encode(color=colour)
+    text = base.mark_text(fontSize=tape_font(n)).encode(
+        text="char:N", color=alt.when(alt.datum.status == "reference").then(alt.value("black"))
+        .otherwise(alt.value("white")))
+    chart = alt.layer(cells, text, data=frame).properties(height=30 * len(order), autosize=FIT_X)
+    return chart.properties(title=title) if title else chart
+
+
+def position_frame(by_position: dict[str, Sequence[float]], names: dict[str, str]) -> pd.DataFrame:
+    rows = [{"model": m, "name": names[m], "position": i + 1, "value": float(v)}
+            for m in MODELS if m in by_position for i, v in enumerate(by_position[m])]
+    frame = pd.DataFrame(rows, columns=["model", "name", "position", "value"])
+    frame["exact"] = np.char.mod("%.4g", frame["value"].to_numpy(dtype=np.float64))
+    return frame
+
+
+def position_chart(by_position: dict[str, Sequence[float]], *, names: dict[str, str], title: str,
+                   x_title: str, y_title: str, height: int = 200) -> alt.Chart:
+    """Share of answers right at each output position (1 = the first digit written), per model."""
+    frame = position_frame(by_position, names)
+    legend = [names[m] for m in MODELS if m in by_position]
+    colour = alt.Color("name:N", title=None, sort=legend,
+                       scale=alt.Scale(domain=legend, range=[COLOURS[m] for m in MODELS if m in by_position]),
+                       legend=alt.Legend(orient="bottom"))
+    return alt.Chart(frame).mark_line(point=True).encode(
+        x=alt.X("position:Q", title=x_title, scale=alt.Scale(domain=[1, max(int(frame["position"].max()), 2)],
+                                                              nice=False)),
+        y=alt.Y("value:Q", title=y_title, scale=alt.Scale(domain=[0, 1])),
+        color=colour,
+        tooltip=[alt.Tooltip("name:N", title=" "), alt.Tooltip("position:Q", title=x_title),
+                 alt.Tooltip("exact:N", title=y_title)],
+    ).properties(title=title, height=height, autosize=FIT_X)
+
+
+def architecture_frame(source: str, output: str, step: int, weights=None, *, encoder_title: str = "",
+                       decoder_title: str = "") -> pd.DataFrame:
+    """The diagram's parts in one table (``part`` tells them apart).
+
+    Encoder cells h_1..h_n (row 0), the context vector c (row 1), decoder cells s_1..s_m (row 2);
+    "chain" links between neighbouring cells; "context" links h_n -> c -> s_1; with ``weights`` (the
+    attention row of decoder step ``step``, 0-based) one "attend" link h_j -> s_step per source
+    position, with its weight; "side" rows name the two rows.
+    """
+    n = len(source)
+    rows: list[dict] = []
+
+    def node(part, x, y, label, pos, active=True, weight=np.nan):
+        rows.append({"part": part, "x": float(x), "y": float(y), "x2": np.nan, "y2": np.nan, "label": label,
+                     "pos": pos, "active": active, "weight": weight})
+
+    def link(part, x, y, x2, y2, weight=np.nan, pos=-1):
+        rows.append({"part": part, "x": float(x), "y": float(y), "x2": float(x2), "y2": float(y2), "label": "",
+                     "pos": pos, "active": True, "weight": weight})
+
+    for j, ch in enumerate(source):
+        node("enc", j, 0, ch, j)
+        if j:
+            link("chain", j - 1, 0, j, 0)
+    cx = n + 0.5
+    node("ctx", cx, 1, "c", -1)
+    link("context", n - 1, 0, cx, 1)
+    link("context", cx, 1, 0, 2)
+    for t, ch in enumerate(output):
+        node("dec", t, 2, ch, t, active=t <= step)
+        if t:
+            link("chain", t - 1, 2, t, 2)
+    if weights is not None:
+        w = np.asarray(weights, dtype=np.float64)
+        for j in range(n):
+            link("attend", j, 0, step, 2, weight=float(w[j]), pos=j)
+    node("side", -0.8, -0.45, encoder_title, -1)
+    node("side", -0.8, 2.45, decoder_title, -1)
+    return pd.DataFrame(rows, columns=["part", "x", "y", "x2", "y2", "label", "pos", "active", "weight"])
+
+
+def architecture_size(source: str, output: str) -> str:
+    """The diagram's size class ("s", "m", "l"): the only thing its spec depends on besides the
+    texts, so a page can reuse one spec per class and swap in the data (``with_data``)."""
+    width = max(len(source) + 1.5, len(output))
+    return "s" if width <= 20 else ("m" if width <= 40 else "l")
+
+
+def architecture_chart(source: str, output: str, step: int, weights=None, *, title: str, encoder_title: str,
+                       decoder_title: str, weight_title: str, height: int = 190) -> alt.Chart:
+    """Encoder over the input (top), decoder writing the output (bottom), the context vector c between.
+
+    Without ``weights`` the decoder's only link to the input is c (the final encoder state); with
+    them, decoder step ``step`` is also linked to every encoder cell, line width and opacity
+    following the attention weight.
+    """
+    frame = architecture_frame(source, output, step, weights, encoder_title=encoder_title,
+                               decoder_title=decoder_title)
+    size = architecture_size(source, output)
+    xs = alt.Scale(nice=False, zero=False, padding=14)           # from the data: -0.8 .. n + 0.5
+    ys = alt.Scale(domain=[-0.6, 2.6], nice=False, reverse=True)
+    base = alt.Chart()
+    x, y = alt.X("x:Q", scale=xs, axis=None), alt.Y("y:Q", scale=ys, axis=None)
+    chain = base.transform_filter(alt.datum.part == "chain").mark_rule(color=GREY, strokeWidth=1.5).encode(
+        x=x, y=y, x2="x2:Q", y2="y2:Q")
+    context = base.transform_filter(alt.datum.part == "context").mark_rule(color=BLUE, strokeWidth=3).encode(
+        x=x, y=y, x2="x2:Q", y2="y2:Q")
+    layers = [chain, context]
+    if weights is not None:
+        layers.append(base.transform_filter(alt.datum.part == "attend").mark_rule(color=ORANGE).encode(
+            x=x, y=y, x2="x2:Q", y2="y2:Q",
+            strokeWidth=alt.StrokeWidth("weight:Q", scale=alt.Scale(domain=[0, 1], range=[0.3, 7]), legend=None),
+            opacity=alt.Opacity("weight:Q", scale=alt.Scale(domain=[0, 1], range=[0.15, 1]), legend=None),
+            tooltip=[alt.Tooltip("pos:Q", title="j"), alt.Tooltip("weight:Q", title=weight_title, format=".3f")]))
+    nodes = base.transform_filter(alt.FieldOneOfPredicate(field="part", oneOf=["enc", "ctx", "dec"]))
+    layers.append(nodes.mark_square(size={"s": 420, "m": 220, "l": 110}[size], stroke="#616161",
+                                    strokeWidth=0.8).encode(
+        x=x, y=y,
+        color=alt.Color("part:N", scale=alt.Scale(domain=["enc", "ctx", "dec"], range=["#d9e3f1", BLUE, "#fde0c5"]),
+                        legend=None),
+        opacity=alt.when(alt.datum.active).then(alt.value(1.0)).otherwise(alt.value(0.35))))
+    layers.append(nodes.mark_text(fontSize=9 if size == "l" else 12).encode(
+        x=x, y=y, text="label:N",
+        color=alt.when(alt.datum.part == "ctx").then(alt.value("white")).otherwise(alt.value("black"))))
+    layers.append(base.transform_filter(alt.datum.part == "side").mark_text(
+        align="left", fontSize=11, color="#555555").encode(x=x, y=y, text="label:N"))
+    return alt.layer(*layers, data=frame).properties(title=title, height=height, autosize=FIT_X).configure_view(
+        stroke=None)
+
+
+def with_data(spec: dict, frame: pd.DataFrame, title: str | None = None) -> dict:
+    """A copy of a finished spec (``ui.charts.to_spec``) with another table and title: for charts whose
+    spec depends only on a size class, building it once and swapping the data skips Altair."""
+    out = dict(spec)
+    out["datasets"] = {"data": frame}
+    if title is not None:
+        out["title"] = title
+    return out
