@@ -13,9 +13,9 @@ from attention_core.diagnostics import softmax_jacobian_norm
 from attention_core.functional import masked_softmax
 from ui import anatomy
 from ui import scaling_charts as sc
-from ui.charts import heatmap, heatmap_frame, matrix_csv
+from ui.charts import heatmap, heatmap_frame, to_spec
 from ui.controls import seed as seed_control
-from ui.i18n import lesson, t, tl
+from ui.i18n import current_lang, lesson, t, tl
 
 NS = "scaling"
 N_Q, N_K = 256, 16       # the sweep: 256 random queries, each over 16 keys
@@ -67,7 +67,6 @@ def softmax_view(seed: int, d_k: int, tau: float, scaled: bool, row: int, modes:
                                   torch.tensor(TAU_GRID, dtype=scores.dtype))   # (2, len(TAU_GRID))
     w = weights.numpy()
     return {"weights": w, "heat": heatmap_frame(w, Q_LABELS, K_LABELS)[0],
-            "csv": matrix_csv(w, Q_LABELS, K_LABELS),
             "row": sc.row_frame(w[row], K_LABELS), "mw_now": float(w[row].max()),
             "strip": sc.strip_frame(strip.numpy(), sl.STRIP_D_K, K_LABELS, modes),
             "temp": sc.temperature_frame(TAU_GRID, curves.numpy(), tau, modes)}
@@ -100,33 +99,23 @@ def which_d(seed: int) -> tuple[float, float]:
 
 
 # ------------------------------------------------------------------ charts: Altair once, then only new data
-@st.cache_data(max_entries=256, show_spinner=False)
-def _skeleton(kind: str, options: tuple, _build) -> str:
-    return sc.skeleton(_build())     # runs only on a cache miss (new language / new option)
+@st.cache_resource(max_entries=128, show_spinner=False)
+def skeleton(cache_id: tuple, _build) -> dict:
+    return to_spec(_build())     # runs only on a cache miss (new language / new option)
 
 
-def draw(kind: str, builder, frame, key: str, on_select: str = "ignore", **options):
-    """Build the chart with Altair once per (kind, options); later reruns only swap the data in."""
-    skeleton = _skeleton(kind, tuple(sorted(options.items())), lambda: builder(frame, **options))
-    return st.vega_lite_chart(sc.filled(skeleton, frame), width="stretch", key=key, on_select=on_select)
+def spec(name: str, builder, frame, **options) -> dict:
+    """The spec of ``builder(frame, **options)`` with this rerun's ``frame`` as its data. The charts here
+    keep every data-dependent thing in the frame, so the spec is built once per (language, options)."""
+    built = skeleton((name, current_lang(), *sorted(options.items())), lambda: builder(frame, **options))
+    return {**built, "datasets": {"data": frame}}
 
 
-def draw_weights(view: dict, row: int, key: str, file_name: str) -> int | None:
-    """The attention heatmap (ui.charts.heatmap) with its CSV; returns the clicked query row."""
-    def build(_, **titles):
-        return heatmap(view["weights"], list(Q_LABELS), list(K_LABELS), kind="weights", **titles)
-
-    event = draw("heatmap", build, view["heat"], key, on_select="rerun", selected_row=row,
-                 x_title=t("scaling.axis_key"), y_title=t("scaling.axis_query"),
-                 value_title=t("scaling.axis_weight"))
-    st.download_button(t("common.download_csv"), view["csv"], file_name=file_name, mime="text/csv",
-                       key=f"{key}_csv", icon=":material/download:", type="tertiary")
-    try:
-        points = event.selection.get("row") or []
-    except AttributeError:
-        return None
-    picked = [int(p["query_pos"]) for p in points if isinstance(p, dict) and "query_pos" in p]
-    return picked[0] if picked else None
+def weights_heatmap(frame, **options):
+    """ui.charts.heatmap of the frame's weights (its spec does not depend on them: the size is fixed)."""
+    weights = frame["value"].to_numpy().reshape(N_SHOW, N_K)
+    return heatmap(weights, list(Q_LABELS), list(K_LABELS), kind="weights", **options).properties(
+        autosize=sc.FIT_X)
 
 
 # ------------------------------------------------------------------ page
@@ -165,13 +154,15 @@ var = variance_view(seed, d_k, (t("scaling.hist_note_raw", var="{var}", dk=d_k),
                      t("scaling.series_theory_scaled")))
 left, right = st.columns(2)
 with left:
-    draw("hist", sc.histogram_chart, var["hist"], "hist",
-         panel_titles=(t("scaling.panel_raw"), t("scaling.panel_scaled")), x_title=t("scaling.hist_x"),
-         y_title=t("scaling.hist_y"), count_title=t("scaling.hist_count"))
+    anatomy.show_chart(spec("hist", sc.histogram_chart, var["hist"],
+                            panel_titles=(t("scaling.panel_raw"), t("scaling.panel_scaled")),
+                            x_title=t("scaling.hist_x"), y_title=t("scaling.hist_y"),
+                            count_title=t("scaling.hist_count")), key="hist")
     st.caption(t("scaling.hist_caption", n=N_PAIRS, dk=d_k))
 with right:
-    draw("var", sc.variance_chart, var["var"], "var", title=t("scaling.var_title"),
-         x_title=t("scaling.var_x"), y_title=t("scaling.var_y"), legend_title=t("scaling.var_legend"))
+    anatomy.show_chart(spec("var", sc.variance_chart, var["var"], title=t("scaling.var_title"),
+                            x_title=t("scaling.var_x"), y_title=t("scaling.var_y"),
+                            legend_title=t("scaling.var_legend")), key="var")
     st.caption(t("scaling.var_caption", n=N_PAIRS))
 
 # ------------------------------------------------------------------ 2. what big scores do to softmax
@@ -181,20 +172,24 @@ row = int(st.session_state.get("scaling_row", 0))
 left, right = st.columns([1.7, 1])
 with left:
     st.markdown(f"**{t('scaling.heat_title', mode=mode_now, dk=d_k, tau=tau_txt)}**")
-    picked = draw_weights(softmax_view(seed, d_k, tau, scaled, row, modes), row, key="w",
-                          file_name=f"weights_dk{d_k}_tau{tau:g}.csv")
+    view = softmax_view(seed, d_k, tau, scaled, row, modes)
+    picked = anatomy.show_matrix(
+        spec("heatmap", weights_heatmap, view["heat"],
+             selected_row=row, x_title=t("scaling.axis_key"), y_title=t("scaling.axis_query"),
+             value_title=t("scaling.axis_weight")),
+        view["weights"], Q_LABELS, K_LABELS, key="w", file_name=f"weights_dk{d_k}_tau{tau:g}.csv")
     if picked is not None and 0 <= picked < N_SHOW and picked != row:
         row = st.session_state["scaling_row"] = picked
     st.caption(t("scaling.heat_caption"))
 soft = softmax_view(seed, d_k, tau, scaled, row, modes)
 with right:
     st.markdown(f"**{t('scaling.bars_title', q=Q_LABELS[row], mode=mode_now)}**")
-    draw("row", sc.row_chart, soft["row"], "bars", key_title=t("scaling.axis_key"),
-         weight_title=t("scaling.axis_weight"))
+    anatomy.show_chart(spec("row", sc.row_chart, soft["row"], key_title=t("scaling.axis_key"),
+                            weight_title=t("scaling.axis_weight")), key="bars")
 st.markdown(f"**{t('scaling.strip_title', q=Q_LABELS[row], tau=tau_txt)}**")
-draw("strip", sc.strip_chart, soft["strip"], "strip", column_title=t("scaling.strip_column"),
-     key_title=t("scaling.axis_key"), weight_title=t("scaling.axis_weight"),
-     mode_title=t("scaling.mode_title"))
+anatomy.show_chart(spec("strip", sc.strip_chart, soft["strip"], column_title=t("scaling.strip_column"),
+                        key_title=t("scaling.axis_key"), weight_title=t("scaling.axis_weight"),
+                        mode_title=t("scaling.mode_title")), key="strip")
 
 # ------------------------------------------------------------------ 3. the gradient signal
 st.header(t("scaling.sec_gradient"))
@@ -205,9 +200,9 @@ metrics = (("max_weight", "metric_max_weight", (1.0 / N_K * 0.9, 1.0)),
            ("jacobian_norm", "metric_jacobian", None))
 for col, (metric, label, domain) in zip(st.columns(3), metrics):
     with col:
-        draw("sweep", sc.sweep_chart, grad["frame"], f"sweep_{metric}", metric=metric,
-             title=t(f"scaling.{label}"), x_title="d_k", y_title=t(f"scaling.{label}"),
-             mode_title=t("scaling.mode_title"), y_domain=domain)
+        anatomy.show_chart(spec("sweep", sc.sweep_chart, grad["frame"], metric=metric,
+                                title=t(f"scaling.{label}"), x_title="d_k", y_title=t(f"scaling.{label}"),
+                                mode_title=t("scaling.mode_title"), y_domain=domain), key=f"sweep_{metric}")
 st.caption(t("scaling.sweep_caption", n=N_Q, k=N_K, tau=tau_txt, dk=d_k))
 if (grad["frame"]["value"] < sc.FLOOR).any():
     st.caption(t("scaling.floor_caption", floor=f"{sc.FLOOR:.0e}"))
@@ -226,8 +221,8 @@ st.markdown(lesson("scaling/temperature"))
 left, right = st.columns([2, 1])
 with left:
     st.markdown(f"**{t('scaling.tau_title', q=Q_LABELS[row], dk=d_k)}**")
-    draw("temp", sc.temperature_chart, soft["temp"], "temp", n_keys=N_K, x_title=t("scaling.tau_x"),
-         y_title=t("scaling.tau_y"), mode_title=t("scaling.mode_title"))
+    anatomy.show_chart(spec("temp", sc.temperature_chart, soft["temp"], n_keys=N_K, x_title=t("scaling.tau_x"),
+                            y_title=t("scaling.tau_y"), mode_title=t("scaling.mode_title")), key="temp")
 with right:
     st.caption(t("scaling.tau_caption", k=N_K, tau=tau_txt, sqrt=root))
 

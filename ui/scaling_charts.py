@@ -4,12 +4,11 @@ Pure functions, no Streamlit calls. Each ``*_frame`` builds the long-form data o
 (exact numbers kept, so tests can decode and check them); each ``*_chart`` takes that one frame
 plus translated titles and returns an ``alt.Chart``. Anything that changes with the controls
 (the current d_k, tau, the strongest key) is a column of the frame, never baked into the spec:
-so the spec depends on the language only, ``skeleton`` serialises it once (Altair's validation
-costs ~100 ms per chart here) and ``filled`` puts each rerun's data in — a rerun stays fast.
+so the spec depends on the language and the options only: the page builds it once and ships each
+rerun's frame as its data (building a chart costs 5-70 ms here) — a rerun stays fast.
 """
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 
@@ -23,7 +22,8 @@ THEORY_COLOUR = "#444444"
 NOW_COLOUR = "#888888"
 FLOOR = 1e-7                  # below this the float64 closed-form Jacobian norm is rounding noise
 HIST_BINS = 41
-DATASET = "main"
+# stretch a plot to the column's width, keep its height as given (Streamlit's default "fit" squeezes it)
+FIT_X = alt.AutoSizeParams(type="fit-x", contains="padding")
 LOG2_TICKS = [1, 4, 16, 64, 256, 1024]
 
 
@@ -58,40 +58,6 @@ def fmt_tau(tau: float) -> str:
     if tau < 1:
         return f"1/{round(1 / tau)}"
     return f"{tau:g}"
-
-
-# --- one spec per language, new data each rerun ---------------------------------------------------
-
-def skeleton(chart: alt.TopLevelMixin) -> str:
-    """The chart's Vega-Lite spec as JSON, without its data (its one dataset is named "main").
-
-    Altair builds and validates the spec here, once; ``filled`` reuses it with new data.
-    The chart must have exactly one dataset, so the spec cannot depend on the values.
-    """
-    spec = chart.to_dict()
-    datasets = spec.pop("datasets", {})
-    if len(datasets) != 1:
-        raise ValueError(f"a skeleton needs exactly one dataset, the chart has {len(datasets)}")
-    view = spec.get("config", {}).get("view", {})
-    for key in ("continuousWidth", "continuousHeight"):   # Altair's default theme; Streamlit drops it too
-        view.pop(key, None)
-    if "config" in spec and not view:
-        spec["config"].pop("view", None)
-        if not spec["config"]:
-            del spec["config"]
-    if not any(k in spec for k in ("facet", "vconcat", "hconcat", "concat")):
-        # Streamlit's default "fit" squeezes the plot to make room for legends and axis titles;
-        # fit-x stretches the width only and keeps the height of the plot as specified.
-        spec.setdefault("autosize", {"type": "fit-x", "contains": "padding"})
-    (name,) = datasets
-    return json.dumps(spec).replace(json.dumps(name), json.dumps(DATASET))
-
-
-def filled(skeleton_json: str, frame: pd.DataFrame) -> dict:
-    """A Vega-Lite spec dict for ``st.vega_lite_chart``: the skeleton with ``frame`` as its data."""
-    spec = json.loads(skeleton_json)
-    spec["datasets"] = {DATASET: frame}
-    return spec
 
 
 def _mode_colour(labels: Sequence[str]) -> alt.Scale:
@@ -198,7 +164,7 @@ def variance_chart(frame: pd.DataFrame, *, title: str, x_title: str, y_title: st
         alt.datum.is_now & (alt.datum.kind == "theory") & ~alt.datum.scaled)
     now = base.transform_filter(alt.datum.is_now & (alt.datum.kind == "measured")).mark_point(
         size=120, filled=True, stroke="black", strokeWidth=1)
-    return alt.layer(theory, measured, rule, now, data=frame).properties(title=title, height=300)
+    return alt.layer(theory, measured, rule, now, data=frame).properties(title=title, height=300, autosize=FIT_X)
 
 
 # --- 2. what big scores do to softmax --------------------------------------------------------------
@@ -217,7 +183,7 @@ def row_chart(frame: pd.DataFrame, *, key_title: str, weight_title: str) -> alt.
         y=alt.Y("weight:Q", title=weight_title, scale=alt.Scale(domain=[0, 1])),
         color=alt.when(alt.datum.is_max).then(alt.value("#e66101")).otherwise(alt.value("#3b528b")),
         tooltip=[alt.Tooltip("key:N", title=key_title), alt.Tooltip("exact:N", title=weight_title)],
-    ).properties(height=250)
+    ).properties(height=250, autosize=FIT_X)
 
 
 def strip_frame(weights: np.ndarray, d_ks: Sequence[int], key_labels: Sequence[str],
@@ -293,7 +259,7 @@ def sweep_chart(frame: pd.DataFrame, metric: str, *, title: str, x_title: str, y
                                                             strokeWidth=1)
     rule = alt.Chart().mark_rule(color=NOW_COLOUR, strokeDash=[2, 2]).encode(x="d_k:Q").transform_filter(
         (alt.datum.metric == metric) & alt.datum.is_now & ~alt.datum.scaled)
-    return alt.layer(lines, rule, now, data=frame).properties(title=title, height=260)
+    return alt.layer(lines, rule, now, data=frame).properties(title=title, height=260, autosize=FIT_X)
 
 
 # --- 4. temperature -------------------------------------------------------------------------------
@@ -332,4 +298,4 @@ def temperature_chart(frame: pd.DataFrame, n_keys: int, *, x_title: str, y_title
         alt.datum.is_now & ~alt.datum.scaled)
     flat = alt.Chart().transform_aggregate(rows="count()").mark_rule(
         color=THEORY_COLOUR, strokeDash=[1, 3]).encode(y=alt.datum(1.0 / n_keys))
-    return alt.layer(lines, rule, now, flat, data=frame).properties(height=260)
+    return alt.layer(lines, rule, now, flat, data=frame).properties(height=260, autosize=FIT_X)

@@ -65,7 +65,7 @@ def test_opens_in_both_languages(lang):
         assert str(catalog(lang)[f"scaling.{key}"]) in text
     for chart in charts(at):       # every chart title / axis title comes from the language's catalog
         spec = chart_spec(chart)
-        assert "main" in chart_data(chart)
+        assert "data" in chart_data(chart)
         if lang == "zh":
             assert "density" not in str(spec) or "密度" in str(spec)
 
