@@ -149,6 +149,21 @@ def matching_form(text: str, answer: str) -> str | None:
     return None
 
 
+def part_focus(alignment, parts: dict[str, Sequence[int]]) -> dict[str, tuple[list[int], float]]:
+    """Where each part of an answer reads: for each named group of output rows (e.g. the year digits
+    0-3 of "YYYY-MM-DD"), the input positions that are some row's largest weight (sorted, distinct)
+    and the mean of those rows' largest weights."""
+    w = np.asarray(alignment, dtype=np.float64)
+    out = {}
+    for name, rows in parts.items():
+        rows = [r for r in rows if r < w.shape[0]]
+        if not rows:
+            out[name] = ([], float("nan"))
+            continue
+        out[name] = (sorted(set(int(j) for j in w[rows].argmax(-1))), float(w[rows].max(-1).mean()))
+    return out
+
+
 def translate_one(model: Seq2Seq, text: str, src_vocab: Vocab, tgt_vocab: Vocab, max_len: int) -> Translation:
     """``seq2seq.translate`` of one source, without autograd bookkeeping."""
     with torch.inference_mode():

@@ -18,6 +18,7 @@ from attention_core.seq2seq_lab import (
     decode_as_tutorial,
     matching_form,
     parse_iso,
+    part_focus,
     random_digits,
     reverse_check,
     smooth,
@@ -168,3 +169,12 @@ def test_smooth_is_a_trailing_mean(values, window):
 def test_smooth_rejects_a_bad_window():
     with pytest.raises(ValueError):
         smooth([1.0], 0)
+
+
+def test_part_focus_by_hand():
+    w = np.array([[0.7, 0.2, 0.1], [0.1, 0.8, 0.1], [0.5, 0.3, 0.2], [0.0, 0.1, 0.9]])
+    got = part_focus(w, {"a": [0, 1], "b": [2], "c": [3, 7], "d": [9]})
+    assert got["a"] == ([0, 1], pytest.approx(0.75))
+    assert got["b"] == ([0], pytest.approx(0.5))
+    assert got["c"] == ([2], pytest.approx(0.9))               # rows past the end are skipped
+    assert got["d"][0] == [] and np.isnan(got["d"][1])

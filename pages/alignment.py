@@ -1,0 +1,341 @@
+"""Bahdanau alignment: a trained attention Seq2Seq model normalises dates typed in English or Chinese,
+and its attention weights show which input characters each output character was read from.
+
+First tutorial, sections 3.2 and 4.1 (additive attention, v^T tanh(W_q q + W_k k)) inside the
+Seq2Seq decoder of section 2. Order: the learner's date -> the answer, checked -> the alignment
+heatmap (click a row) -> the gallery of supported forms -> one date in several forms side by side.
+"""
+from __future__ import annotations
+
+import datetime as dt
+
+import streamlit as st
+import torch
+
+from attention_core.modules import AdditiveAttention
+from attention_core.seq2seq import AttentionDecoder, translate
+from attention_core.seq2seq_lab import (
+    date_forms,
+    decode_as_tutorial,
+    matching_form,
+    parse_iso,
+    part_focus,
+    translate_one,
+)
+from attention_core.tasks import (
+    DATE_FORMAT_IDS,
+    DATE_MAX,
+    DATE_MIN,
+    MAX_DATE_INPUT,
+    normalize_date_text,
+    unknown_chars,
+)
+from attention_core.train import load_curves, load_model
+from ui import alignment_charts as ac
+from ui import anatomy
+from ui.charts import bars, heatmap, to_spec
+from ui.i18n import current_lang, lesson, t
+
+NS = "alignment"
+GALLERY_DATE = dt.date(2017, 3, 5)
+EXERCISE_INPUT = "5 mar 17"
+PITFALL_PARTNER = "wednesday, september 27th 2017"       # a long date to batch with (the tutorial's way)
+MAX_LEN = 12                                              # decoding steps: "YYYY-MM-DD" + <eos> + 1
+PARTS = {"year": range(0, 4), "month": range(5, 7), "day": range(8, 10)}  # rows of "YYYY-MM-DD"
+# the forms, as patterns that read the same in both languages (the URL keeps them)
+PATTERNS = {
+    "en_mdy_long": "Month D, YYYY", "en_dmy_long": "D Month YYYY", "en_mdy_abbr": "Mon D, YYYY",
+    "en_dmy_abbr_yy": "D Mon YY", "en_weekday_ordinal": "Weekday, Month Dth YYYY",
+    "en_ordinal_of": "the Dth of Month YYYY", "en_weekday_abbr": "Wkd D Mon YYYY",
+    "num_ymd_slash": "YYYY/MM/DD", "num_ymd_dot": "YYYY.M.D", "num_compact": "YYYYMMDD",
+    "zh_ymd": "YYYY年M月D日", "zh_ymd_padded": "YYYY年MM月DD日", "zh_ymd_hao": "YYYY年M月D号",
+    "zh_numerals": "汉字数字 (Chinese numerals)", "zh_yy": "YY年M月D日", "zh_weekday": "YYYY年M月D日星期W",
+    "zh_zhou": "YYYY年M月D日(周W)",
+}
+DEFAULT_FORMS = ("en_mdy_long", "en_dmy_abbr_yy", "num_ymd_slash", "zh_numerals")
+MAX_FORMS = 6
+FORMULA = (r"e_{tj} = v^{\top}\tanh\!\big(W_q\, s_{t-1} + W_k\, h_j\big),\qquad "
+           r"\alpha_{tj} = \frac{\exp(e_{tj})}{\sum_{k=1}^{n}\exp(e_{tk})},\qquad "
+           r"c_t = \sum_{j=1}^{n} \alpha_{tj}\, h_j")
+TUTORIAL_MASK = """# first tutorial, section 4.1: AdditiveAttention.forward(query, keys, values, mask=None)
+if mask is not None:                                   # mask is optional ...
+    scores = scores.masked_fill(mask == 0, float('-inf'))
+attention_weights = torch.softmax(scores, dim=-1)      # ... and without it, <pad> gets weight too
+# the encoder also reads the pads (no lengths), so the keys at <pad> are real LSTM states
+# the fix (attention_core.seq2seq): pack the batch, and always pass the padding mask
+mask = padding_mask(src_lengths, src.size(1))[:, 0, 0, :]   # True = a real character"""
+assert set(PATTERNS) == set(DATE_FORMAT_IDS)
+
+
+# ------------------------------------------------------------------ models and cached computations
+@st.cache_resource(show_spinner=False)
+def model(name: str):
+    """One copy per process, eval mode; None if the checkpoint is not shipped."""
+    try:
+        return load_model(name)
+    except FileNotFoundError:
+        return None
+
+
+@st.cache_resource(show_spinner=False)
+def curves() -> dict:
+    try:
+        return load_curves()
+    except FileNotFoundError:
+        return {}
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def read(text: str) -> dict:
+    """The attention model's answer and alignment for one normalised input, and the plain model's answer."""
+    m = model("dates")
+    r = translate_one(m.model, text, m.src_vocab, m.tgt_vocab, MAX_LEN)
+    plain = model("dates_noattn")
+    other = translate_one(plain.model, text, plain.src_vocab, plain.tgt_vocab, MAX_LEN).output if plain else None
+    return {"output": r.output, "w": r.alignment.numpy(), "plain": other, "form": matching_form(text, r.output)}
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def read_forms(date: dt.date, forms: tuple[str, ...]) -> list[dict]:
+    """``date`` written in each of ``forms``, through the model in one batch."""
+    m = model("dates")
+    texts = date_forms(date, forms)
+    with torch.inference_mode():
+        outs = translate(m.model, [s for _, s in texts], m.src_vocab, m.tgt_vocab, max_len=MAX_LEN)
+    return [{"form": f, "text": s, "output": o.output, "w": o.alignment.numpy()} for (f, s), o in zip(texts, outs)]
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def tutorial_batch(text: str) -> dict:
+    m = model("dates")
+    r = decode_as_tutorial(m.model, [text, PITFALL_PARTNER], m.src_vocab, m.tgt_vocab, MAX_LEN)[0]
+    return {"output": r.output, "pad": float(r.alignment[:, len(text):].sum(-1).mean()) if len(r.output) else 0.0}
+
+
+@st.cache_resource(max_entries=256, show_spinner=False)
+def spec(key: tuple, _build) -> dict:
+    """The finished Vega-Lite spec of chart ``key`` (plain values + language), built once."""
+    return to_spec(_build())
+
+
+def chart(key: tuple, build) -> dict:
+    return spec((current_lang(),) + key, build)
+
+
+# ------------------------------------------------------------------ helpers
+def chars(text: str) -> list[str]:
+    return ac.visible_chars(text)
+
+
+def quoted(items: list[str], limit: int = 8) -> str:
+    shown = t(f"{NS}.sep").join(f"«{anatomy.md_escape(c)}»" for c in ac.visible_chars("".join(items[:limit])))
+    return shown + ("…" if len(items) > limit else "")
+
+
+def load_form(fmt: str) -> None:
+    """Gallery click: put the form's example into the (URL-bound) text box."""
+    st.session_state["date"] = dict(date_forms(GALLERY_DATE, [fmt]))[fmt]
+
+
+def on_gallery() -> None:
+    picked = st.session_state.get("gallery")
+    if picked in PATTERNS:
+        load_form(picked)
+    st.session_state["gallery"] = None
+
+
+def facts() -> None:
+    m = model("dates")
+    ev = curves().get("dates", {}).get("attention") or m.meta.get("eval", {})
+    by = ev.get("by_lang", {})
+    params = sum(p.numel() for p in m.model.parameters())
+    st.caption(t(f"{NS}.facts", hidden=m.config["hidden_dim"], params=f"{params:,}", steps=m.meta["recipe"]["steps"],
+                 secs=f"{m.meta['train_seconds']:.0f}", n=ev.get("n", "—"),
+                 en=f"{100 * by.get('en', float('nan')):.1f}%", zh=f"{100 * by.get('zh', float('nan')):.1f}%",
+                 num=f"{100 * by.get('num', float('nan')):.1f}%", forms=len(PATTERNS)))
+
+
+def date_input() -> str | None:
+    """The learner's date, normalised; None after a message."""
+    # the gallery writes the box's value through session state: then the box gets no default of its own
+    default = {} if "date" in st.session_state else {"value": t(f"{NS}.default_date")}
+    typed = st.text_input(t(f"{NS}.date"), key="date", bind="query-params", max_chars=400,
+                          help=t(f"{NS}.date_help", max=MAX_DATE_INPUT), **default)
+    st.pills(t(f"{NS}.gallery"), list(PATTERNS), format_func=lambda f: dict(date_forms(GALLERY_DATE, [f]))[f],
+             key="gallery", on_change=on_gallery, help=t(f"{NS}.gallery_help"))
+    text = normalize_date_text(typed)
+    if not text:
+        anatomy.problem(f"{NS}.err_empty")
+        return None
+    if len(text) > MAX_DATE_INPUT:
+        anatomy.problem(f"{NS}.err_long", n=len(text), max=MAX_DATE_INPUT)
+        return None
+    bad = unknown_chars(text)
+    if bad:
+        anatomy.problem(f"{NS}.err_unknown", chars=quoted(bad))
+        return None
+    return text
+
+
+# ------------------------------------------------------------------ sections
+def answer_section(text: str, r: dict) -> None:
+    out = r["output"]
+    c1, c2 = st.columns([1, 2])
+    c1.metric(t(f"{NS}.answer"), out or "—")
+    with c2:
+        if r["form"] is not None:
+            st.success(t(f"{NS}.verified", out=out, form=PATTERNS[r["form"]]), icon=":material/check_circle:")
+        elif parse_iso(out) is None:
+            st.warning(t(f"{NS}.not_a_date", out=anatomy.md_escape(out) or "—"), icon=":material/help:")
+        else:
+            st.info(t(f"{NS}.unconfirmed", out=out), icon=":material/help:")
+        if r["plain"] is not None:
+            st.caption(t(f"{NS}.plain_answer", out=anatomy.md_escape(r["plain"]) or "—"))
+    if text != st.session_state.get("date", ""):
+        st.caption(t(f"{NS}.normalised", text=anatomy.md_escape(text)))
+
+
+def default_row(out: str) -> int:
+    """The month's last digit (row 6 of YYYY-MM-DD) when the answer has one, else the first row."""
+    return 6 if len(out) > 6 else 0
+
+
+def heatmap_section(text: str, r: dict) -> int:
+    out, w = r["output"], r["w"]
+    rows, cols = list(out), chars(text)
+    st.subheader(t(f"{NS}.map_title"))
+    before = st.session_state.get("_al_row")
+    picked = anatomy.show_matrix(chart(("map", text, before), lambda: heatmap(
+        w, rows, cols, title=t(f"{NS}.map_chart", n_out=len(rows), n_in=len(cols)),
+        x_title=t(f"{NS}.input_axis"), y_title=t(f"{NS}.output_axis"), value_title=t("common.weight"),
+        selected_row=before if before is not None and before < len(rows) else default_row(out),
+        height=28 * len(rows) + 150)),
+        w, rows, cols, key="map", file_name="date_alignment.csv")
+    if picked is not None and picked < len(rows):
+        st.session_state["_al_row"] = picked
+    row = st.session_state.get("_al_row")
+    row = default_row(out) if row is None or row >= len(rows) else row
+    st.caption(t(f"{NS}.map_caption"))
+    labels = ac.unique(rows)
+    best = int(w[row].argmax())
+    anatomy.show_chart(chart(("row", text, row), lambda: bars(
+        w[row], cols, value_title=t("common.weight"), label_title=t(f"{NS}.input_axis"), highlight=best,
+        height=250).properties(title=t(f"{NS}.row_chart", ch=labels[row], t=row + 1))), key="row")
+    st.dataframe(ac.reading_table(w, out, text, t(f"{NS}.col_out"), t(f"{NS}.col_reads"), t(f"{NS}.col_weight")),
+                 hide_index=True, width="stretch")
+    return row
+
+
+def forms_section() -> tuple[dt.date, list[dict]]:
+    st.header(t(f"{NS}.forms_title"))
+    st.markdown(lesson(f"{NS}/forms"))
+    c1, c2 = st.columns([1, 3])
+    day = c1.date_input(t(f"{NS}.cmp_date"), value=GALLERY_DATE, min_value=DATE_MIN, max_value=DATE_MAX,
+                        key="day", bind="query-params")
+    day = day if isinstance(day, dt.date) else GALLERY_DATE
+    by_label = {v: k for k, v in PATTERNS.items()}
+    chosen = c2.multiselect(t(f"{NS}.cmp_forms"), list(PATTERNS.values()),
+                            default=[PATTERNS[f] for f in DEFAULT_FORMS], max_selections=MAX_FORMS, key="forms",
+                            bind="query-params", help=t(f"{NS}.cmp_forms_help", max=MAX_FORMS))
+    forms = tuple(by_label[c] for c in chosen if c in by_label)
+    if not forms:
+        anatomy.problem(f"{NS}.err_no_forms")
+        return day, []
+    res = read_forms(day, forms)
+    cols = st.columns(2)
+    for i, r in enumerate(res):
+        with cols[i % 2]:
+            anatomy.show_chart(chart(("form", day.isoformat(), r["form"]), lambda r=r: heatmap(
+                r["w"], list(r["output"]), chars(r["text"]), show_numbers=False, selectable=False,
+                title=t(f"{NS}.form_chart", form=PATTERNS[r["form"]], text=r["text"], out=r["output"]),
+                x_title=t(f"{NS}.input_axis"), y_title=t(f"{NS}.output_axis"),
+                value_title=t("common.weight"), height=340)), key=f"form_{r['form']}")
+    st.markdown(f"**{t(f'{NS}.moves_title')}**")
+    st.dataframe(ac.moves_table(res, PARTS, {k: t(f"{NS}.part_{k}") for k in PARTS}, PATTERNS,
+                                t(f"{NS}.col_part")), hide_index=True, width="stretch")
+    return day, res
+
+
+def notices(text: str, r: dict, row: int, forms: list[dict]) -> None:
+    out, w = r["output"], r["w"]
+    cols, labels = chars(text), ac.unique(list(out))
+    items = [t(f"{NS}.notice_rows", n_out=len(out), n_in=len(cols), lo=f"{w.sum(1).min():.6f}",
+               hi=f"{w.sum(1).max():.6f}")]
+    best = int(w[row].argmax())
+    items.append(t(f"{NS}.notice_row", ch=labels[row], src=anatomy.md_escape(ac.unique(cols)[best]),
+                   w=f"{w[row, best]:.2f}", uniform=f"{1 / len(cols):.2f}"))
+    if len(out) == 10:
+        focus = part_focus(w, PARTS)
+        items.append(t(f"{NS}.notice_parts", **{k: quoted([text[j] for j in focus[k][0]]) for k in PARTS},
+                       **{f"{k}_w": f"{focus[k][1]:.2f}" for k in PARTS}))
+    peak = w.max(1)
+    items.append(t(f"{NS}.notice_peaks", mean=f"{peak.mean():.2f}", low=labels[int(peak.argmin())],
+                   low_w=f"{peak.min():.2f}"))
+    month = [f for f in forms if len(f["output"]) == 10]
+    if len(month) >= 2:
+        reads = [f"{PATTERNS[f['form']]} → «{anatomy.md_escape(chars(f['text'])[int(f['w'][6].argmax())])}»"
+                 for f in month]
+        items.append(t(f"{NS}.notice_moves", reads=t(f"{NS}.sep").join(reads)))
+        for f in month:
+            ch = f["text"][int(f["w"][6].argmax())]
+            if "a" <= ch <= "z":
+                items.append(t(f"{NS}.notice_letter", text=anatomy.md_escape(f["text"]), ch=ch))
+                break
+    anatomy.notice(items)
+
+
+@st.cache_data(max_entries=2, show_spinner=False)
+def exercise_facts() -> dict:
+    """Where the model looks when it writes the century of "5 mar 17": the answer of the exercise."""
+    m = model("dates")
+    r = translate_one(m.model, EXERCISE_INPUT, m.src_vocab, m.tgt_vocab, MAX_LEN)
+    w0 = r.alignment[0].numpy()
+    regions = {"day": [0], "month": [2, 3, 4], "year": [6, 7]}
+    mass = {k: float(w0[v].sum()) for k, v in regions.items()}
+    answer = ["day", "month", "year"].index(max(mass, key=mass.get)) if w0.max() >= 0.3 else 3
+    return {"answer": answer, "out": r.output, **{k: f"{v:.2f}" for k, v in mass.items()}}
+
+
+def pitfall_demo(text: str | None) -> None:
+    text = text or normalize_date_text(t(f"{NS}.default_date"))
+    m = model("dates")
+    alone = translate_one(m.model, text, m.src_vocab, m.tgt_vocab, MAX_LEN).output
+    if len(text) >= len(PITFALL_PARTNER):
+        st.caption(t(f"{NS}.pit_too_long"))
+        return
+    r = tutorial_batch(text)
+    st.markdown(t(f"{NS}.pit_result", text=anatomy.md_escape(text), alone=alone,
+                  batched=anatomy.md_escape(r["output"]) or "—", partner=PITFALL_PARTNER, pad=f"{100 * r['pad']:.0f}%"))
+    if r["output"] != alone:
+        st.error(t(f"{NS}.pit_changed"), icon=":material/error:")
+    else:
+        st.caption(t(f"{NS}.pit_same"))
+
+
+# ------------------------------------------------------------------ the page
+anatomy.header(NS)
+anatomy.intuition(NS)
+st.markdown(lesson(f"{NS}/decoder"))
+anatomy.formula(FORMULA, t(f"{NS}.formula_caption"))
+
+if model("dates") is None:
+    anatomy.problem(f"{NS}.err_no_model")
+else:
+    facts()
+    text = date_input()
+    row, res = 0, None
+    if text is not None:
+        res = read(text)
+        answer_section(text, res)
+        if res["output"]:
+            row = heatmap_section(text, res)
+    _, forms = forms_section()
+    if res is not None and res["output"]:
+        notices(text, res, row, forms)
+    ex = exercise_facts()
+    anatomy.exercise("al_ex", t(f"{NS}.ex_question", text=EXERCISE_INPUT),
+                     [t(f"{NS}.ex_{k}") for k in ("day", "month", "year", "even")], ex["answer"],
+                     t(f"{NS}.ex_explain", text=EXERCISE_INPUT, **{k: ex[k] for k in ("out", "day", "month", "year")}))
+    anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=TUTORIAL_MASK, demo=lambda: pitfall_demo(text))
+anatomy.show_code(AdditiveAttention.scores, AdditiveAttention.forward, AttentionDecoder.attend, AttentionDecoder.step,
+                  translate)

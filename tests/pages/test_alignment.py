@@ -1,0 +1,214 @@
+"""The alignment page in AppTest: the heatmap is the shipped date model's alignment (recomputed here,
+rows sum to 1), the answer is checked against the input, the gallery loads every kind of form, one
+date in several forms gives the model's alignments, unknown characters and overlong input are named
+in the learner's language, and the URL reproduces the view."""
+import datetime as dt
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from attention_core.seq2seq import translate
+from attention_core.seq2seq_lab import date_forms, decode_as_tutorial, part_focus
+from attention_core.tasks import normalize_date_text
+from attention_core.train import load_model
+from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page
+from ui.alignment_charts import visible_chars
+from ui.anatomy import md_escape
+from ui.i18n import catalog
+
+EN, ZH = catalog("en"), catalog("zh")
+M = load_model("dates")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def oracle(text: str):
+    r = translate(M.model, [normalize_date_text(text)], M.src_vocab, M.tgt_vocab, max_len=12)[0]
+    return r.output, r.alignment.numpy()
+
+
+def frame(chart):
+    return chart_data(chart)["data"]
+
+
+def title_of(chart):
+    got = chart_spec(chart).get("title")
+    return got.get("text") if isinstance(got, dict) else got
+
+
+def titled(at, title: str):
+    found = [c for c in charts(at) if title_of(c) == title]
+    assert found, f"no chart titled {title!r}: {[title_of(c) for c in charts(at)]}"
+    return found[0]
+
+
+def grid(df) -> np.ndarray:
+    return df.pivot(index="query_pos", columns="key_pos", values="value").to_numpy()
+
+
+def notices(at) -> str:
+    return "\n".join(m.value for m in at.markdown if m.value.startswith("- "))
+
+
+def warnings(at) -> str:
+    return "\n".join(w.value for w in at.warning)
+
+
+# ---------------------------------------------------------------- the default view, both languages
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_heatmap_is_the_models_alignment(lang):
+    cat = catalog(lang)
+    at = open_page("alignment", lang)
+    assert exceptions(at) == []
+    assert cat["alignment.title"] in [x.value for x in at.title]
+    text = normalize_date_text(cat["alignment.default_date"])
+    out, w = oracle(text)
+    assert out == "2017-03-05" and at.metric[0].value == out
+    hm = frame(titled(at, cat["alignment.map_chart"].format(n_out=10, n_in=len(text))))
+    g = grid(hm)
+    assert np.allclose(g.sum(1), 1.0, atol=1e-5)                    # rows sum to 1
+    assert np.allclose(g, w, atol=1e-6)                              # and are the model's weights
+    labels = list(dict.fromkeys(hm.sort_values("key_pos")["key"]))
+    assert [lab.split("·")[0] for lab in labels] == visible_chars(text)
+    assert list(dict.fromkeys(hm.sort_values("query_pos")["query"]))[0] == "2"
+    # the default drill-down: step 7 (the month's last digit)
+    row = frame(titled(at, cat["alignment.row_chart"].format(ch="3", t=7)))
+    assert np.allclose(row.sort_values("pos")["value"], w[6], atol=1e-6)
+    assert cat["alignment.verified"].split("{")[0] in "\n".join(s.value for s in at.success)
+
+
+def test_clicked_row_and_notices_quote_the_numbers():
+    at = open_page("alignment", "en")
+    at.session_state["_al_row"] = 2                                   # as a click on row 3 would
+    at.run()
+    out, w = oracle(EN["alignment.default_date"])
+    row = frame(titled(at, EN["alignment.row_chart"].format(ch="1", t=3)))
+    assert np.allclose(row.sort_values("pos")["value"], w[2], atol=1e-6)
+    text = notices(at)
+    best = int(w[2].argmax())
+    m = re.search(r"Writing “1”, the model gives its largest weight, \*\*([\d.]+)\*\*, to «(.+?)»", text)
+    assert m and float(m.group(1)) == pytest.approx(w[2, best], abs=0.005)
+    assert m.group(2).split("·")[0] == visible_chars(normalize_date_text(EN["alignment.default_date"]))[best]
+    m = re.search(r"mean of the rows' largest weights is \*\*([\d.]+)\*\*", text)
+    assert m and float(m.group(1)) == pytest.approx(w.max(1).mean(), abs=0.005)
+    table = at.dataframe[0].value
+    assert table[EN["alignment.col_weight"]].tolist() == pytest.approx(np.round(w.max(1), 3).tolist())
+
+
+# ---------------------------------------------------------------- the gallery and the forms
+@pytest.mark.parametrize("fmt", ["en_weekday_ordinal", "zh_numerals", "num_compact", "zh_zhou"])
+def test_gallery_loads_a_form_and_the_answer_is_verified(fmt):
+    at = open_page("alignment", "zh")
+    gallery = next(b for b in at.get("button_group") if b.key == "gallery")
+    gallery.set_value(fmt).run()
+    assert exceptions(at) == []
+    text = dict(date_forms(dt.date(2017, 3, 5), [fmt]))[fmt]
+    assert at.text_input(key="date").value == text
+    assert next(b for b in at.get("button_group") if b.key == "gallery").value is None   # ready for another
+    out, w = oracle(text)
+    assert at.metric[0].value == out == "2017-03-05"
+    assert np.allclose(grid(frame(titled(at, ZH["alignment.map_chart"].format(n_out=10, n_in=len(text))))), w,
+                       atol=1e-6)
+    assert at.success                                                   # "right: ... the form ..."
+
+
+def test_one_date_in_several_forms():
+    at = open_page("alignment", "en", params={"day": "1998-11-23"})
+    assert exceptions(at) == [] and at.date_input(key="day").value == dt.date(1998, 11, 23)
+    forms = ("en_mdy_long", "en_dmy_abbr_yy", "num_ymd_slash", "zh_numerals")
+    rendered = date_forms(dt.date(1998, 11, 23), forms)
+    outs = translate(M.model, [s for _, s in rendered], M.src_vocab, M.tgt_vocab, max_len=12)
+    spans = {"year": range(0, 4), "month": range(5, 7), "day": range(8, 10)}
+    moves = at.dataframe[1].value
+    for (fmt, text), o in zip(rendered, outs):
+        charts_ = [c for c in charts(at) if f"“{text}” → {o.output}" in (title_of(c) or "")]
+        assert len(charts_) == 1
+        g = grid(frame(charts_[0]))
+        assert np.allclose(g, o.alignment.numpy(), atol=1e-6) and np.allclose(g.sum(1), 1, atol=1e-5)
+        column = next(c for c in moves.columns if c.endswith(f": {text}"))
+        focus = part_focus(o.alignment.numpy(), spans)
+        want = [" ".join(visible_chars(text)[j] for j in focus[k][0]) + f"  ({focus[k][1]:.2f})" for k in spans]
+        assert moves[column].tolist() == want
+    at.multiselect(key="forms").set_value([]).run()
+    assert exceptions(at) == [] and EN["alignment.err_no_forms"] in warnings(at)
+
+
+# ---------------------------------------------------------------- bad input
+@pytest.mark.parametrize("text, expect", [
+    ("5 März 2017", "«ä», «z»"),
+    ("😀 5 mar 17", "«😀»"),
+    ("<script>alert(1)</script>", "«\\<», «\\>»"),
+    ("2017年3月5日 你好", "«你», «好»"),
+])
+def test_unknown_characters_are_named(text, expect):
+    at = open_page("alignment", "en")
+    at.text_input(key="date").set_value(text).run()
+    assert exceptions(at) == []
+    shown = warnings(at)
+    assert "The model has never seen" in shown and expect in shown
+    assert not [c for c in charts(at) if (title_of(c) or "").startswith("Where each output")]
+
+
+def test_unknown_characters_in_chinese():
+    at = open_page("alignment", "zh", params={"date": "2017年3月5日 😀"})
+    assert exceptions(at) == [] and "模型从没见过 «😀»" in warnings(at)
+
+
+@pytest.mark.parametrize("text, key, fields", [
+    ("", "err_empty", {}),
+    ("   ", "err_empty", {}),
+    ("1" * 41, "err_long", {"n": 41, "max": 40}),
+    ("1" * 300, "err_long", {"n": 300, "max": 40}),
+])
+def test_empty_and_overlong_input(text, key, fields):
+    at = open_page("alignment", "en")
+    at.text_input(key="date").set_value(text).run()
+    assert exceptions(at) == []
+    assert EN[f"alignment.{key}"].format(**fields) in warnings(at)
+
+
+def test_text_that_is_not_a_date_gets_an_honest_message():
+    at = open_page("alignment", "en")
+    at.text_input(key="date").set_value("the moon").run()           # every character is known
+    assert exceptions(at) == []
+    out, w = oracle("the moon")
+    assert at.metric[0].value == (out or "—")
+    shown = all_text(at)
+    assert EN["alignment.unconfirmed"].format(out=out) in shown or "is not a real date" in shown
+
+
+# ---------------------------------------------------------------- URL, exercise, pitfall
+def test_url_reproduces_date_and_forms():
+    at = open_page("alignment", "zh", params={"date": "5 MAR 17", "day": "2049-12-31"})
+    assert exceptions(at) == []
+    out, w = oracle("5 mar 17")
+    assert at.metric[0].value == out
+    assert np.allclose(grid(frame(titled(at, ZH["alignment.map_chart"].format(n_out=10, n_in=8)))), w, atol=1e-6)
+    assert any("→ 2049-12-31" in (title_of(c) or "") for c in charts(at))
+
+
+def test_exercise_answer_is_where_the_model_looks():
+    _, w = oracle("5 mar 17")
+    mass = {"day": w[0, [0]].sum(), "month": w[0, [2, 3, 4]].sum(), "year": w[0, [6, 7]].sum()}
+    answer = ["day", "month", "year"].index(max(mass, key=mass.get)) if w[0].max() >= 0.3 else 3
+    at = open_page("alignment", "en")
+    at.radio(key="al_ex_guess").set_value(answer).run()
+    at.button(key="al_ex_reveal").click().run()
+    assert at.success and f"on the year: {mass['year']:.2f}" in all_text(at)
+
+
+def test_pitfall_batches_the_learners_date_the_tutorials_way():
+    at = open_page("alignment", "en", params={"date": "5 mar 17"})
+    batched = decode_as_tutorial(M.model, ["5 mar 17", "wednesday, september 27th 2017"], M.src_vocab,
+                                 M.tgt_vocab, 12)[0]
+    pad = float(batched.alignment[:, 8:].sum(-1).mean())
+    text = all_text(at)
+    assert f"→ **{md_escape(batched.output)}**, with {100 * pad:.0f}% of each step's weight on <pad>" in text
