@@ -34,13 +34,13 @@ def flip_frame(weights: Sequence, heads: Sequence[str], sentences: Sequence[str]
 def flip_chart(weights: Sequence, heads: Sequence[str], sentences: Sequence[str],
                nouns: Sequence[Sequence[str]], referents: Sequence[int], *, head_title: str,
                weight_title: str, noun_title: str, first_title: str, second_title: str,
-               referent_title: str, width: int = 380, height: int = 220) -> alt.FacetChart:
+               referent_title: str, width: int = 330, height: int = 220) -> alt.FacetChart:
     """One panel per sentence: for every head (x) two bars, the weight from "it" on the first noun
     and on the second noun (same 0..1 axis in both panels); the referent's bar is outlined."""
     frame = flip_frame(weights, heads, sentences, nouns, referents)
     frame["slot"] = np.where(frame["noun_pos"] == 0, first_title, second_title)
     frame["role"] = np.where(frame["referent"], referent_title, "")
-    colour = alt.Color("slot:N", title=noun_title, legend=alt.Legend(orient="bottom", labelLimit=300),
+    colour = alt.Color("slot:N", title=noun_title, legend=alt.Legend(labelLimit=260),
                        scale=alt.Scale(domain=[first_title, second_title], range=list(NOUN_COLOURS)))
     return alt.Chart(frame).mark_bar(strokeWidth=2).encode(
         x=alt.X("head:N", sort=list(heads), title=head_title, axis=alt.Axis(labelAngle=-45, labelOverlap=False)),

@@ -1,0 +1,244 @@
+"""The attention-analysis page in AppTest: entropy and sparsity per head equal a computation done here
+sentence by sentence without padding; the tutorial's analyser equals its code typed out on the padded
+batch; pattern shares equal the classifier run here; geometry, every head and rollout equal the model's
+weights recomputed here; notices quote the charts; every widget at its extremes; the URL."""
+import math
+import random
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from attention_core.analysis import PATTERNS, classify_heads, qk_geometry
+from attention_core.pronoun import make_pronoun_batch, resolve
+from attention_core.tasks import make_pronoun_example, pronoun_text
+from attention_core.train import load_model
+from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page
+from ui.i18n import catalog
+
+EN, ZH = catalog("en"), catalog("zh")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+@pytest.fixture(scope="module")
+def lm():
+    return load_model("pronoun")
+
+
+def examples(seed, b, langs=("en", "zh")):
+    """The page's batch, generated here from the task's own generator."""
+    rng = random.Random(seed)
+    return [make_pronoun_example(rng, lang=langs[i % len(langs)]) for i in range(b)]
+
+
+def per_sentence(lm, exs):
+    """Each sentence run alone (no padding): list of (L, h, n, n) float64 arrays."""
+    return [torch.stack(resolve(lm.model, e, lm.src_vocab).weights).double().numpy() for e in exs]
+
+
+def oracle_stats(runs, tau, normalize=False):
+    ent = sum(_entropy(w).sum(-1) / (math.log(w.shape[-1]) if normalize else 1) for w in runs)
+    spa = sum((w < tau).mean(-1).sum(-1) for w in runs)
+    rows = sum(w.shape[-1] for w in runs)
+    return ent / rows, spa / rows
+
+
+def _entropy(w):
+    return -np.where(w > 0, w * np.log(np.where(w > 0, w, 1.0)), 0.0).sum(-1)
+
+
+def titled(at, title):
+    def text(spec):
+        got = spec.get("title")
+        return got.get("text") if isinstance(got, dict) else got
+    found = [c for c in charts(at) if text(chart_spec(c)) == title]
+    assert found, f"no chart titled {title!r}: {[text(chart_spec(c)) for c in charts(at)]}"
+    return found[0]
+
+
+def frame(chart):
+    frames = [f for f in chart_data(chart).values() if len(f)]
+    return frames[0] if len(frames) == 1 else frames
+
+
+def matrix(chart):
+    f = frame(chart)
+    out = np.full((f["query_pos"].max() + 1, f["key_pos"].max() + 1), np.nan)
+    out[f["query_pos"], f["key_pos"]] = f["value"].astype(float)
+    return out
+
+
+def notice(at):
+    return "\n".join(m.value for m in at.markdown if m.value.startswith("- "))
+
+
+# ---------------------------------------------------------------- per-head statistics
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_entropy_and_sparsity_equal_a_sentence_by_sentence_computation(lm, lang):
+    at = open_page("analysis", lang)
+    assert exceptions(at) == []
+    cat = catalog(lang)
+    assert cat["analysis.title"] in [x.value for x in at.title]
+    exs = examples(0, 64)
+    ent, spa = oracle_stats(per_sentence(lm, exs), 0.1)
+    top = math.log(max(len(e.tokens) for e in exs))
+    e_chart = matrix(titled(at, cat["analysis.entropy_title"].format(top=f"{top:.2f}")))
+    s_chart = matrix(titled(at, cat["analysis.sparsity_title"].format(tau="0.10")))
+    assert e_chart.shape == (2, 4) and np.allclose(e_chart, ent, atol=1e-5)
+    assert np.allclose(s_chart, spa, atol=1e-5)
+    # the notice quotes the most focused head and its entropy from the chart
+    lo = int(e_chart.argmin())
+    m = re.search(r"\*\*(L\d·H\d)\*\*[^*]*\*\*([\d.]+)\*\*", notice(at))
+    assert m and m.group(1) == f"L{lo // 4 + 1}·H{lo % 4 + 1}" and float(m.group(2)) == pytest.approx(
+        e_chart.min(), abs=0.005)
+
+
+def test_url_sets_batch_language_threshold_and_normalisation(lm):
+    at = open_page("analysis", "en", {"b": "16", "seed": "3", "mix": "中文", "tau": "0.3", "norm": "true"})
+    assert exceptions(at) == []
+    assert (at.slider(key="b").value, at.number_input(key="seed").value, at.slider(key="tau").value) == (16, 3, 0.3)
+    assert at.button_group(key="mix").value == "zh" and at.toggle(key="norm").value is True
+    exs = examples(3, 16, ("zh",))
+    ent, spa = oracle_stats(per_sentence(lm, exs), 0.3, normalize=True)
+    assert np.allclose(matrix(titled(at, EN["analysis.entropy_title_norm"].format(top="1.00"))), ent, atol=1e-5)
+    assert np.allclose(matrix(titled(at, EN["analysis.sparsity_title"].format(tau="0.30"))), spa, atol=1e-5)
+    assert at.selectbox(key="ex").options[0].startswith("#1 · " + pronoun_text(exs[0].tokens, "zh"))
+
+
+def test_the_tutorials_analyser_is_its_code_on_the_padded_batch(lm):
+    at = open_page("analysis", "en")
+    exs = examples(0, 64)
+    batch = make_pronoun_batch(exs, lm.src_vocab)
+    with torch.no_grad():
+        weights = lm.model(batch.tokens, batch.lengths, batch.pronoun, batch.nouns).weights
+    seed_e, seed_s = [], []
+    for attn in weights:                                      # the second tutorial, typed out
+        attn_flat = attn.view(-1, attn.size(-1))
+        seed_e.append((-torch.sum(attn_flat * torch.log(attn_flat + 1e-8), dim=-1)).mean().item())
+        seed_s.append((attn < 0.1).float().mean().item())
+    ent, spa = oracle_stats(per_sentence(lm, exs), 0.1)
+    for kind, seed_vals, ours in (("entropy", seed_e, ent.mean(1)), ("sparsity", seed_s, spa.mean(1))):
+        f = frame(titled(at, EN[f"analysis.compare_{kind}"].format(tau="0.10")))
+        got = f.pivot_table(index="version_pos", columns="layer_pos", values="value").to_numpy()
+        assert np.allclose(got[0], seed_vals, atol=1e-5) and np.allclose(got[1], ours, atol=1e-5)
+    assert all(s > o for s, o in zip(seed_s, spa.mean(1)))   # padded keys counted as sparse
+    text = all_text(at)
+    assert f"**{64 * 4 * batch.tokens.size(1)}** rows where only **{int(batch.lengths.sum()) * 4}**" in text
+
+
+# ---------------------------------------------------------------- patterns, every head, geometry, rollout
+def test_pattern_shares_and_every_head_of_one_sentence(lm):
+    at = open_page("analysis", "en")
+    exs = examples(0, 64)
+    runs = per_sentence(lm, exs)
+    counts = np.zeros((8, len(PATTERNS)))
+    for w in runs:
+        for layer in range(2):
+            for head, (label, _) in enumerate(classify_heads(torch.from_numpy(w[layer]).float())):
+                counts[layer * 4 + head, PATTERNS.index(label)] += 1
+    shares = matrix(titled(at, EN["analysis.patterns_title"].format(b=64)))
+    assert np.allclose(shares, counts / 64, atol=1e-9)
+    table = at.dataframe[0].value
+    assert list(table[EN["analysis.col_label"]]) == [EN[f"analysis.pattern_{PATTERNS[k]}"]
+                                                      for k in counts.argmax(1)]
+    grid = [c for c in charts(at) if "facet" in chart_spec(c)][0]
+    f = frame(grid)
+    n = len(exs[0].tokens)
+    for panel in range(8):
+        one = f[f["head"] == panel + 1]
+        m = np.full((n, n), np.nan)
+        m[one["query_pos"], one["key_pos"]] = one["value"]
+        assert np.allclose(m, runs[0][panel // 4, panel % 4], atol=1e-5)
+
+
+def test_geometry_of_a_trained_head_from_the_models_own_projections(lm):
+    at = open_page("analysis", "en", {"head": "L1·H3"})
+    assert exceptions(at) == []
+    e = examples(0, 1)[0]
+    enc = lm.model.encoder
+    tokens = torch.tensor([lm.src_vocab.encode(e.tokens)])
+    with torch.no_grad():
+        x = enc.embed(tokens) + enc.pe[: tokens.size(1)]      # the first layer's input (post-LN)
+        mha = enc.layers[0].self_attn
+        q = mha.W_query(x)[0].view(-1, 4, 16)[:, 2]           # head 3: dimensions 32..47
+        k = mha.W_key(x)[0].view(-1, 4, 16)[:, 2]
+    w = torch.softmax(q @ k.T / 4.0, -1)
+    g = qk_geometry(q, k)
+    chart = titled(at, EN["analysis.geo_title"].format(head="L1·H3", q="it"))
+    keys = [f for f in chart_data(chart).values() if "kind" in f.columns and (f["kind"] == "key").all()][0]
+    keys = keys.sort_values("pos")
+    assert np.allclose(keys[["x", "y"]].to_numpy(), g.keys.numpy(), atol=1e-4)
+    assert np.allclose(keys["weight"].to_numpy(), w[e.pronoun].numpy(), atol=1e-5)
+    assert np.allclose(w.numpy(), resolve(lm.model, e, lm.src_vocab).weights[0][2].numpy(), atol=1e-5)
+
+
+def test_rollout_equals_a_numpy_rollout_of_the_models_weights(lm):
+    at = open_page("analysis", "en")
+    w = per_sentence(lm, examples(0, 1))[0]                  # (L, h, n, n)
+    n = w.shape[-1]
+    r = np.eye(n)
+    for layer in w:
+        a = layer.mean(0) + np.eye(n)
+        r = (a / a.sum(-1, keepdims=True)) @ r
+    roll = matrix(titled(at, EN["analysis.rollout_title"].format(n=2)))
+    assert np.allclose(roll, r, atol=1e-5) and np.allclose(roll.sum(-1), 1, atol=1e-5)
+    last = matrix(titled(at, EN["analysis.last_title"].format(n=2)))
+    assert np.allclose(last, w[-1].mean(0), atol=1e-5)
+    it = examples(0, 1)[0].pronoun
+    m = re.search(r"keeps \*\*([\d.]+)\*\* on", notice(at))
+    assert m and float(m.group(1)) == pytest.approx(r[it, it], abs=0.005)
+
+
+def test_the_exercise_answer_follows_the_batch():
+    at = open_page("analysis", "en")          # tau 0.1, lengths 10..13: an even head is sparse on 11+ tokens
+    lengths = np.array([len(e.tokens) for e in examples(0, 64)])
+    share = (lengths * (lengths > 10)).sum() / lengths.sum()
+    answer = 0 if share == 0 else 2 if share == 1 else 1
+    m = re.search(r"would score \*\*([\d.]+)\*\*", notice(at))
+    assert m and float(m.group(1)) == pytest.approx(share, abs=0.005)
+    at.radio(key="an_ex_guess").set_value(answer).run()
+    at.button(key="an_ex_reveal").click().run()
+    assert [s.value for s in at.success] == [EN["common.correct"]]
+
+
+# ---------------------------------------------------------------- every widget at its extremes
+def test_sweep_every_widget_over_its_extremes():
+    at = open_page("analysis", "en")
+    steps = [("slider", "b", 1), ("slider", "b", 512), ("slider", "tau", 0.01), ("slider", "tau", 0.5),
+             ("number_input", "seed", 9999), ("button_group", "mix", "en"), ("button_group", "mix", "zh"),
+             ("toggle", "norm", True), ("slider", "b", 64), ("number_input", "seed", 0),
+             ("button_group", "mix", "both"), ("slider", "tau", 0.1)]
+    for kind, key, value in steps:
+        getattr(at, kind)(key=key).set_value(value).run()
+        assert exceptions(at) == [], (key, value)
+    for key in ("ex", "head", "q"):
+        box = at.selectbox(key=key)
+        for index in (0, len(box.options) - 1):
+            at.selectbox(key=key).select_index(index).run()
+            assert exceptions(at) == [], (key, index)
+    at.slider(key="b").set_value(1).run()
+    assert exceptions(at) == [] and len(at.selectbox(key="ex").options) == 1
+
+
+def test_a_link_in_one_language_opens_in_the_other():
+    at = open_page("analysis", "zh", {"mix": "English", "b": "8", "head": "L2·H1"})
+    assert exceptions(at) == []
+    assert at.button_group(key="mix").value == "en" and at.selectbox(key="head").value == 4
+    assert ZH["analysis.title"] in [x.value for x in at.title]
+
+
+def test_compare_chart_is_valid_vega_lite():
+    from ui.analysis_charts import compare_bars
+    chart = compare_bars([[1.0, 2.0], [0.5, 1.5]], ["a", "b"], ["l1", "l2"], title="t", layer_title="l",
+                         value_title="v", version_title="ver", domain=(0, 1))
+    spec = chart.to_dict()                          # raises if the spec does not fit the schema
+    rows = next(iter(spec["datasets"].values()))
+    assert [r["value"] for r in rows] == [1.0, 2.0, 0.5, 1.5]
