@@ -156,6 +156,11 @@ def test_typed_sentences_in_either_language_whatever_the_page_language(lm):
         e, r = oracle(lm, text, lang)
         assert np.allclose(matrix(titled(at, pronoun_text(e.tokens, lang))), from_it(r), atol=1e-5)
         assert r.token in [m.value for m in at.metric]
+    # the default typed sentence of each language is in the grammar; a link says "Type a sentence" in English
+    at = open_page("pronoun", "zh", {"src": EN["pronoun.src_type"]})
+    assert exceptions(at) == [] and at.button_group(key="src").value == "type" and not at.warning[1:]
+    e, r = oracle(lm, ZH["pronoun.typed_default"], "zh")
+    assert np.allclose(matrix(titled(at, pronoun_text(e.tokens, "zh"))), from_it(r), atol=1e-5)
 
 
 @pytest.mark.parametrize("text,key,word", [
