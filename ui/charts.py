@@ -149,9 +149,11 @@ def heatmap(matrix, row_labels: Sequence[str], col_labels: Sequence[str] | None 
         bound = float(finite.max()) if len(finite) and finite.max() > 0 else 1.0
         scale = alt.Scale(domain=list(domain or (-bound, bound)), scheme=SIGNED_SCHEME, domainMid=0)
     base = alt.Chart(frame).encode(
+        # every token label stays up to 40 per axis (Vega would drop every other one when narrow)
         x=alt.X("key:N", sort=col_order, title=x_title,
-                axis=alt.Axis(labelAngle=-45, labelOverlap=True, labelLimit=90, orient="top")),
-        y=alt.Y("query:N", sort=row_order, title=y_title, axis=alt.Axis(labelOverlap=True, labelLimit=90)),
+                axis=alt.Axis(labelAngle=-45, labelOverlap=n_cols > 40, labelLimit=90, orient="top")),
+        y=alt.Y("query:N", sort=row_order, title=y_title,
+                axis=alt.Axis(labelOverlap=n_rows > 40, labelLimit=90)),
     )
     colour = (alt.when(alt.datum.masked).then(alt.value(MASKED_GREY))
               .otherwise(alt.Color("value:Q", scale=scale, title=value_title)))
