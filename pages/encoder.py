@@ -14,7 +14,7 @@ from attention_core.analysis import attention_rollout
 from attention_core.text import embed_tokens
 from attention_core.transformer import PositionWiseFFN, TransformerEncoder, TransformerEncoderLayer
 from ui import anatomy
-from ui.charts import bars, heatmap, matrix_csv, unique_labels
+from ui.charts import bars, heatmap, to_spec, unique_labels
 from ui.controls import seed as seed_control
 from ui.controls import sentence
 from ui.encoder_charts import (
@@ -36,7 +36,6 @@ H_CHOICES = (1, 2, 3, 4, 6, 8)
 ACTS = ("relu", "gelu")
 HALF_NUMBERS = 8             # two heatmaps side by side: numbers in the cells only up to 8 tokens
 
-torch.set_num_threads(1)     # tiny tensors: thread hand-off costs more than it saves
 
 # the order of the boxes and the residual skips (branch below box a -> into add box b) of each variant
 ORDER = {
@@ -127,23 +126,8 @@ def matrix_of(key: tuple, source: tuple) -> np.ndarray:
     return (ev if kind == "eval" else tr)[rest[1]]
 
 
-# ------------------------------------------------------------------ charts, cached as Vega-Lite specs
-# Building an Altair chart and converting it costs far more than the maths here; the spec (with its
-# data already Arrow-encoded, exactly what st.altair_chart would send) is cached on plain values.
-def vega_spec(chart) -> dict:
-    try:
-        from streamlit.elements.vega_charts import _convert_altair_to_vega_lite_spec
-    except ImportError:                              # a future Streamlit: fall back to the public route
-        return chart.to_dict()
-    return _convert_altair_to_vega_lite_spec(chart)
-
-
-def show_spec(spec: dict, *, key: str, width="stretch", on_select="ignore"):
-    return st.vega_lite_chart(spec, width=width, key=key, on_select=on_select)
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def diagram_spec(lang: str, key: tuple, variant: str, li: int) -> dict:
+# ------------------------------------------------------------------ charts (drawn by ui.anatomy, specs cached there)
+def diagram_chart(key: tuple, variant: str, li: int):
     steps = run_stacks(key)[variant]["steps"][li]
     act = key[1]
     boxes = [DiagramStep(label=t(f"encoder.step_{name}"),
@@ -152,81 +136,73 @@ def diagram_spec(lang: str, key: tuple, variant: str, li: int) -> dict:
                                   rms=f2(el.rms(torch.from_numpy(steps[name])).item())),
                          kind=KINDS[name], matrix=steps[name], wide=name == "ffn_hidden")
              for name in ORDER[variant]]
-    return vega_spec(layer_diagram(boxes, key[0], SKIPS[variant], value_title=t("common.value"),
-                                   token_title=t("encoder.token"), dim_title=t("encoder.dim"),
-                                   step_title=t("encoder.where")))
+    return layer_diagram(boxes, key[0], SKIPS[variant], value_title=t("common.value"),
+                         token_title=t("encoder.token"), dim_title=t("encoder.dim"), step_title=t("encoder.where"))
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
-def scale_spec(lang: str, key: tuple, n_layers: int) -> dict:
+def scale_figure(key: tuple, n_layers: int):
     runs = run_stacks(key)
     frames = [pd.DataFrame({"layer": np.arange(n_layers + 1), "rms": runs[v]["stream"][:n_layers + 1],
                             "series": t(f"encoder.series_{v}"), "final": False}) for v in el.VARIANTS]
     frames.append(pd.DataFrame({"layer": [n_layers], "rms": [runs["pre"]["final_rms"][n_layers - 1]],
                                 "series": [t("encoder.series_pre_final")], "final": [True]}))
-    return vega_spec(scale_chart(pd.concat(frames, ignore_index=True), x_title=t("encoder.scale_x"),
-                                 y_title=t("encoder.scale_y"), series_title=t("encoder.variant"),
-                                 max_layer=n_layers))
+    return scale_chart(pd.concat(frames, ignore_index=True), x_title=t("encoder.scale_x"),
+                       y_title=t("encoder.scale_y"), series_title=t("encoder.variant"), max_layer=n_layers)
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
-def double_residual_spec(lang: str, key: tuple, li: int) -> dict:
+def double_residual_chart(key: tuple, li: int):
     right_u, wrong_u = double_residual(key, li)
-    return vega_spec(paired_bars(right_u, wrong_u, key[0], first_title=t("encoder.dr_correct"),
-                                 second_title=t("encoder.dr_tutorial"), label_title=t("encoder.token"),
-                                 value_title=t("encoder.dr_value"), series_title=t("encoder.dr_series")))
+    return paired_bars(right_u, wrong_u, key[0], first_title=t("encoder.dr_correct"),
+                       second_title=t("encoder.dr_tutorial"), label_title=t("encoder.token"),
+                       value_title=t("encoder.dr_value"), series_title=t("encoder.dr_series"))
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
-def grid_spec(lang: str, key: tuple, variant: str, n_layers: int, selected: tuple[int, int]) -> dict:
-    return vega_spec(head_grid(run_stacks(key)[variant]["weights"][:n_layers], key[0],
-                               layer_title=t("encoder.layer"), head_title=t("encoder.head"),
-                               value_title=t("common.weight"), query_title=t("common.query"),
-                               key_title=t("common.key"), selected=selected))
+def grid_chart(key: tuple, variant: str, n_layers: int, selected: tuple[int, int]):
+    return head_grid(run_stacks(key)[variant]["weights"][:n_layers], key[0], layer_title=t("encoder.layer"),
+                     head_title=t("encoder.head"), value_title=t("common.weight"), query_title=t("common.query"),
+                     key_title=t("common.key"), selected=selected)
 
 
-@st.cache_data(max_entries=128, show_spinner=False)
-def heat_spec(key: tuple, source: tuple, titles: tuple[str, str, str, str], numbers: bool,
-              selectable: bool) -> dict:
+def heat_chart(key: tuple, source: tuple, titles: tuple[str, str, str, str], numbers: bool, selectable: bool):
     """Weights on the fixed 0..1 scale; rollout on 0..its maximum (its entries are all near 1/n);
     entries dropped by dropout drawn grey with a cross."""
     title, x_title, y_title, value_title = titles
     m = matrix_of(key, source)
     dropped = (m == 0) & (matrix_of(key, ("eval",) + source[1:]) > 0) if source[0] == "train" else None
     domain = (0.0, float(m.max())) if source[0] == "rollout" else None
-    return vega_spec(heatmap(m, key[0], title=title, x_title=x_title, y_title=y_title, value_title=value_title,
-                             show_numbers=numbers, selectable=selectable, masked=dropped, domain=domain))
+    return heatmap(m, key[0], title=title, x_title=x_title, y_title=y_title, value_title=value_title,
+                   show_numbers=numbers, selectable=selectable, masked=dropped, domain=domain)
 
 
-@st.cache_data(max_entries=128, show_spinner=False)
-def csv_of(key: tuple, source: tuple) -> bytes:
-    return matrix_csv(matrix_of(key, source), key[0])
-
-
-@st.cache_data(max_entries=128, show_spinner=False)
-def rollout_bars_spec(key: tuple, variant: str, n_layers: int, q: int, titles: tuple[str, str]) -> dict:
-    row = run_stacks(key)[variant]["rollout"][n_layers - 1][q]
-    return vega_spec(bars(row, key[0], value_title=titles[0], label_title=titles[1], domain=None, highlight=q))
-
-
-@st.cache_data(max_entries=64, show_spinner=False)
-def row_sums_spec(lang: str, key: tuple, variant: str, p: float, head: int) -> dict:
+def row_sums_figure(key: tuple, variant: str, p: float, head: int):
     ev, tr = matrix_of(key, ("eval", variant, p, head)), matrix_of(key, ("train", variant, p, head))
-    return vega_spec(row_sums_chart(ev.sum(-1), tr.sum(-1), key[0], eval_title=t("encoder.mode_eval"),
-                                    train_title=t("encoder.mode_train"), query_title=t("common.query"),
-                                    sum_title=t("encoder.row_sum"), mode_title=t("encoder.mode")))
+    return row_sums_chart(ev.sum(-1), tr.sum(-1), key[0], eval_title=t("encoder.mode_eval"),
+                          train_title=t("encoder.mode_train"), query_title=t("common.query"),
+                          sum_title=t("encoder.row_sum"), mode_title=t("encoder.mode"))
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def finished(cache_id: tuple, _build) -> dict:
+    """A chart's spec, built once, for show_matrix and the fixed-size charts (neither takes show_chart's
+    cache yet)."""
+    return to_spec(_build())
+
+
+def fixed_size(build, *, key: str, cache: tuple, select: bool = False):
+    """A chart at its own pixel size (the diagram, the facet grid): show_chart always stretches."""
+    spec = dict(finished((key, current_lang(), *cache), build))
+    return st.vega_lite_chart(spec, width="content", key=key, on_select="rerun" if select else "ignore")
 
 
 def weights_heatmap(key: tuple, source: tuple, title: str, *, chart_key: str, numbers: bool,
                     x_title: str | None = None, y_title: str | None = None, value_title: str | None = None,
                     selectable: bool = False) -> int | None:
-    """A cached heatmap with its CSV download (as ui.anatomy.show_matrix); returns the clicked query row."""
+    """A cached heatmap drawn by ui.anatomy.show_matrix; returns the clicked query row."""
     titles = (title, x_title or t("common.key"), y_title or t("common.query"), value_title or t("common.weight"))
-    event = show_spec(heat_spec(key, source, titles, numbers, selectable), key=chart_key,
-                      on_select="rerun" if selectable else "ignore")
-    st.download_button(t("common.download_csv"), csv_of(key, source), file_name=f"{chart_key}.csv",
-                       mime="text/csv", key=f"{chart_key}_csv", icon=":material/download:", type="tertiary")
-    return picked_value(event, "row", "query_pos") if selectable else None
+    spec = finished((chart_key, current_lang(), key, source, titles, numbers, selectable),
+                    lambda: heat_chart(key, source, titles, numbers, selectable))
+    return anatomy.show_matrix(spec, matrix_of(key, source), key[0], key=chart_key, selectable=selectable,
+                               file_name=f"{chart_key}.csv")
 
 
 def picked_value(event, selection: str, field: str):
@@ -284,7 +260,6 @@ if d % h:
     anatomy.problem("encoder.err_heads", d=d, h=h, ok=", ".join(str(x) for x in H_CHOICES if d % x == 0))
     st.stop()
 
-lang = current_lang()
 key = (tuple(tokens), act, d, h, seed)
 runs = run_stacks(key)
 run = runs[variant]
@@ -303,7 +278,7 @@ li = min(layer_no, n_layers) - 1
 steps = run["steps"][li]
 rms_of = {k: float(np.sqrt(np.mean(v ** 2))) for k, v in steps.items()}
 st.caption(t("encoder.diagram_caption", variant=vname, layer=li + 1, n=n, d=d, dff=4 * d))
-show_spec(diagram_spec(lang, key, variant, li), key="diagram", width="content")
+fixed_size(lambda: diagram_chart(key, variant, li), key="diagram", cache=(key, variant, li))
 anatomy.notice([
     t("encoder.notice_ln", rms=f2(rms_of["norm1"]), mean=f"{abs(steps['norm1'].mean(-1)).max():.1e}"),
     t(f"encoder.notice_residual_{variant}", x=f2(rms_of["input"]), a=f2(rms_of["attention"]),
@@ -315,7 +290,7 @@ anatomy.notice([
 # ---- 2. post-LN vs pre-LN
 st.header(t("encoder.prepost_title"))
 st.markdown(lesson("encoder/post_pre"))
-show_spec(scale_spec(lang, key, n_layers), key="scale")
+anatomy.show_chart(lambda: scale_figure(key, n_layers), key="scale", cache=(key, n_layers))
 st.caption(t("encoder.scale_caption"))
 pre_s, post_s = runs["pre"]["stream"], runs["post"]["stream"]
 pre_final = runs["pre"]["final_rms"][n_layers - 1]
@@ -332,7 +307,7 @@ anatomy.exercise("ex_scale", t("encoder.ex_scale_q"),
 
 
 def double_residual_demo() -> None:
-    show_spec(double_residual_spec(lang, key, li), key="double_residual")
+    anatomy.show_chart(lambda: double_residual_chart(key, li), key="double_residual", cache=(key, li))
     right_u, wrong_u = double_residual(key, li)
     st.markdown(t("encoder.dr_notice", layer=li + 1, right=f2(float(np.median(right_u))),
                   wrong=f2(float(np.median(wrong_u))), ratio=f2(float(np.median(wrong_u / right_u)))))
@@ -351,8 +326,8 @@ st.markdown(lesson("encoder/stack"))
 weights = run["weights"][:n_layers]                                        # (L, h, n, n)
 sharpest = np.unravel_index(int(np.argmax(weights.max(-1).mean(-1))), weights.shape[:2])
 default_tile = (int(sharpest[0]) + 1, int(sharpest[1]) + 1)
-event = show_spec(grid_spec(lang, key, variant, n_layers, default_tile), key="grid", width="content",
-                  on_select="rerun")
+event = fixed_size(lambda: grid_chart(key, variant, n_layers, default_tile), key="grid",
+                   cache=(key, variant, n_layers, default_tile), select=True)
 clicked = picked_value(event, TILE_GRID, "layer")
 tile = (int(clicked["layer"]), int(clicked.get("head", 1))) if clicked else default_tile
 if not (1 <= tile[0] <= n_layers and 1 <= tile[1] <= h):
@@ -364,15 +339,16 @@ with left:
     weights_heatmap(key, ("tile", variant, tile[0] - 1, tile[1] - 1),
                     t("encoder.tile_title", layer=tile[0], head=tile[1]), chart_key="tile", numbers=numbers)
 with right:
-    point = weights_heatmap(key, ("rollout", variant, n_layers), t("encoder.rollout_title", n=n_layers),
+    picked = weights_heatmap(key, ("rollout", variant, n_layers), t("encoder.rollout_title", n=n_layers),
                             chart_key="rollout", numbers=numbers, x_title=t("encoder.rollout_x"),
                             y_title=t("encoder.rollout_y"), value_title=t("encoder.rollout_value"),
                             selectable=True)
-q = int(point["query_pos"]) if point and 0 <= int(point["query_pos"]) < n else 0
+q = picked if picked is not None and 0 <= picked < n else 0
 rollout = run["rollout"][n_layers - 1]
 st.caption(t("encoder.rollout_row", q=anatomy.md_escape(labels[q]), n=n_layers))
-show_spec(rollout_bars_spec(key, variant, n_layers, q, (t("encoder.rollout_value"), t("encoder.rollout_x"))),
-          key="rollout_bars")
+anatomy.show_chart(lambda: bars(run["rollout"][n_layers - 1][q], key[0], value_title=t("encoder.rollout_value"),
+                                label_title=t("encoder.rollout_x"), domain=None, highlight=q),
+                   key="rollout_bars", cache=(key, variant, n_layers, q))
 st.warning(lesson("encoder/rollout_caveat"), icon=":material/report:")
 w_tile = weights[tile[0] - 1, tile[1] - 1]
 top_q = int(np.argmax(w_tile.max(-1)))
@@ -399,7 +375,7 @@ with left:
 with right:
     weights_heatmap(key, ("train", variant, p, head), t("encoder.train_title", head=head + 1, p=f2(p)),
                     chart_key="w_train", numbers=numbers)
-show_spec(row_sums_spec(lang, key, variant, p, head), key="row_sums")
+anatomy.show_chart(lambda: row_sums_figure(key, variant, p, head), key="row_sums", cache=(key, variant, p, head))
 ev, tr = matrix_of(key, ("eval", variant, p, head)), matrix_of(key, ("train", variant, p, head))
 sums_eval, sums_train = ev.sum(-1), tr.sum(-1)
 items = [t("encoder.notice_sums", lo=f"{sums_train.min():.3f}", hi=f"{sums_train.max():.3f}",

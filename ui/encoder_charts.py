@@ -105,19 +105,22 @@ def layer_diagram(steps: Sequence[DiagramStep], tokens: Sequence[str], skips: Se
     def Y(field):
         return alt.Y(field, type="quantitative", scale=ys, axis=None)
 
-    boxes = alt.Chart(f["boxes"]).mark_rect(stroke="#555555", strokeWidth=1, cornerRadius=6).encode(
+    def part(name):                     # one frame for the whole diagram: each layer draws its part
+        return alt.Chart().transform_filter(alt.datum.part == name)
+
+    boxes = part("boxes").mark_rect(stroke="#555555", strokeWidth=1, cornerRadius=6).encode(
         x=X("x0"), x2=alt.X2("x1"), y=Y("y0"), y2=alt.Y2("y1"), fill=alt.Fill("fill:N", scale=None),
         tooltip=[alt.Tooltip("label:N", title=step_title), alt.Tooltip("formula:N", title="f"),
                  alt.Tooltip("detail:N", title=" ")])
-    label = alt.Chart(f["boxes"]).mark_text(align="left", baseline="middle", fontWeight="bold",
-                                            fontSize=12).encode(x=X("tx"), y=Y("ty1"), text=alt.Text("label:N"))
+    label = part("boxes").mark_text(align="left", baseline="middle", fontWeight="bold",
+                                    fontSize=12).encode(x=X("tx"), y=Y("ty1"), text=alt.Text("label:N"))
     sub = pd.concat([f["boxes"][["tx", "ty2", "formula"]].set_axis(["tx", "ty", "text"], axis=1),
                      f["boxes"][["tx", "ty3", "detail"]].set_axis(["tx", "ty", "text"], axis=1)])
-    lines = alt.Chart(sub).mark_text(align="left", baseline="middle", fontSize=11, font="monospace",
-                                     color="#222222").encode(x=X("tx"), y=Y("ty"), text=alt.Text("text:N"))
-    arrows = alt.Chart(f["arrows"]).mark_rule(strokeWidth=1.5, color="#555555").encode(
+    lines = part("lines").mark_text(align="left", baseline="middle", fontSize=11, font="monospace",
+                                    color="#222222").encode(x=X("tx"), y=Y("ty"), text=alt.Text("text:N"))
+    arrows = part("arrows").mark_rule(strokeWidth=1.5, color="#555555").encode(
         x=X("x"), y=Y("y0"), y2=alt.Y2("y1"))
-    skips = alt.Chart(f["skips"]).mark_line(strokeWidth=1.5, color=SKIP_COLOUR, strokeDash=[4, 2]).encode(
+    skips = part("skips").mark_line(strokeWidth=1.5, color=SKIP_COLOUR, strokeDash=[4, 2]).encode(
         x=X("x"), y=Y("y"), detail=alt.Detail("skip:N"), order=alt.Order("order:Q"))
     ends = f["skips"][f["skips"]["order"] == 3]
     heads = pd.DataFrame({
@@ -125,16 +128,24 @@ def layer_diagram(steps: Sequence[DiagramStep], tokens: Sequence[str], skips: Se
         "y": np.concatenate([f["arrows"]["y1"].to_numpy(), ends["y"].to_numpy()]),
         "shape": ["triangle-down"] * len(f["arrows"]) + ["triangle-right"] * len(ends),
         "colour": ["#555555"] * len(f["arrows"]) + [SKIP_COLOUR] * len(ends)})
-    points = alt.Chart(heads).mark_point(filled=True, size=40, opacity=1).encode(
+    points = part("heads").mark_point(filled=True, size=40, opacity=1).encode(
         x=X("x"), y=Y("y"), shape=alt.Shape("shape:N", scale=None), color=alt.Color("colour:N", scale=None))
-    cells = alt.Chart(f["cells"]).mark_rect().encode(
+    cells = part("cells").mark_rect().encode(
         x=X("x0"), x2=alt.X2("x1"), y=Y("y0"), y2=alt.Y2("y1"),
         color=alt.Color("value:Q", title=value_title,
                         scale=alt.Scale(scheme=SIGNED_SCHEME, domain=[-VALUE_CLAMP, VALUE_CLAMP], clamp=True)),
         tooltip=[alt.Tooltip("where:N", title=step_title), alt.Tooltip("token:N", title=token_title),
                  alt.Tooltip("dim:Q", title=dim_title), alt.Tooltip("exact:N", title=value_title)])
-    return alt.layer(boxes, label, lines, arrows, skips, points, cells).properties(
+    parts = {"boxes": f["boxes"], "lines": sub, "arrows": f["arrows"], "skips": f["skips"], "heads": heads,
+             "cells": f["cells"]}
+    frame = pd.concat([df.assign(part=name) for name, df in parts.items()], ignore_index=True)
+    return alt.layer(boxes, label, lines, arrows, skips, points, cells, data=frame).properties(
         width=width, height=height, view=alt.ViewBackground(stroke=None)).resolve_scale(color="independent")
+
+
+def _rule_at_one() -> alt.Chart:
+    """A horizontal rule at y = 1 drawn from the layer's own data (one row after the aggregate)."""
+    return alt.Chart().transform_aggregate(rows="count()").transform_calculate(y="1")
 
 
 def scale_chart(frame: pd.DataFrame, *, x_title: str, y_title: str, series_title: str,
@@ -155,13 +166,13 @@ def scale_chart(frame: pd.DataFrame, *, x_title: str, y_title: str, series_title
                alt.Tooltip("exact:N", title=y_title)]
     x = alt.X("layer:Q", title=x_title, scale=alt.Scale(domain=[0, max_layer], nice=False),
               axis=alt.Axis(tickMinStep=1, format="d"))
-    base = alt.Chart(frame).encode(x=x, y=alt.Y("rms:Q", title=y_title, scale=alt.Scale(zero=True)),
-                                   color=colour, tooltip=tooltip)
+    base = alt.Chart().encode(x=x, y=alt.Y("rms:Q", title=y_title, scale=alt.Scale(zero=True)),
+                              color=colour, tooltip=tooltip)
     lines = base.transform_filter(~alt.datum.final).mark_line(point=True, strokeWidth=2)
     finals = base.transform_filter(alt.datum.final).mark_point(shape="diamond", size=260, filled=True, opacity=1,
                                                                stroke="white", strokeWidth=1)
-    one = alt.Chart(pd.DataFrame({"y": [1.0]})).mark_rule(strokeDash=[3, 3], color="#777777").encode(y=alt.Y("y:Q"))
-    return alt.layer(one, lines, finals).properties(height=300)
+    one = _rule_at_one().mark_rule(strokeDash=[3, 3], color="#777777").encode(y=alt.Y("y:Q"))
+    return alt.layer(one, lines, finals, data=frame).properties(height=300)
 
 
 def head_grid_frame(weights, tokens: Sequence[str]) -> pd.DataFrame:
@@ -207,7 +218,7 @@ def row_sums_chart(eval_sums, train_sums, tokens: Sequence[str], *, eval_title: 
                           "mode": [eval_title] * len(labels) + [train_title] * len(labels),
                           "sum": np.concatenate([ev, tr])})
     frame["exact"] = np.char.mod("%.6f", frame["sum"].to_numpy())
-    bars = alt.Chart(frame).mark_bar().encode(
+    bars = alt.Chart().mark_bar().encode(
         x=alt.X("query:N", sort=labels, title=query_title, axis=alt.Axis(labelAngle=-45)),
         xOffset=alt.XOffset("mode:N", sort=[eval_title, train_title]),
         y=alt.Y("sum:Q", title=sum_title),
@@ -215,8 +226,8 @@ def row_sums_chart(eval_sums, train_sums, tokens: Sequence[str], *, eval_title: 
                         scale=alt.Scale(range=["#3b528b", "#e66101"])),
         tooltip=[alt.Tooltip("query:N", title=query_title), alt.Tooltip("mode:N", title=mode_title),
                  alt.Tooltip("exact:N", title=sum_title)])
-    one = alt.Chart(pd.DataFrame({"y": [1.0]})).mark_rule(strokeDash=[4, 3], color="#333333").encode(y=alt.Y("y:Q"))
-    return alt.layer(bars, one).properties(height=240)
+    one = _rule_at_one().mark_rule(strokeDash=[4, 3], color="#333333").encode(y=alt.Y("y:Q"))
+    return alt.layer(bars, one, data=frame).properties(height=240)
 
 
 def paired_bars(first, second, tokens: Sequence[str], *, first_title: str, second_title: str,

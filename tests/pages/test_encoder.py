@@ -26,12 +26,13 @@ def _one_thread():
     torch.set_num_threads(old)
 
 
-def frame_with(at, *columns):
-    """The dataset (DataFrame) of the first chart whose data has all these columns."""
+def frame_with(at, *columns, part=None):
+    """The dataset (DataFrame) of the first chart whose data has all these columns; with ``part``, only
+    its rows of that part (the layer diagram keeps its boxes, cells, arrows... in one frame)."""
     for chart in charts(at):
         for frame in chart_data(chart).values():
             if set(columns) <= set(frame.columns):
-                return frame
+                return frame if part is None else frame[frame["part"] == part].reset_index(drop=True)
     raise AssertionError(f"no chart with columns {columns}")
 
 
@@ -78,15 +79,15 @@ def test_opens_in_chinese_with_chinese_labels():
     assert exceptions(at) == []
     text = all_text(at)
     assert ZH["encoder.title"] in text and ZH["encoder.layer_title"] in text
-    cells = frame_with(at, "where", "dim")
+    cells = frame_with(at, "where", "dim", part="cells")
     assert ZH["encoder.step_attention"] in set(cells["where"])
 
 
 def test_diagram_is_the_layer_of_torch_and_its_boxes_quote_the_tensors(en_page):
     at = en_page
     assert exceptions(at) == []
-    cells = frame_with(at, "where", "dim")
-    boxes = frame_with(at, "label", "formula", "detail")
+    cells = frame_with(at, "where", "dim", part="cells")
+    boxes = frame_with(at, "label", "formula", "detail", part="boxes")
     assert list(boxes["label"]) == [EN[f"encoder.step_{s}"] for s in
                                     ("input", "attention", "residual1", "norm1", "ffn_hidden", "ffn_output",
                                      "residual2", "norm2")]
@@ -194,11 +195,11 @@ def test_url_reproduces_the_view_pre_ln_gelu():
     assert exceptions(at) == []
     assert at.slider(key="L").value == 3 and at.slider(key="l").value == 2 and at.slider(key="p").value == 0.5
     assert at.number_input(key="seed").value == 7 and at.selectbox(key="d").value == 16
-    boxes = frame_with(at, "label", "formula", "detail")
+    boxes = frame_with(at, "label", "formula", "detail", part="boxes")
     assert list(boxes["label"])[:3] == [EN["encoder.step_input"], EN["encoder.step_norm1"],
                                         EN["encoder.step_attention"]]
     assert "GELU" in " ".join(boxes["formula"])
-    cells = frame_with(at, "where", "dim")
+    cells = frame_with(at, "where", "dim", part="cells")
     hidden = diagram_tensor(cells, 5)
     assert hidden.shape == (len(TOKENS), 64) and hidden.min() < 0              # GELU lets negatives through
     # layer 2 of a pre-LN stack, checked against torch: its input is layer 1's output
