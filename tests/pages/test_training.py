@@ -1,0 +1,195 @@
+"""The training-live page in AppTest: nothing trains on a rerun; a short run (40 steps) lowers the loss,
+its curve and snapshots are exactly what the same seeded run gives outside the page (reproducible),
+runs are kept for comparison, bad probes get a message, and the URL sets up a run."""
+import numpy as np
+import pytest
+import torch
+
+from attention_core.train import live_run
+from attention_core.trainer import seed_warmup_cosine, warmup_cosine
+from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page
+from ui import training_charts as tc
+from ui.i18n import catalog
+
+EN, ZH = catalog("en"), catalog("zh")
+STEPS, EVERY = 40, 10
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)                 # as app.py: the same arithmetic, hence the same losses
+    yield
+    torch.set_num_threads(n)
+
+
+def reference(task="dates", attention=True, seed=0, steps=STEPS, every=EVERY, probe=None):
+    """The page's run, done here: live_run + TransformerTrainer.fit with the page's settings."""
+    run = live_run(task, attention=attention, seed=seed, lr=1e-2, warmup_steps=20, probe=probe)
+    snaps = []
+    losses = run.trainer.fit(run.batches, steps, lambda p: snaps.append((p.step, p.snapshot)) if p.snapshot else None,
+                             snapshot_fn=run.snapshot, snapshot_every=every)
+    return losses, snaps
+
+
+def frame(chart):
+    return chart_data(chart)["data"]
+
+
+def title_of(chart):
+    got = chart_spec(chart).get("title")
+    return got.get("text") if isinstance(got, dict) else got
+
+
+def titled(at, title: str):
+    found = [c for c in charts(at) if title_of(c) == title]
+    assert found, f"no chart titled {title!r}: {[title_of(c) for c in charts(at)]}"
+    return found[0]
+
+
+def notices(at) -> str:
+    return "\n".join(m.value for m in at.markdown if m.value.startswith("- "))
+
+
+def short_run(at, steps=STEPS, every=EVERY):
+    at.slider(key="steps").set_value(steps).run()
+    at.slider(key="every").set_value(every).run()
+    at.button(key="train").click().run()
+    assert exceptions(at) == []
+    return at
+
+
+# ---------------------------------------------------------------- nothing trains unless asked
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_opens_without_training(lang):
+    at = open_page("training", lang)
+    assert exceptions(at) == []
+    cat = catalog(lang)
+    assert cat["training.title"] in [x.value for x in at.title]
+    assert cat["training.press"] in [i.value for i in at.info]
+    for key, value in (("steps", 600), ("every", 5), ("steps", 10), ("every", 100)):
+        at.slider(key=key).set_value(value).run()
+    at.toggle(key="attn").set_value(False).run()
+    at.number_input(key="seed").set_value(9999).run()
+    assert exceptions(at) == []
+    assert "_train_runs" not in at.session_state or at.session_state["_train_runs"] == []
+    assert [title_of(c) for c in charts(at)] == [cat["training.sched_chart"].format(steps=10)]
+
+
+# ---------------------------------------------------------------- a short run
+def test_a_short_run_lowers_the_loss_and_is_reproducible():
+    at = short_run(open_page("training", "en"))
+    losses, snaps = reference()
+    name = EN["training.run_name"].format(n=1, task="dates", attn="attention", seed=0, steps=STEPS)
+    loss = frame(titled(at, EN["training.loss_chart"]))
+    mine = loss[loss["run"] == name].sort_values("step")
+    assert len(mine) == STEPS
+    assert np.allclose(mine["loss"], losses, atol=1e-6)                       # the same seeded run
+    assert np.mean(losses[-10:]) < np.mean(losses[:10]) - 0.5                 # training lowered the loss
+    assert np.allclose(mine["smooth"], [np.mean(losses[max(0, i - 9):i + 1]) for i in range(STEPS)])
+    # the enlarged snapshot is the last one: rows sum to 1, equal to the reference's alignment
+    step, last = snaps[-1]
+    hm = frame(titled(at, EN["training.snap_title"].format(step=step, out=last.output)))
+    grid = hm.pivot(index="query_pos", columns="key_pos", values="value").to_numpy()
+    assert np.allclose(grid.sum(1), 1.0, atol=1e-5)
+    assert np.allclose(grid, last.alignment.numpy(), atol=1e-6)
+    # every snapshot in the small multiples
+    panels = frame([c for c in charts(at) if "facet" in chart_spec(c)][0])
+    assert sorted(panels["step"].unique()) == [s for s, _ in snaps]
+    for s, snap in snaps:
+        part = panels[panels["step"] == s]
+        assert np.allclose(part.pivot(index="row", columns="col", values="weight").to_numpy(),
+                           snap.alignment.numpy(), atol=1e-6)
+    text = notices(at)
+    assert f"fell from **{np.mean(losses[:10]):.3f}** (mean of the first 10 steps) to **{np.mean(losses[-10:]):.3f}**" \
+           in text
+    # a rerun does not train again; the same settings again give the same curve
+    at.run()
+    assert len(at.session_state["_train_runs"]) == 1
+    at.button(key="train").click().run()
+    assert len(at.session_state["_train_runs"]) == 2
+    assert "the largest difference between the two loss curves is 0 " in notices(at)
+
+
+def test_without_attention_and_comparison():
+    at = short_run(open_page("training", "zh"))
+    at.toggle(key="attn").set_value(False).run()
+    at.button(key="train").click().run()
+    assert exceptions(at) == []
+    losses, snaps = reference(attention=False)
+    assert all(s.alignment is None for _, s in snaps)
+    name = ZH["training.run_name"].format(n=2, task="日期", attn="不带注意力", seed=0, steps=STEPS)
+    loss = frame(titled(at, ZH["training.loss_chart"]))
+    assert np.allclose(loss[loss["run"] == name].sort_values("step")["loss"], losses, atol=1e-6)
+    assert loss["run"].nunique() == 2                                           # both runs, overlaid
+    assert ZH["training.no_alignment"].split("{")[0] in "\n".join(i.value for i in at.info)
+    assert "与 #1 日期" in notices(at)
+    at.selectbox(key="show_run").set_value(at.selectbox(key="show_run").options[0]).run()   # back to run 1
+    assert exceptions(at) == [] and [c for c in charts(at) if "facet" in chart_spec(c)]
+
+
+def test_reversal_run_and_snapshot_slider():
+    at = open_page("training", "en", params={"task": "12345 → 54321", "probe_reverse": "13579"})
+    assert exceptions(at) == []
+    at = short_run(at, steps=30, every=10)
+    losses, snaps = reference("reverse", steps=30, every=10, probe="13579")
+    loss = frame(titled(at, EN["training.loss_chart"]))
+    assert np.allclose(loss.sort_values("step")["loss"], losses, atol=1e-6)
+    at.select_slider(key="snap_pick").set_value(10).run()
+    first = snaps[0][1]
+    hm = frame(titled(at, EN["training.snap_title"].format(step=10, out=first.output)))
+    grid = hm.pivot(index="query_pos", columns="key_pos", values="value").to_numpy()
+    assert np.allclose(grid, first.alignment.numpy(), atol=1e-6) and grid.shape[1] == 5
+
+
+# ---------------------------------------------------------------- bad input, URL, pitfall, exercise
+@pytest.mark.parametrize("params, key, fields", [
+    ({"probe_dates": ""}, "err_empty", {}),
+    ({"probe_dates": "5 März 2017"}, "err_unknown", {"chars": "«ä», «z»"}),
+    ({"probe_dates": "<script>alert(1)</script>"}, "err_unknown", {"chars": "«\\<», «\\>»"}),
+    ({"probe_dates": "1" * 300}, "err_long", {"n": 300, "max": 40}),
+    ({"task": "12345 → 54321", "probe_reverse": "12a😀"}, "err_digits", {"chars": "«a», «😀»"}),
+    ({"task": "12345 → 54321", "probe_reverse": "1" * 21}, "err_long", {"n": 21, "max": 20}),
+    ({"task": "12345 → 54321", "probe_reverse": "中文"}, "err_digits", {"chars": "«中», «文»"}),
+])
+def test_bad_probes_give_a_message_and_no_button(params, key, fields):
+    at = open_page("training", "en", params=params)
+    assert exceptions(at) == []
+    assert EN[f"training.{key}"].format(**fields) in "\n".join(w.value for w in at.warning)
+    assert not [b for b in at.button if b.key == "train"]
+
+
+def test_url_sets_up_a_run():
+    at = open_page("training", "zh", params={"task": "12345 → 54321", "attn": "false", "steps": "30", "every": "15",
+                                            "seed": "3"})
+    assert exceptions(at) == []
+    assert next(b for b in at.get("button_group") if b.key == "task").value == "reverse"
+    assert at.toggle(key="attn").value is False and at.slider(key="steps").value == 30
+    assert at.slider(key="every").value == 15 and at.number_input(key="seed").value == 3
+
+
+def test_schedule_pitfall_and_exercise_numbers():
+    at = open_page("training", "en", params={"steps": "100"})
+    sched = frame(titled(at, EN["training.sched_chart"].format(steps=100)))
+    ours = sched[sched["schedule"] == EN["training.sched_ours"]].sort_values("step")["factor"].to_numpy()
+    theirs = sched[sched["schedule"] == EN["training.sched_tutorial"]].sort_values("step")["factor"].to_numpy()
+    assert np.allclose(ours, [warmup_cosine(s, 20, 100) for s in range(100)])
+    assert np.allclose(theirs, [seed_warmup_cosine(s, 20) for s in range(100)])
+    assert ours[-1] == pytest.approx(0.0, abs=1e-12) and theirs[-1] > 0.999 and theirs[0] == 0.0
+    run = live_run("dates", seed=0, lr=1e-2, warmup_steps=20)
+    with torch.no_grad():
+        w = run.snapshot(run.model).alignment.numpy()
+    at.radio(key="tr_ex_guess").set_value(1).run()
+    at.button(key="tr_ex_reveal").click().run()
+    assert at.success and f"mean largest weight is {w.max(-1).mean():.3f}, against {1 / 13:.3f}" in all_text(at)
+
+
+def test_chart_builders_give_valid_vega_lite():
+    w = np.full((3, 4), 0.25)
+    for chart in (tc.loss_chart([("a", [2.0, 1.0, 0.5]), ("b", [2.0, 1.5])], title="t", x_title="x", y_title="y",
+                                smooth_title="s"),
+                  tc.snapshots_chart([(5, "abc", w), (10, "abd", w)], "wxyz", label="step {step}: {out}",
+                                     weight_title="w", x_title="x", y_title="y"),
+                  tc.schedule_chart([0.5, 1.0, 0.0], [0.0, 0.5, 1.0], names=("a", "b"), title="t", x_title="x",
+                                    y_title="y")):
+        chart.to_dict()

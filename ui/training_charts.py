@@ -1,0 +1,113 @@
+"""Charts of the training-live page (numbers in, ``alt.Chart`` out, no Streamlit calls).
+
+The enlarged alignment snapshot comes from ``ui.charts.heatmap``; here are the loss curves of the
+runs kept in the session, every snapshot of one run as small multiples, and the learning-rate
+schedule next to the tutorial's. Titles and labels are passed in already translated.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from attention_core.seq2seq_lab import smooth
+
+from .charts import WEIGHT_SCHEME
+
+ORANGE, BLUE, GREY = "#e66101", "#3b528b", "#9e9e9e"
+RUN_COLOURS = ["#e66101", "#3b528b", "#1b9e77", "#7570b3", "#a6761d", "#666666"]
+FIT_X = alt.AutoSizeParams(type="fit-x", contains="padding")   # height = the plot's own (see bottleneck_charts)
+SMOOTH = 10
+
+
+def loss_frame(runs: Sequence[tuple[str, Sequence[float]]], window: int = SMOOTH) -> pd.DataFrame:
+    """One row per (run, step): the loss of that step and its trailing mean over ``window`` steps."""
+    parts = []
+    for name, losses in runs:
+        x = np.asarray(losses, dtype=np.float64)
+        parts.append(pd.DataFrame({"run": name, "step": np.arange(1, len(x) + 1), "loss": x,
+                                   "smooth": smooth(x, window) if len(x) else x}))
+    if not parts:
+        return pd.DataFrame({"run": [], "step": [], "loss": [], "smooth": []})
+    return pd.concat(parts, ignore_index=True)
+
+
+def loss_chart(runs: Sequence[tuple[str, Sequence[float]]], *, title: str, x_title: str, y_title: str,
+               smooth_title: str, max_step: int | None = None, height: int = 240) -> alt.Chart:
+    """Loss against step: each step thin and light, the trailing mean bold, one colour per run."""
+    frame = loss_frame(runs)
+    names = list(dict.fromkeys(frame["run"]))
+    colour = alt.Color("run:N", title=None, sort=names,
+                       scale=alt.Scale(domain=names, range=RUN_COLOURS[:max(len(names), 1)]),
+                       legend=alt.Legend(orient="bottom", labelLimit=400))
+    hi = max_step or (int(frame["step"].max()) if len(frame) else 1)
+    x = alt.X("step:Q", title=x_title, scale=alt.Scale(domain=[1, max(hi, 2)], nice=False))
+    tooltip = [alt.Tooltip("run:N", title=" "), alt.Tooltip("step:Q", title=x_title),
+               alt.Tooltip("loss:Q", title=y_title, format=".4f"),
+               alt.Tooltip("smooth:Q", title=smooth_title, format=".4f")]
+    raw = alt.Chart().mark_line(strokeWidth=1, opacity=0.35).encode(
+        x=x, y=alt.Y("loss:Q", title=y_title, scale=alt.Scale(zero=True)), color=colour, tooltip=tooltip)
+    mean = alt.Chart().mark_line(strokeWidth=2.5).encode(x=x, y="smooth:Q", color=colour, tooltip=tooltip)
+    return alt.layer(raw, mean, data=frame).properties(title=title, height=height, autosize=FIT_X)
+
+
+def snapshots_frame(snapshots: Sequence[tuple[int, str, np.ndarray]], source: str, label: str) -> pd.DataFrame:
+    """Long form of every snapshot's alignment: (step, output row, input column, weight).
+
+    ``label`` is a format string with {step} and {out} for the panel titles."""
+    parts = []
+    for step, output, w in snapshots:
+        w = np.asarray(w, dtype=np.float64)
+        r, c = np.meshgrid(np.arange(w.shape[0]), np.arange(w.shape[1]), indexing="ij")
+        parts.append(pd.DataFrame({"step": step, "panel": label.format(step=step, out=output or "—"),
+                                   "row": r.ravel(), "col": c.ravel(), "weight": w.ravel(),
+                                   "out_char": np.repeat(list(output), w.shape[1]) if w.size else [],
+                                   "in_char": np.tile([" " if ch == " " else ch for ch in source], w.shape[0])}))
+    if not parts:
+        return pd.DataFrame({"step": [], "panel": [], "row": [], "col": [], "weight": [], "out_char": [],
+                             "in_char": []})
+    return pd.concat(parts, ignore_index=True)
+
+
+def snapshots_chart(snapshots: Sequence[tuple[int, str, np.ndarray]], source: str, *, label: str,
+                    weight_title: str, x_title: str, y_title: str, columns: int = 4) -> alt.FacetChart:
+    """Every snapshot as a small heatmap (rows: output position, columns: input position), in the
+    order they were taken, so the alignment can be seen forming; 0..1 colour scale as everywhere."""
+    frame = snapshots_frame(snapshots, source, label)
+    order = list(dict.fromkeys(frame.sort_values("step")["panel"]))
+    n_in = max(len(source), 1)
+    cell = max(4, min(14, 220 // n_in))
+    base = alt.Chart(frame).mark_rect().encode(
+        x=alt.X("col:O", title=x_title, axis=alt.Axis(labels=False, ticks=False)),
+        y=alt.Y("row:O", title=y_title, axis=alt.Axis(labels=False, ticks=False)),
+        color=alt.Color("weight:Q", title=weight_title,
+                        scale=alt.Scale(domain=[0, 1], scheme=WEIGHT_SCHEME, clamp=True)),
+        tooltip=[alt.Tooltip("out_char:N", title=y_title), alt.Tooltip("in_char:N", title=x_title),
+                 alt.Tooltip("weight:Q", title=weight_title, format=".3f")],
+    ).properties(width=cell * n_in, height=cell * 12)
+    return base.facet(facet=alt.Facet("panel:N", sort=order, title=None,
+                                      header=alt.Header(labelFontSize=11, labelLimit=220)),
+                      columns=columns).resolve_scale(y="independent")
+
+
+def schedule_frame(ours: Sequence[float], tutorial: Sequence[float], names: tuple[str, str]) -> pd.DataFrame:
+    n = len(ours)
+    return pd.DataFrame({"step": np.tile(np.arange(1, n + 1), 2), "factor": np.concatenate([ours, tutorial]),
+                         "schedule": np.repeat(list(names), n)})
+
+
+def schedule_chart(ours: Sequence[float], tutorial: Sequence[float], *, names: tuple[str, str], title: str,
+                   x_title: str, y_title: str, height: int = 200) -> alt.Chart:
+    """Learning-rate multiplier per step: this trainer's warm-up + cosine against the tutorial's."""
+    frame = schedule_frame(ours, tutorial, names)
+    return alt.Chart(frame).mark_line(strokeWidth=2).encode(
+        x=alt.X("step:Q", title=x_title),
+        y=alt.Y("factor:Q", title=y_title, scale=alt.Scale(domain=[0, 1.05])),
+        color=alt.Color("schedule:N", title=None, sort=list(names),
+                        scale=alt.Scale(domain=list(names), range=[ORANGE, BLUE]),
+                        legend=alt.Legend(orient="bottom", labelLimit=400)),
+        tooltip=[alt.Tooltip("schedule:N", title=" "), alt.Tooltip("step:Q", title=x_title),
+                 alt.Tooltip("factor:Q", title=y_title, format=".5f")],
+    ).properties(title=title, height=height, autosize=FIT_X)
