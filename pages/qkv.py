@@ -5,7 +5,6 @@ Four steps, one tab each: kernel regression (attention pooling with no learning)
 (keys, values, a query you steer) -> a sentence's Q, K, V step by step -> the three similarity
 functions side by side.
 """
-import functools
 import math
 
 import numpy as np
@@ -18,15 +17,22 @@ from attention_core.diagnostics import attention_entropy
 from attention_core.functional import masked_softmax
 from attention_core.modules import AdditiveAttention
 from ui import qkv_charts
-from ui.anatomy import exercise, formula, header, intuition, md_escape, notice, pitfall, problem, show_code
-from ui.charts import bars, heatmap, matrix_csv, unique_labels
+from ui.anatomy import (
+    exercise,
+    formula,
+    header,
+    intuition,
+    md_escape,
+    notice,
+    pitfall,
+    problem,
+    show_chart,
+    show_code,
+    show_matrix,
+)
+from ui.charts import bars, heatmap, to_spec, unique_labels
 from ui.controls import seed, sentence
 from ui.i18n import LANGS, catalog, current_lang, lesson, t
-
-try:  # the conversion st.altair_chart does on every rerun, run here once per distinct chart (see draw)
-    from streamlit.elements.vega_charts import _convert_altair_to_vega_lite_spec as _to_vega_lite
-except ImportError:  # another Streamlit: plain to_dict (st.vega_lite_chart turns its data into Arrow)
-    _to_vega_lite = None
 
 NS = "qkv"
 TABS = ("tab_kernel", "tab_library", "tab_tokens", "tab_similarity")
@@ -122,37 +128,8 @@ def pick_token(key: str, label: str, labels: list[str], default: int, clicked: i
     return labels.index(chosen) if chosen in labels else default
 
 
-# Charts are drawn from Vega-Lite specs cached per distinct input: building a chart and Altair's
-# schema validation cost 20-40 ms each, and a rerun usually changes one or two charts of a tab.
-BUILDERS = {"bars": bars, "book_bars": qkv_charts.book_bars, "library_mix": qkv_charts.library_mix,
-            "library_plane": qkv_charts.library_plane, "kernel_fit": qkv_charts.kernel_fit,
-            "products": qkv_charts.products, "grouped_rows": qkv_charts.grouped_rows}
-
-
-class _Unvalidated:
-    """Hands a chart to Streamlit's converter with Altair's schema validation off: validation is most
-    of a conversion's time, and every builder used here is validated once in tests/pages/test_qkv.py."""
-
-    def __init__(self, chart):
-        self._chart = chart
-
-    def to_dict(self, *args, **kwargs) -> dict:
-        return self._chart.to_dict(*args, **{**kwargs, "validate": False})
-
-
-def to_spec(chart) -> dict:
-    return _to_vega_lite(_Unvalidated(chart)) if _to_vega_lite is not None else chart.to_dict()
-
-
-@st.cache_data(max_entries=256, show_spinner=False)
-def chart_spec(builder: str, lang: str, *args, **kwargs) -> dict:
-    """The spec of ``BUILDERS[builder](*args, **kwargs)``; ``lang`` keys the cache (labels are in it)."""
-    return to_spec(BUILDERS[builder](*args, **kwargs))
-
-
-@st.cache_data(max_entries=128, show_spinner=False)
-def heatmap_spec(lang: str, matrix: np.ndarray, rows: tuple, cols: tuple, *, width: int, cell: int = 26,
-                 extra: int = 120, outline: int | None = None, legend: bool = True, **kwargs) -> dict:
+def sized_heatmap(matrix: np.ndarray, rows, cols, *, width: int, cell: int = 26, extra: int = 120,
+                  outline: int | None = None, legend: bool = True, **kwargs):
     """ui.charts.heatmap sized for its column (a band-scale chart does not stretch by itself, so the
     plotting width is set and every row gets room for its label), optionally with a row outlined."""
     if len(rows) > 16:                      # long sentences: thinner rows, the page stays scrollable
@@ -163,26 +140,32 @@ def heatmap_spec(lang: str, matrix: np.ndarray, rows: tuple, cols: tuple, *, wid
         chart = qkv_charts.outline_row(chart, list(rows), outline)
     if not legend:
         chart = chart.configure_legend(disable=True)
-    return to_spec(chart)
+    return chart
 
 
-def draw(builder: str, *args, width: str = "stretch", **kwargs) -> None:
-    st.vega_lite_chart(chart_spec(builder, current_lang(), *args, **kwargs), width=width)
+@st.cache_resource(max_entries=64, show_spinner=False)
+def finished(cache_id: tuple, _build) -> dict:
+    """A chart's spec, built once, for show_matrix and the library plane (neither takes show_chart's
+    cache yet)."""
+    return to_spec(_build())
 
 
-def show_heatmap(matrix: np.ndarray, rows, cols, *, key: str, width: int, csv_name: str | None = None,
-                 **kwargs) -> None:
-    """A heatmap as ui.anatomy.show_matrix draws it (click a cell to pick its query row, CSV below),
-    from a cached spec. The clicked row is read back by ``clicked_row`` before the controls are drawn."""
-    spec = heatmap_spec(current_lang(), np.asarray(matrix), tuple(rows), tuple(cols), width=width, **kwargs)
-    if kwargs.get("selectable", True):
-        st.vega_lite_chart(spec, width="stretch", on_select="rerun", key=key)
-    else:
-        st.vega_lite_chart(spec, width="stretch", key=key)
+def show_heatmap(matrix: np.ndarray, rows, cols, *, key: str, inputs: tuple, width: int,
+                 csv_name: str | None = None, **kwargs) -> None:
+    """A sized heatmap drawn by ui.anatomy (show_matrix when it has a CSV; click a cell to pick its query
+    row). ``inputs``: the plain values the matrix is computed from (the spec is cached on them). The clicked
+    row is read back by ``clicked_row`` before the controls are drawn."""
+    cache = (*inputs, tuple(rows), tuple(cols), width, *sorted(kwargs.items()))
+
+    def build():
+        return sized_heatmap(np.asarray(matrix), rows, cols, width=width, **kwargs)
+
+    selectable = kwargs.get("selectable", True)
     if csv_name:
-        csv = functools.partial(matrix_csv, np.asarray(matrix), list(rows), list(cols))  # built on click
-        st.download_button(t("common.download_csv"), csv, file_name=csv_name, mime="text/csv",
-                           key=f"{key}_csv", icon=":material/download:", type="tertiary")
+        show_matrix(finished((key, current_lang(), *cache), build), np.asarray(matrix), list(rows), list(cols),
+                    key=key, selectable=selectable, file_name=csv_name)
+    else:
+        show_chart(build, key=key, select=selectable, cache=cache)
 
 
 def fmt(x: float, digits: int = 2) -> str:
@@ -216,19 +199,19 @@ def kernel_tab() -> None:
     left, right = st.columns(2)
     with left:
         top_w = max(0.05, float(d["w"].max()))  # stretch the colours: a wide band has small weights
-        show_heatmap(d["w"], q_labels, k_labels, key="k_heat", csv_name="kernel_weights.csv", width=380,
-                     cell=13, outline=row, kind="weights", domain=(0.0, top_w),
-                     x_title=t("qkv.k_keys_axis"), y_title=t("qkv.k_queries_axis"),
+        show_heatmap(d["w"], q_labels, k_labels, key="k_heat", inputs=(n_train, noise, data_seed, h),
+                     csv_name="kernel_weights.csv", width=380, cell=13, outline=row, kind="weights",
+                     domain=(0.0, top_w), x_title=t("qkv.k_keys_axis"), y_title=t("qkv.k_queries_axis"),
                      value_title=t("common.weight"), title=t("qkv.k_heat_title"))
         st.caption(t("qkv.k_heat_caption", top=fmt(top_w, 3)))
     with right:
-        draw("kernel_fit",
-             d["x"], d["y"], d["curve"], d["truth"], d["fit"], query_x=float(d["grid"][row]),
+        show_chart(lambda: qkv_charts.kernel_fit(
+            d["x"], d["y"], d["curve"], d["truth"], d["fit"], query_x=float(d["grid"][row]),
             query_weights=w_row, query_pred=float(d["pred"][row]), height=480, weight_max=top_w,
             labels={"x": "x", "y": "y", "weight": t("qkv.k_weight_for", x=q_labels[row]),
                     "truth": t("qkv.k_truth"), "fit": t("qkv.k_fit", h=fmt(h)),
                     "query": t("qkv.k_query_short"), "prediction": t("qkv.k_prediction"),
-                    "series": t("qkv.k_series")})
+                    "series": t("qkv.k_series")}), key="k_fit", cache=(n_train, noise, data_seed, h, row))
         st.caption(t("qkv.k_fit_caption"))
 
     top = int(np.argmax(w_row))
@@ -310,32 +293,38 @@ def library_tab() -> None:
     best = int(np.argmax(weights))
     labels = unique_labels(titles)
     value_names = [t(f"qkv.vaxis_{a}") for a in lab.VALUE_AXES]
+    inputs = (tuple(titles), tuple(map(tuple, numbers.tolist())), tuple(query.tolist()))
     axis_names = [t(f"qkv.axis_{a}") for a in lab.KEY_AXES]
 
     left, right = st.columns([3, 2])
     with left:
         st.markdown(f"**{t('qkv.l_scores_title')}**")
-        draw("book_bars", scores, labels, value_title=t("common.score"), book_title=t("qkv.l_book"))
+        show_chart(lambda: qkv_charts.book_bars(scores, labels, value_title=t("common.score"),
+                                                book_title=t("qkv.l_book")), key="l_scores", cache=inputs)
         st.markdown(f"**{t('qkv.l_weights_title')}**")
-        draw("book_bars", weights, labels, value_title=t("common.weight"), book_title=t("qkv.l_book"),
-             domain=(0.0, 1.0))
+        show_chart(lambda: qkv_charts.book_bars(weights, labels, value_title=t("common.weight"),
+                                                book_title=t("qkv.l_book"), domain=(0.0, 1.0)),
+                   key="l_weights", cache=inputs)
     with right:
         st.markdown(f"**{t('qkv.l_plane_title')}**")
         planes = [(0, 1), (0, 2), (1, 2)]
         plane = st.selectbox(t("qkv.l_plane"), planes, key="plane", bind="query-params",
                              format_func=lambda p: f"{axis_names[p[0]]} × {axis_names[p[1]]}")
         a, b = plane if plane in planes else planes[0]
-        draw("library_plane", keys[:, [a, b]], query[[a, b]], labels, scores, weights, size=360,
-             width="content", labels={"x": axis_names[a], "y": axis_names[b], "book": t("qkv.l_book"),
-                                      "score": t("common.score"), "weight": t("common.weight"),
-                                      "query": t("qkv.l_query_short"), "projection": t("qkv.l_projection")})
+        plane_spec = finished(("l_plane", current_lang(), *inputs, a, b), lambda: qkv_charts.library_plane(
+            keys[:, [a, b]], query[[a, b]], labels, scores, weights, size=360,
+            labels={"x": axis_names[a], "y": axis_names[b], "book": t("qkv.l_book"), "score": t("common.score"),
+                    "weight": t("common.weight"), "query": t("qkv.l_query_short"),
+                    "projection": t("qkv.l_projection")}))
+        st.vega_lite_chart(dict(plane_spec), width="content", key="l_plane")   # square: show_chart only stretches
         other = ({0, 1, 2} - {a, b}).pop()
         st.caption(t("qkv.l_plane_caption", other=axis_names[other]))
     st.markdown(f"**{t('qkv.l_mix_title')}**")
-    draw("library_mix", r.contributions.numpy(), weights, values, labels, value_names, height=230,
+    show_chart(lambda: qkv_charts.library_mix(
+        r.contributions.numpy(), weights, values, labels, value_names, height=230,
         labels={"feature": t("qkv.l_feature"), "contribution": t("qkv.l_contribution"),
                 "book": t("qkv.l_book"), "weight": t("common.weight"), "value": t("common.value"),
-                "total": t("qkv.l_total")})
+                "total": t("qkv.l_total")}), key="l_mix", cache=inputs)
 
     qn = float(np.linalg.norm(query))
     kn = float(np.linalg.norm(keys[best]))
@@ -370,6 +359,7 @@ def tokens_tab() -> None:
     if tokens is None:
         return
     s = step_through(tuple(tokens), int(d_model), int(d_k), seed_)
+    inputs = (tuple(tokens), int(d_model), int(d_k), seed_)
     n = len(tokens)
     labels = unique_labels(tokens)
     if n == 1:
@@ -389,7 +379,7 @@ def tokens_tab() -> None:
         for col, (name, key, dims) in zip(grid, mats):
             with col:
                 dim_labels = [str(j) for j in range(dims)]
-                show_heatmap(s[name], labels, dim_labels, key=key, csv_name=f"{name}.csv", width=340,
+                show_heatmap(s[name], labels, dim_labels, key=key, inputs=inputs, csv_name=f"{name}.csv", width=340,
                              kind="scores", selected_row=qi, x_title=t("qkv.t_dim"), y_title=t("qkv.t_token"),
                              value_title=name.upper(), title=t(f"qkv.t_mat_{name}", n=n, d=dims))
     else:
@@ -397,16 +387,18 @@ def tokens_tab() -> None:
         cols_labels = labels if stage < 5 else [str(j) for j in range(d_k)]
         left, right = st.columns([3, 2])
         with left:
-            show_heatmap(matrix, labels, cols_labels, key="t_heat", csv_name=f"stage{stage}.csv", width=420,
+            show_heatmap(matrix, labels, cols_labels, key="t_heat", inputs=(*inputs, stage),
+                         csv_name=f"stage{stage}.csv", width=420,
                          kind="weights" if stage == 4 else "scores", selected_row=qi,
                          x_title=t("qkv.t_dim") if stage == 5 else t("common.key"), y_title=t("common.query"),
                          value_title=t(f"qkv.t_value{stage}"), title=t(f"qkv.t_mat{stage}", n=n, d=d_k))
         with right:
             st.markdown(f"**{t('qkv.t_row_title', q=md_escape(labels[qi]))}**")
-            draw("bars", matrix[qi], cols_labels, value_title=t(f"qkv.t_value{stage}"),
-                 label_title=t("qkv.t_dim") if stage == 5 else t("common.key"),
-                 domain=(0.0, 1.0) if stage == 4 else None,
-                 highlight=int(np.argmax(matrix[qi])) if stage < 5 else None, height=260)
+            show_chart(lambda: bars(matrix[qi], cols_labels, value_title=t(f"qkv.t_value{stage}"),
+                                    label_title=t("qkv.t_dim") if stage == 5 else t("common.key"),
+                                    domain=(0.0, 1.0) if stage == 4 else None,
+                                    highlight=int(np.argmax(matrix[qi])) if stage < 5 else None, height=260),
+                       key="t_row", cache=(*inputs, stage, qi))
             st.caption(row_caption(stage, s, qi, labels, sqrt_dk))
 
     st.subheader(t("qkv.t_neuron_title"))
@@ -420,11 +412,14 @@ def tokens_tab() -> None:
         neuron = np.stack([s["q"][qi], s["k"][kj], prods])
         rows = [f"q ({labels[qi]})", f"k ({labels[kj]})", "q ⊙ k"]
         dim_labels = [str(j) for j in range(d_k)]
-        show_heatmap(neuron, rows, dim_labels, key="t_neuron", width=420, cell=34, extra=90, kind="scores",
+        show_heatmap(neuron, rows, dim_labels, key="t_neuron", inputs=(*inputs, qi, kj), width=420, cell=34,
+                     extra=90, kind="scores",
                      selectable=False, show_numbers=d_k <= 16, x_title=t("qkv.t_dim"), y_title=" ",
                      value_title=t("qkv.t_product"))
     with n2:
-        draw("products", prods, height=170, labels={"dim": t("qkv.t_dim"), "product": t("qkv.t_product")})
+        show_chart(lambda: qkv_charts.products(prods, height=170, labels={"dim": t("qkv.t_dim"),
+                                                                          "product": t("qkv.t_product")}),
+                   key="t_products", cache=(*inputs, qi, kj))
     st.markdown(t("qkv.t_neuron_sum", q=md_escape(labels[qi]), k=md_escape(labels[kj]), total=fmt(score, 3),
                   pos=fmt(float(prods[prods > 0].sum()), 3), neg=fmt(float(prods[prods < 0].sum()), 3),
                   sqrt=fmt(sqrt_dk, 3), scaled=fmt(float(s["scaled"][qi, kj]), 3),
@@ -443,7 +438,7 @@ def tokens_tab() -> None:
     exercise("qkv_ex_tokens", t("qkv.t_ex_q"), [t("qkv.t_ex_a0"), t("qkv.t_ex_a1"), t("qkv.t_ex_a2")], 0,
              t("qkv.t_ex_why"))
     pitfall(t("qkv.p_title"), t("qkv.p_body"), t("qkv.p_code"),
-            demo=lambda: pitfall_demo(s, qi, labels, d_model, d_k))
+            demo=lambda: pitfall_demo(s, qi, labels, d_model, d_k, inputs))
     show_code(lab.qkv_step_through, lab.neuron_view, lab.normalisation_pitfalls)
 
 
@@ -474,11 +469,13 @@ def row_caption(stage: int, s: dict, qi: int, labels: list[str], sqrt_dk: float)
     return t("qkv.t_row5", parts=parts)
 
 
-def pitfall_demo(s: dict, qi: int, labels: list[str], d_model: int, d_k: int) -> None:
+def pitfall_demo(s: dict, qi: int, labels: list[str], d_model: int, d_k: int, inputs: tuple) -> None:
     rows = {t("qkv.p_correct", dk=d_k): s["weights"][qi], t("qkv.p_sqrt", dm=d_model): s["bug_sqrt"][qi],
             t("qkv.p_twice"): s["bug_twice"][qi]}
-    draw("grouped_rows", rows, labels, labels={"key": t("common.key"), "weight": t("common.weight"),
-                                               "series": t("qkv.p_series")})
+    show_chart(lambda: qkv_charts.grouped_rows(rows, labels, labels={"key": t("common.key"),
+                                                                     "weight": t("common.weight"),
+                                                                     "series": t("qkv.p_series")}),
+               key="t_pitfall", cache=(*inputs, qi))
     (m0, m1, m2), (e0, e1, e2) = zip(*((fmt(float(np.max(r)), 3),
                                         fmt(float(attention_entropy(torch.as_tensor(r))), 3))
                                        for r in rows.values()))
@@ -520,7 +517,8 @@ def similarity_tab() -> None:
     for col, name in zip(st.columns(3), names):
         r = res[name]
         with col:
-            show_heatmap(r["weights"], labels, labels, key=f"s_{name}", width=260, cell=22, legend=False,
+            show_heatmap(r["weights"], labels, labels, key=f"s_{name}", inputs=(tuple(tokens), d_k, hidden, seed_),
+                         width=260, cell=22, legend=False,
                          kind="weights", selectable=False, show_numbers=False, x_title=t("common.key"),
                          y_title=t("common.query"), value_title=t("common.weight"))
             st.caption(t("qkv.s_caption", params=f"{r['params']:,}", max=fmt(r["max"], 3),

@@ -37,6 +37,16 @@ def _fmt(values: np.ndarray) -> np.ndarray:
     return np.char.mod("%.6g", values)
 
 
+def _one_frame(**pieces: pd.DataFrame) -> pd.DataFrame:
+    """A chart's frames as one, each row tagged with its ``piece`` (ui.charts.to_spec ships one dataset)."""
+    return pd.concat([frame.assign(piece=name) for name, frame in pieces.items()], ignore_index=True)
+
+
+def _piece(name: str) -> alt.Chart:
+    """A layer that draws one piece of the chart's frame."""
+    return alt.Chart().transform_filter(alt.datum.piece == name)
+
+
 # --- 1. kernel regression --------------------------------------------------------------------
 
 def kernel_fit(x_train, y_train, x_curve, y_true, y_fit, *, query_x: float, query_weights, query_pred: float,
@@ -61,11 +71,11 @@ def kernel_fit(x_train, y_train, x_curve, y_true, y_fit, *, query_x: float, quer
     colour = alt.Color("series:N", title=labels["series"],
                        scale=alt.Scale(domain=[labels["truth"], labels["fit"]], range=[TRUTH_GREY, KEY_BLUE]),
                        legend=alt.Legend(orient="bottom"))
-    lines = alt.Chart(curves).mark_line(strokeWidth=2.5).encode(
+    lines = _piece("curves").mark_line(strokeWidth=2.5).encode(
         x=x_enc, y=alt.Y("y:Q", title=labels["y"]), color=colour,
         strokeDash=alt.StrokeDash("series:N", legend=None, scale=alt.Scale(
             domain=[labels["truth"], labels["fit"]], range=[[5, 4], [1, 0]])))
-    dots = alt.Chart(points).mark_circle(stroke="black", strokeWidth=0.4).encode(
+    dots = _piece("points").mark_circle(stroke="black", strokeWidth=0.4).encode(
         x=x_enc, y="y:Q",
         size=alt.Size("weight:Q", scale=alt.Scale(domain=[0, max(float(w.max()), 1e-9)], range=[12, 420]),
                       legend=None),
@@ -74,21 +84,26 @@ def kernel_fit(x_train, y_train, x_curve, y_true, y_fit, *, query_x: float, quer
         tooltip=[alt.Tooltip("x:Q", title=labels["x"], format=".4f"), alt.Tooltip("y:Q", title=labels["y"],
                                                                              format=".4f"),
                  alt.Tooltip("exact:N", title=labels["weight"])])
-    rule = alt.Chart(query).mark_rule(color=QUERY_ORANGE, strokeWidth=2).encode(x="x:Q")
-    pred = alt.Chart(query).mark_point(shape="diamond", size=220, filled=True, color=QUERY_ORANGE,
+    rule = _piece("query").mark_rule(color=QUERY_ORANGE, strokeWidth=2).encode(x="x:Q")
+    pred = _piece("query").mark_point(shape="diamond", size=220, filled=True, color=QUERY_ORANGE,
                                        stroke="black", strokeWidth=0.8).encode(
         x="x:Q", y="y:Q", tooltip=[alt.Tooltip("x:Q", title=labels["query"], format=".3f"),
                                    alt.Tooltip("exact:N", title=labels["prediction"])])
-    return alt.layer(lines, dots, rule, pred).resolve_scale(color="independent").properties(height=height)
+    frame = _one_frame(curves=curves, points=points, query=query)
+    return alt.layer(lines, dots, rule, pred, data=frame).resolve_scale(color="independent").properties(
+        height=height)
 
 
 def outline_row(chart: alt.LayerChart, row_labels: Sequence[str], row: int) -> alt.LayerChart:
-    """An orange frame around one query row of a ui.charts.heatmap (the query now shown elsewhere)."""
+    """An orange frame around one query row of a ui.charts.heatmap (the query now shown elsewhere):
+    the row is flagged in the heatmap's own frame (column ``outlined``) and framed by one more layer."""
     order = unique_labels(list(row_labels))
-    frame = pd.DataFrame({"query": [order[row]]})
-    box = alt.Chart(frame).mark_rect(fill=None, stroke=QUERY_ORANGE, strokeWidth=2.5).encode(
-        y=alt.Y("query:N", sort=order))
-    return alt.layer(chart, box)
+    box = alt.Chart().transform_filter(alt.datum.outlined).transform_aggregate(groupby=["query"]).mark_rect(
+        fill=None, stroke=QUERY_ORANGE, strokeWidth=2.5).encode(y=alt.Y("query:N", sort=order))
+    framed = chart.copy()
+    framed.data = chart.data.assign(outlined=chart.data["query"] == order[row])
+    framed.layer = [*chart.layer, box]
+    return framed
 
 
 # --- 2. the library --------------------------------------------------------------------------
@@ -115,7 +130,7 @@ def library_mix(contributions, weights, values, books: Sequence[str], value_name
     totals = pd.DataFrame({"feature": list(value_names), "total": c.sum(axis=0),
                            "text": [f"{v:.2f}" for v in c.sum(axis=0)]})
     y = alt.Y("feature:N", sort=list(value_names), title=labels["feature"])
-    bars = alt.Chart(frame).mark_bar(stroke="white", strokeWidth=0.5).encode(
+    bars = _piece("bars").mark_bar(stroke="white", strokeWidth=0.5).encode(
         y=y, x=alt.X("part:Q", stack="zero", title=labels["contribution"]),
         color=alt.Color("book:N", sort=books_u, scale=_book_scale(books_u), title=labels["book"],
                         legend=alt.Legend(orient="right", labelLimit=170)),
@@ -125,11 +140,11 @@ def library_mix(contributions, weights, values, books: Sequence[str], value_name
                  alt.Tooltip("weight:Q", title=labels["weight"], format=".4f"),
                  alt.Tooltip("value:Q", title=labels["value"], format=".4g"),
                  alt.Tooltip("exact:N", title=labels["contribution"])])
-    text = alt.Chart(totals).mark_text(align="left", dx=4, fontWeight="bold").encode(
+    text = _piece("totals").mark_text(align="left", dx=4, fontWeight="bold").encode(
         y=y, x=alt.X("total:Q"), text="text:N",
         tooltip=[alt.Tooltip("feature:N", title=labels["feature"]),
                  alt.Tooltip("total:Q", title=labels["total"], format=".6g")])
-    return alt.layer(bars, text).properties(height=height)
+    return alt.layer(bars, text, data=_one_frame(bars=frame, totals=totals)).properties(height=height)
 
 
 def book_bars(values, books: Sequence[str], *, value_title: str, book_title: str,
@@ -185,19 +200,20 @@ def library_plane(keys2d, query2d, books: Sequence[str], scores, weights, *, lab
                alt.Tooltip("weight:Q", title=labels["weight"], format=".4f"),
                alt.Tooltip("along:Q", title=labels["projection"], format=".4f")]
     layers = [
-        alt.Chart(line).mark_line(color=QUERY_ORANGE, strokeDash=[6, 4], opacity=0.7).encode(X, Y),
-        alt.Chart(keys).mark_rule(color="#999999", strokeDash=[2, 3]).encode(X, Y, x2="px:Q", y2="py:Q"),
-        alt.Chart(keys).mark_rule(strokeWidth=2.5).encode(X0, Y0, x2="x:Q", y2="y:Q", color=colour,
-                                                          tooltip=tooltip),
-        alt.Chart(keys).mark_circle(stroke="black", strokeWidth=0.6, opacity=1).encode(
+        _piece("line").mark_line(color=QUERY_ORANGE, strokeDash=[6, 4], opacity=0.7).encode(X, Y),
+        _piece("keys").mark_rule(color="#999999", strokeDash=[2, 3]).encode(X, Y, x2="px:Q", y2="py:Q"),
+        _piece("keys").mark_rule(strokeWidth=2.5).encode(X0, Y0, x2="x:Q", y2="y:Q", color=colour,
+                                                         tooltip=tooltip),
+        _piece("keys").mark_circle(stroke="black", strokeWidth=0.6, opacity=1).encode(
             X, Y, color=colour, tooltip=tooltip,
             size=alt.Size("weight:Q", scale=alt.Scale(domain=[0, 1], range=[30, 700]), legend=None)),
-        alt.Chart(qf).mark_rule(color=QUERY_ORANGE, strokeWidth=4).encode(X0, Y0, x2="x:Q", y2="y:Q"),
-        alt.Chart(qf).mark_point(shape="diamond", size=160, filled=True, color=QUERY_ORANGE).encode(X, Y),
-        alt.Chart(qf).mark_text(align="left", dx=8, dy=-8, fontWeight="bold", fontSize=14,
-                                color=QUERY_ORANGE).encode(X, Y, text="name:N"),
+        _piece("query").mark_rule(color=QUERY_ORANGE, strokeWidth=4).encode(X0, Y0, x2="x:Q", y2="y:Q"),
+        _piece("query").mark_point(shape="diamond", size=160, filled=True, color=QUERY_ORANGE).encode(X, Y),
+        _piece("query").mark_text(align="left", dx=8, dy=-8, fontWeight="bold", fontSize=14,
+                                  color=QUERY_ORANGE).encode(X, Y, text="name:N"),
     ]
-    return alt.layer(*layers).properties(width=size, height=size)
+    frame = _one_frame(line=line, keys=keys, query=qf)
+    return alt.layer(*layers, data=frame).properties(width=size, height=size)
 
 
 # --- 3. tokens: neuron view and the pitfall comparison ------------------------------------------

@@ -24,9 +24,14 @@ SENTENCE = EN["common.default_sentence"]
 BOOK_COLUMNS = list(lab.KEY_AXES) + list(lab.VALUE_AXES)
 
 
-def _frames(at, *columns):
-    """Every chart dataset holding all ``columns``."""
-    return [f for c in charts(at) for f in chart_data(c).values() if set(columns) <= set(f.columns)]
+def _frames(at, *columns, piece=None):
+    """Every chart dataset holding all ``columns``; with ``piece``, only the rows (and columns) of that piece
+    of a chart that keeps several pieces in one frame (column ``piece``)."""
+    found = [f for c in charts(at) for f in chart_data(c).values() if set(columns) <= set(f.columns)]
+    if piece is None:
+        return found
+    return [f[f["piece"] == piece].dropna(axis=1, how="all").reset_index(drop=True)
+            for f in found if "piece" in f.columns]
 
 
 def _matrix(frame) -> np.ndarray:
@@ -124,9 +129,9 @@ def test_kernel_heatmap_is_the_gaussian_kernel_average(kernel_en):
     assert heat.shape == (41, 40)
     np.testing.assert_allclose(heat, expected, atol=1e-5)
     np.testing.assert_allclose(heat.sum(axis=1), 1.0, atol=1e-5)
-    points = _frames(kernel_en, "x", "y", "weight")[0]            # the dots of the fit chart
+    points = _frames(kernel_en, "x", "y", "weight", piece="points")[0]    # the dots of the fit chart
     np.testing.assert_allclose(points["weight"], expected[20], atol=1e-5)   # query x = 2.5 is row 20
-    pred = _frames(kernel_en, "x", "y", "exact")
+    pred = _frames(kernel_en, "x", "y", "exact", piece="query")
     pred = [f for f in pred if len(f) == 1 and "weight" not in f.columns][0]
     assert float(pred["y"][0]) == pytest.approx(float(expected[20] @ y), abs=1e-4)
     notice = _notice(kernel_en)
@@ -143,7 +148,8 @@ def test_kernel_url_reproduces_bandwidth_and_query():
     x, y = (a.double().numpy() for a in lab.kernel_regression_data(20, 0.0, seed=3))
     kern = np.exp(-(4.0 - x) ** 2 / (2 * 0.1 ** 2))
     np.testing.assert_allclose(heat[32], kern / kern.sum(), atol=1e-5)      # 4 / 0.125 = row 32
-    outline = [f for f in _frames(at, "query") if len(f) == 1]
+    outline = [f[f["outlined"]].drop_duplicates("query").reset_index(drop=True)
+               for f in _frames(at, "query", "outlined")]
     assert outline and outline[0]["query"][0] == "4"
 
 
@@ -159,7 +165,7 @@ def _library(params=None, edits=None):
 
 def _book_bars(at):
     """(scores, weights) as drawn, in table order."""
-    frames = [f for f in _frames(at, "book", "value", "text")]
+    frames = [f for f in _frames(at, "book", "value", "text") if "piece" not in f.columns]
     assert len(frames) == 2
     return frames[0]["value"].to_numpy(), frames[1]["value"].to_numpy()
 
@@ -174,7 +180,7 @@ def test_library_scores_weights_and_mix_match_numpy():
     scores, weights = _book_bars(at)
     np.testing.assert_allclose(scores, s, atol=1e-9)
     np.testing.assert_allclose(weights, w, atol=1e-9)
-    mix = _frames(at, "feature", "part")[0]
+    mix = _frames(at, "feature", "part", piece="bars")[0]
     totals = mix.groupby("feature", sort=False)["part"].sum().to_numpy()
     np.testing.assert_allclose(totals, w @ values, atol=1e-9)
     assert "Kitchen Chemistry" in _notice(at) and f"{w.max():.2f}" in _notice(at)
@@ -193,7 +199,7 @@ def test_changing_a_value_leaves_the_weights_alone():
     before = _book_bars(_library())[1]
     after_at = _library(edits={"edited_rows": {2: {"formulas": 0.0, "recipes": 0.0, "dates": 0.0}}})
     np.testing.assert_allclose(_book_bars(after_at)[1], before, atol=1e-12)
-    mix = _frames(after_at, "feature", "part")[0]
+    mix = _frames(after_at, "feature", "part", piece="bars")[0]
     assert (mix[mix["book"] == "Kitchen Chemistry"]["part"] == 0).all()
 
 
@@ -349,7 +355,7 @@ def test_sentences_that_could_break_the_page(tab):
 
 def test_every_chart_builder_is_valid_vega_lite():
     from ui import qkv_charts as qc
-    from ui.charts import bars, heatmap
+    from ui.charts import bars, heatmap, to_spec
 
     keys, values = lab.library_arrays()
     books = [f"book {i}" for i in range(len(keys))]
@@ -377,3 +383,4 @@ def test_every_chart_builder_is_valid_vega_lite():
     for chart in charts_:
         spec = chart.to_dict()                      # validates against the Vega-Lite schema
         assert "$schema" in spec
+        assert to_spec(chart) is not None           # one top-level frame: the page's shared drawing takes it
