@@ -205,11 +205,12 @@ def heatmap_section(text: str, r: dict) -> int:
     rows, cols = list(out), chars(text)
     st.subheader(t(f"{NS}.map_title"))
     before = st.session_state.get("_al_row")
-    picked = anatomy.show_matrix(chart(("map", text, before), lambda: heatmap(
-        w, rows, cols, title=t(f"{NS}.map_chart", n_out=len(rows), n_in=len(cols)),
-        x_title=t(f"{NS}.input_axis"), y_title=t(f"{NS}.output_axis"), value_title=t("common.weight"),
-        selected_row=before if before is not None and before < len(rows) else default_row(out),
-        height=28 * len(rows) + 150)),
+    selected = before if before is not None and before < len(rows) else default_row(out)
+    skeleton = chart(("map", w.shape, selected), lambda: heatmap(    # one spec per shape, the data swapped in
+        w, rows, cols, title="", x_title=t(f"{NS}.input_axis"), y_title=t(f"{NS}.output_axis"),
+        value_title=t("common.weight"), selected_row=selected, height=28 * len(rows) + 150))
+    picked = anatomy.show_matrix(
+        ac.heatmap_like(skeleton, w, rows, cols, t(f"{NS}.map_chart", n_out=len(rows), n_in=len(cols))),
         w, rows, cols, key="map", file_name="date_alignment.csv")
     if picked is not None and picked < len(rows):
         st.session_state["_al_row"] = picked
@@ -245,11 +246,13 @@ def forms_section() -> tuple[dt.date, list[dict]]:
     cols = st.columns(2)
     for i, r in enumerate(res):
         with cols[i % 2]:
-            anatomy.show_chart(chart(("form", day.isoformat(), r["form"]), lambda r=r: heatmap(
-                r["w"], list(r["output"]), chars(r["text"]), show_numbers=False, selectable=False,
-                title=t(f"{NS}.form_chart", form=PATTERNS[r["form"]], text=r["text"], out=r["output"]),
+            skeleton = chart(("form", r["w"].shape), lambda r=r: heatmap(
+                r["w"], list(r["output"]), chars(r["text"]), show_numbers=False, selectable=False, title="",
                 x_title=t(f"{NS}.input_axis"), y_title=t(f"{NS}.output_axis"),
-                value_title=t("common.weight"), height=340)), key=f"form_{r['form']}")
+                value_title=t("common.weight"), height=340))
+            anatomy.show_chart(ac.heatmap_like(skeleton, r["w"], list(r["output"]), chars(r["text"]), t(
+                f"{NS}.form_chart", form=PATTERNS[r["form"]], text=r["text"], out=r["output"])),
+                key=f"form_{r['form']}")
     st.markdown(f"**{t(f'{NS}.moves_title')}**")
     st.dataframe(ac.moves_table(res, PARTS, {k: t(f"{NS}.part_{k}") for k in PARTS}, PATTERNS,
                                 t(f"{NS}.col_part")), hide_index=True, width="stretch")

@@ -23,6 +23,7 @@ from attention_core.tasks import REVERSE_MAX_LEN, REVERSE_MIN_LEN
 from attention_core.train import load_curves, load_model
 from ui import anatomy
 from ui import bottleneck_charts as bc
+from ui.alignment_charts import heatmap_like
 from ui.charts import heatmap, to_spec
 from ui.controls import seed as seed_control
 from ui.i18n import current_lang, lesson, t
@@ -211,10 +212,14 @@ def answers_section(digits: str, res: dict) -> dict:
     out_labels, in_labels = list(res["attention"]), list(digits)
     st.subheader(t(f"{NS}.align_title"))
     st.markdown(lesson(f"{NS}/alignment"))
-    anatomy.show_matrix(chart(("align", digits), lambda: heatmap(
-        w, out_labels, in_labels, title=t(f"{NS}.align_chart", n=len(digits)), x_title=t(f"{NS}.input_axis"),
-        y_title=t(f"{NS}.output_axis"), value_title=t("common.weight"), selectable=False)),
-        w, out_labels, in_labels, key="align", selectable=False, file_name="reversal_alignment.csv")
+    if not out_labels:                                   # the model stopped at once: no row to draw
+        st.caption(t(f"{NS}.empty_answer"))
+        return {"marks": marks, "right": right}
+    skeleton = chart(("align", w.shape), lambda: heatmap(          # one spec per shape, the data swapped in
+        w, out_labels, in_labels, title="", x_title=t(f"{NS}.input_axis"), y_title=t(f"{NS}.output_axis"),
+        value_title=t("common.weight"), selectable=False))
+    anatomy.show_matrix(heatmap_like(skeleton, w, out_labels, in_labels, t(f"{NS}.align_chart", n=len(digits))),
+                        w, out_labels, in_labels, key="align", selectable=False, file_name="reversal_alignment.csv")
     return {"marks": marks, "right": right}
 
 

@@ -21,7 +21,7 @@ from attention_core.train import LIVE_PROBES, live_run
 from attention_core.trainer import TransformerTrainer, seed_warmup_cosine, warmup_cosine
 from ui import anatomy
 from ui import training_charts as tc
-from ui.alignment_charts import visible_chars
+from ui.alignment_charts import heatmap_like, visible_chars
 from ui.charts import heatmap, to_spec
 from ui.controls import seed as seed_control
 from ui.i18n import current_lang, lesson, t
@@ -230,11 +230,12 @@ def results_section(run: dict) -> dict:
     step, out, w = next(x for x in snaps if x[0] == picked)
     source = visible_chars(run["source"])
     if w is not None and len(out):
-        anatomy.show_matrix(chart(("snap", run["name"], step), lambda: heatmap(
-            w, list(out), source, title=t(f"{NS}.snap_title", step=step, out=out), x_title=t(f"{NS}.input_axis"),
-            y_title=t(f"{NS}.output_axis"), value_title=t("common.weight"), selectable=False,
-            show_numbers=len(source) <= 16, height=28 * len(out) + 150)),
-            w, list(out), source, key="snap", selectable=False, file_name=f"alignment_step_{step}.csv")
+        skeleton = chart(("snap", w.shape), lambda: heatmap(          # one spec per shape, the data swapped in
+            w, list(out), source, title="", x_title=t(f"{NS}.input_axis"), y_title=t(f"{NS}.output_axis"),
+            value_title=t("common.weight"), selectable=False, show_numbers=len(source) <= 16,
+            height=28 * len(out) + 150))
+        anatomy.show_matrix(heatmap_like(skeleton, w, list(out), source, t(f"{NS}.snap_title", step=step, out=out)),
+                            w, list(out), source, key="snap", selectable=False, file_name=f"alignment_step_{step}.csv")
     else:
         st.info(t(f"{NS}.no_alignment", out=anatomy.md_escape(out) or "—"), icon=":material/info:")
     if len(with_w) > 1:
