@@ -205,7 +205,7 @@ def heatmap_section(text: str, r: dict) -> int:
     rows, cols = list(out), chars(text)
     st.subheader(t(f"{NS}.map_title"))
     before = st.session_state.get("_al_row")
-    selected = before if before is not None and before < len(rows) else default_row(out)
+    selected = before if before is not None and before < len(rows) else None   # no fading until a click
     skeleton = chart(("map", w.shape, selected), lambda: heatmap(    # one spec per shape, the data swapped in
         w, rows, cols, title="", x_title=t(f"{NS}.input_axis"), y_title=t(f"{NS}.output_axis"),
         value_title=t("common.weight"), selected_row=selected, height=28 * len(rows) + 150))
