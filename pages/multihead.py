@@ -6,7 +6,6 @@ Order: the shapes of one forward pass and the parameter count -> every head (cli
 -> how much heads differ and what averaging hides -> the pattern gallery and the classifier ->
 the query/key geometry of one head.
 """
-from collections import OrderedDict
 from typing import NamedTuple
 
 import numpy as np
@@ -48,7 +47,7 @@ from ui.i18n import LANGS, catalog, current_lang, lesson, t
 NS = "multihead"
 D_MIN, D_MAX, D_DEFAULT = 4, 256, 64
 H_MAX, H_DEFAULT = 32, 8
-MAX_CHARTS = 60       # built charts kept (the largest, 32 heads x 64 tokens, holds ~1.5 MB of data)
+MAX_CHARTS = 60       # fixed-size and matrix charts kept (the largest, 32 heads x 64 tokens, holds ~1.5 MB of data)
 # the gallery pattern each planted recipe should be recognised as ("local", "previous_2" have none)
 EXPECTED = {"previous": "previous", "next": "next", "self": "diagonal", "first": "vertical", "broad": "broad"}
 FORMULA = (r"\mathrm{MultiHead}(X)=\mathrm{Concat}(\mathrm{head}_1,\dots,\mathrm{head}_h)\,W^O,\qquad "
@@ -100,30 +99,18 @@ def gallery(n: int) -> np.ndarray:
     return np.stack([synthetic_pattern(name, n).numpy() for name in PATTERNS])
 
 
-@st.cache_resource(show_spinner=False)
-def chart_store() -> OrderedDict:
-    """Built charts of recent settings, shared by sessions (charts are never mutated)."""
-    return OrderedDict()
+@st.cache_resource(max_entries=MAX_CHARTS, show_spinner=False)
+def finished(cache_id: tuple, _build) -> dict:
+    """A chart's spec, built once, for show_matrix and the fixed-size charts (neither takes show_chart's
+    cache yet)."""
+    return to_spec(_build())
 
 
-def draw(spec: dict, key: str, *, select: bool = False):
-    """A chart at its own width (small multiples, fixed-size planes), optionally clickable."""
-    if select:
-        return st.vega_lite_chart(spec, key=key, on_select="rerun", width="content")
-    st.vega_lite_chart(spec, key=key, width="content")
-    return None
-
-
-def cached_chart(key: tuple, build) -> dict:
-    """The Vega-Lite spec for ``key`` (plain values: settings, language), built by ``build()`` on
-    first use. Streamlit copies a spec before changing it, so a stored spec is shared safely."""
-    store, full = chart_store(), (current_lang(),) + key
-    chart = store.get(full)
-    if chart is None:
-        chart = store[full] = to_spec(build())
-        while len(store) > MAX_CHARTS:
-            store.popitem(last=False)
-    return chart
+def fixed_size(build, *, key: str, cache: tuple, select: bool = False):
+    """A chart at its own width (small multiples, fixed-size planes), optionally clickable: show_chart
+    always stretches."""
+    spec = dict(finished((key, current_lang(), *cache), build))
+    return st.vega_lite_chart(spec, width="content", key=key, on_select="rerun" if select else "ignore")
 
 
 def geometry(r: dict, head: int):
@@ -257,12 +244,12 @@ def shapes_section(r: dict, v: View) -> None:
     })
     st.dataframe(table, hide_index=True, width="stretch")
     st.caption(t(f"{NS}.shape_legend", n=len(v.tokens), d_model=d_model, h=h, d_k=d_model // h))
-    draw(cached_chart(("split", v.key, v.query), lambda: mc.split_chart(
+    fixed_size(lambda: mc.split_chart(
         r["q_proj"][v.query], h,
         top_title=t(f"{NS}.split_top", q=v.labels[v.query], d_model=d_model),
         bottom_title=t(f"{NS}.split_bottom", h=h, d_k=d_model // h),
         dim_title=t(f"{NS}.dim"), head_title=t(f"{NS}.head"), within_title=t(f"{NS}.within"),
-        value_title=t("common.value"))), key="mh_split")
+        value_title=t("common.value")), key="mh_split", cache=(v.key, v.query))
 
     one, many = r["params"][1], r["params"][h]
     st.markdown(f"**{t(f'{NS}.params_title')}**")
@@ -308,12 +295,11 @@ def heads_section(r: dict, v: View) -> None:
     w, h, n, head, query = r["weights"], v.num_heads, len(v.tokens), v.head, v.query
     columns = h if h <= 4 else 4 if h <= 8 else 6            # fits the main column of a 1400 px screen
     size = 170 if h <= 4 else 150 if h <= 8 else 90 if h <= 18 else 80
-    grid = cached_chart(("grid", v.key, head), lambda: mc.small_multiples(
+    fixed_size(lambda: mc.small_multiples(
         w, v.tokens, columns=columns, selected=head + 1, panel_size=size, title_limit=size + 20,
         titles=[("▶ " if i == head else "") + panel_title(r, i, short=h > 8) for i in range(h)],
         x_title=t("common.key"), y_title=t("common.query"), value_title=t("common.weight"),
-        panel_title=t(f"{NS}.head")))
-    draw(grid, key="mh_grid", select=True)
+        panel_title=t(f"{NS}.head")), key="mh_grid", cache=(v.key, head), select=True)
     st.caption(t(f"{NS}.grid_caption") + (" " + t(f"{NS}.grid_pooled") if n > mc.MAX_PANEL_SIDE else ""))
     d_k = v.d_model // h
     if v.mode == "structured" and d_k < 8:
@@ -321,7 +307,7 @@ def heads_section(r: dict, v: View) -> None:
 
     left, right = st.columns(2)
     with left:
-        big = cached_chart(("big", v.key, head, query), lambda: heatmap(
+        big = finished(("mh_big", current_lang(), v.key, head, query), lambda: heatmap(
             w[head], v.tokens, x_title=t("common.key"), y_title=t("common.query"),
             value_title=t("common.weight"),
             selected_row=query, height=hm_height(n),
@@ -330,12 +316,11 @@ def heads_section(r: dict, v: View) -> None:
         st.caption(t(f"{NS}.big_caption", pattern=pattern_name(r["labels"][head]), score=best_score(r, head)))
     with right:
         per_head = w[:, query, :]                                              # (h, n)
-        drill = cached_chart(("drill", v.key, query), lambda: heatmap(
+        show_chart(lambda: heatmap(
             per_head, [head_name(i) for i in range(h)], v.tokens,
             title=t(f"{NS}.drill_title", q=v.labels[query]), x_title=t("common.key"),
             y_title=t(f"{NS}.head"), value_title=t("common.weight"), selectable=False,
-            show_numbers=False, height=max(160, 26 * h + 120)))
-        show_chart(drill, key="mh_drill")
+            show_numbers=False, height=max(160, 26 * h + 120)), key="mh_drill", cache=(v.key, query))
         st.caption(t(f"{NS}.drill_caption", q=md_escape(v.labels[query]),
                      n_distinct=len(set(per_head.argmax(-1).tolist())), h=h))
 
@@ -346,14 +331,13 @@ def compare_section(r: dict, v: View) -> None:
     left, right = st.columns(2)
     with left:
         names = [head_name(i) for i in range(h)]
-        show_chart(cached_chart(("js", v.key), lambda: heatmap(
+        show_chart(lambda: heatmap(
             js, names, names, title=t(f"{NS}.js_title"), x_title=t(f"{NS}.head"), y_title=t(f"{NS}.head"),
             value_title=t(f"{NS}.js"), selectable=False,
-            height=max(160, (30 if h <= 16 else 560 // h) * h + 120))),
-            key="mh_js")
+            height=max(160, (30 if h <= 16 else 560 // h) * h + 120)), key="mh_js", cache=(v.key,))
         st.caption(t(f"{NS}.js_caption"))
     with right:
-        chart = cached_chart(("avg", v.key), lambda: heatmap(
+        chart = finished(("mh_avg", current_lang(), v.key), lambda: heatmap(
             avg, v.tokens, title=t(f"{NS}.avg_title", h=h), x_title=t("common.key"),
             y_title=t("common.query"),
             value_title=t("common.weight"), selectable=False, height=hm_height(n)))
@@ -382,18 +366,18 @@ def gallery_section(r: dict, v: View) -> None:
     """The synthetic patterns and the classifier's verdict on each head."""
     st.markdown(lesson(f"{NS}/gallery"))
     n, h = len(v.tokens), v.num_heads
-    draw(cached_chart(("gallery", tuple(v.tokens)), lambda: mc.small_multiples(
+    fixed_size(lambda: mc.small_multiples(
         gallery(n), v.tokens, titles=[pattern_name(p) for p in PATTERNS], columns=6, x_title=t("common.key"),
         y_title=t("common.query"), value_title=t("common.weight"), panel_title=t(f"{NS}.pattern"),
-        selectable=False, panel_size=120 if n <= 16 else 100)), key="mh_gallery")
+        selectable=False, panel_size=120 if n <= 16 else 100), key="mh_gallery", cache=(tuple(v.tokens),))
     st.caption(t(f"{NS}.gallery_caption"))
     left, right = st.columns(2)
     with left:
-        show_chart(cached_chart(("scores", v.key), lambda: heatmap(
+        show_chart(lambda: heatmap(
             r["pattern_scores"].T, [pattern_name(p) for p in PATTERNS], [str(i + 1) for i in range(h)],
             title=t(f"{NS}.scores_title"), x_title=t(f"{NS}.head"), y_title=t(f"{NS}.pattern"),
-            value_title=t(f"{NS}.score"), selectable=False, show_numbers=h <= 12, height=6 * 30 + 130)),
-            key="mh_scores")
+            value_title=t(f"{NS}.score"), selectable=False, show_numbers=h <= 12, height=6 * 30 + 130),
+            key="mh_scores", cache=(v.key,))
     with right:
         order = np.argsort(-r["pattern_scores"], axis=1)
         table = pd.DataFrame({
@@ -416,20 +400,20 @@ def geometry_section(r: dict, v: View) -> None:
     var = g.explained_variance_ratio.numpy()
     left, right = st.columns(2)
     with left:
-        draw(cached_chart(("geo", v.key, head, query), lambda: mc.geometry_chart(
+        fixed_size(lambda: mc.geometry_chart(
             g.queries, g.keys, v.tokens, w_row, query,
             title=t(f"{NS}.geo_chart", head=head + 1, q=labels[query]),
             x_title=t(f"{NS}.pc", i=1, pct=f"{100 * var[0]:.0f}"),
             y_title=t(f"{NS}.pc", i=2, pct=f"{100 * var[1]:.0f}"), key_name=t("common.key"),
-            query_name=t("common.query"), weight_title=t("common.weight"), token_title=t(f"{NS}.token"))),
-            key="mh_geo")
+            query_name=t("common.query"), weight_title=t("common.weight"), token_title=t(f"{NS}.token")),
+            key="mh_geo", cache=(v.key, head, query))
     with right:
-        draw(cached_chart(("values", v.key, head, query), lambda: mc.values_chart(
+        fixed_size(lambda: mc.values_chart(
             g.values, v.tokens, w_row, title=t(f"{NS}.values_chart", head=head + 1, q=labels[query]),
             x_title=t(f"{NS}.pc_plain", i=1), y_title=t(f"{NS}.pc_plain", i=2), value_name=t("common.value"),
             output_name=t(f"{NS}.output_point"), weight_title=t("common.weight"),
-            token_title=t(f"{NS}.token"))),
-            key="mh_values")
+            token_title=t(f"{NS}.token")),
+            key="mh_values", cache=(v.key, head, query))
     dist = np.linalg.norm(g.keys.numpy() - g.queries.numpy()[query], axis=1)
     top = int(w_row.argmax())
     st.caption(t(f"{NS}.geo_caption", q=md_escape(labels[query]), top=md_escape(labels[top]),

@@ -26,6 +26,16 @@ def _short(label: str, limit: int = 10) -> str:
     return label if len(label) <= limit else label[:limit - 1] + "…"
 
 
+def _one_frame(**pieces: pd.DataFrame) -> pd.DataFrame:
+    """A chart's frames as one, each row tagged with its ``piece`` (ui.charts.to_spec ships one dataset)."""
+    return pd.concat([frame.assign(piece=name) for name, frame in pieces.items()], ignore_index=True)
+
+
+def _piece(name: str) -> alt.Chart:
+    """A layer that draws one piece of the chart's frame."""
+    return alt.Chart().transform_filter(alt.datum.piece == name)
+
+
 # ---------------------------------------------------------------------------------------------
 # the split: d_model dimensions -> h heads of d_k
 # ---------------------------------------------------------------------------------------------
@@ -58,24 +68,25 @@ def split_chart(values, num_heads: int, *, top_title: str, bottom_title: str, di
     ticks = list(range(0, d_model + 1, d_k)) if num_heads <= 16 else [0, d_model]
     x = alt.X("dim:Q", title=dim_title, scale=alt.Scale(domain=[0, d_model], nice=False),
               axis=alt.Axis(values=ticks, labelAngle=0, grid=False))
-    cells = alt.Chart(frame).mark_rect(stroke="white", strokeWidth=0.3 if d_model <= 128 else 0).encode(
+    cells = _piece("dims").mark_rect(stroke="white", strokeWidth=0.3 if d_model <= 128 else 0).encode(
         x=x, x2="dim_end:Q", color=colour, tooltip=tooltip)
-    cuts = pd.DataFrame({"at": np.arange(0, d_model + 1, d_k)})
-    rules = alt.Chart(cuts).mark_rule(color="black", strokeWidth=2).encode(x=alt.X("at:Q"))
+    pieces = {"dims": frame, "cuts": pd.DataFrame({"at": np.arange(0, d_model + 1, d_k)})}
+    rules = _piece("cuts").mark_rule(color="black", strokeWidth=2).encode(x=alt.X("at:Q"))
     layers = [cells, rules]
     if num_heads <= 16:
-        names = pd.DataFrame({"mid": (np.arange(num_heads) + 0.5) * d_k, "head": np.arange(1, num_heads + 1)})
-        layers.append(alt.Chart(names).mark_text(dy=-22, fontSize=11, fontWeight="bold").encode(
+        pieces["names"] = pd.DataFrame({"mid": (np.arange(num_heads) + 0.5) * d_k,
+                                        "head": np.arange(1, num_heads + 1)})
+        layers.append(_piece("names").mark_text(dy=-22, fontSize=11, fontWeight="bold").encode(
             x=alt.X("mid:Q"), text="head:N"))
     top = alt.layer(*layers).properties(title=alt.TitleParams(top_title, offset=18), width=width, height=28)
-    bottom = alt.Chart(frame, title=bottom_title).mark_rect(stroke="white", strokeWidth=0.5).encode(
+    bottom = _piece("dims").properties(title=bottom_title).mark_rect(stroke="white", strokeWidth=0.5).encode(
         x=alt.X("within:Q", title=within_title, scale=alt.Scale(domain=[0, d_k], nice=False),
                 axis=alt.Axis(values=list(range(d_k + 1)) if d_k <= 32 else None, labelAngle=0, grid=False)),
         x2="within_end:Q",
         y=alt.Y("head:O", title=head_title, axis=alt.Axis(labelOverlap=True)),
         color=colour, tooltip=tooltip,
     ).properties(width=min(width, max(120, 40 * d_k)), height=max(40, min(22, 440 // num_heads) * num_heads))
-    return alt.vconcat(top, bottom, spacing=28).resolve_scale(color="shared")
+    return alt.vconcat(top, bottom, spacing=28, data=_one_frame(**pieces)).resolve_scale(color="shared")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -230,22 +241,23 @@ def geometry_chart(queries, keys, tokens: Sequence[str], weights_row, query: int
                                                               range=["square", "circle"]))
     colour = alt.Color("kind_name:N", title="", scale=alt.Scale(domain=[key_name, query_name],
                                                                range=[KEY_COLOUR, QUERY_COLOUR]))
-    link = alt.Chart(lines).mark_line(color=QUERY_COLOUR).encode(
+    link = _piece("link").mark_line(color=QUERY_COLOUR).encode(
         x=x, y=y, detail="pos:N",
         opacity=alt.Opacity("weight:Q", scale=alt.Scale(domain=[0, 1], range=[0.08, 1]), legend=None),
         strokeWidth=alt.StrokeWidth("weight:Q", scale=alt.Scale(domain=[0, 1], range=[0.5, 7]), legend=None),
         tooltip=[alt.Tooltip("token:N", title=token_title), alt.Tooltip("exact:N", title=weight_title)])
-    rings = alt.Chart(others).mark_point(filled=False, size=45, opacity=0.6, strokeWidth=1).encode(
+    rings = _piece("others").mark_point(filled=False, size=45, opacity=0.6, strokeWidth=1).encode(
         x=x, y=y, shape=shape, color=colour, tooltip=tip)
-    key_pts = alt.Chart(keys_f).mark_point(filled=True, size=80, opacity=1).encode(
+    key_pts = _piece("keys").mark_point(filled=True, size=80, opacity=1).encode(
         x=x, y=y, shape=shape, color=colour, tooltip=tip)
-    q_pt = alt.Chart(chosen).mark_point(filled=True, size=150, opacity=1, stroke="white", strokeWidth=1)
+    q_pt = _piece("chosen").mark_point(filled=True, size=150, opacity=1, stroke="white", strokeWidth=1)
     q_pt = q_pt.encode(x=x, y=y, shape=shape, color=colour, tooltip=tip)
-    key_text = alt.Chart(keys_f).mark_text(dx=8, align="left", fontSize=11, color=KEY_COLOUR).encode(
+    key_text = _piece("keys").mark_text(dx=8, align="left", fontSize=11, color=KEY_COLOUR).encode(
         x=x, y=y, text="label:N", tooltip=tip)
-    q_text = alt.Chart(chosen).mark_text(dx=-9, dy=-9, align="right", fontSize=12, fontWeight="bold",
+    q_text = _piece("chosen").mark_text(dx=-9, dy=-9, align="right", fontSize=12, fontWeight="bold",
                                          color=QUERY_COLOUR).encode(x=x, y=y, text="label:N", tooltip=tip)
-    return alt.layer(link, rings, key_pts, q_pt, key_text, q_text).properties(
+    return alt.layer(link, rings, key_pts, q_pt, key_text, q_text,
+                     data=_one_frame(keys=keys_f, others=others, chosen=chosen, link=lines)).properties(
         title=title, width=width, height=height)
 
 
@@ -267,13 +279,14 @@ def values_chart(values, tokens: Sequence[str], weights_row, *, title: str, x_ti
     ys = alt.Scale(domain=dy, nice=False, zero=False)
     x = alt.X("x:Q", title=x_title, scale=xs)
     y = alt.Y("y:Q", title=y_title, scale=ys)
-    pts = alt.Chart(frame).mark_circle(color=VALUE_COLOUR).encode(
+    pts = _piece("values").mark_circle(color=VALUE_COLOUR).encode(
         x=x, y=y, size=alt.Size("weight:Q", scale=alt.Scale(domain=[0, 1], range=[20, 600]), legend=None),
         opacity=alt.value(0.8), tooltip=tip)
-    text = alt.Chart(frame).mark_text(dx=8, align="left", fontSize=11, color=VALUE_COLOUR).encode(
+    text = _piece("values").mark_text(dx=8, align="left", fontSize=11, color=VALUE_COLOUR).encode(
         x=x, y=y, text="label:N", tooltip=tip)
-    out_pt = alt.Chart(star).mark_point(shape="diamond", filled=True, size=220, color=QUERY_COLOUR).encode(
+    out_pt = _piece("star").mark_point(shape="diamond", filled=True, size=220, color=QUERY_COLOUR).encode(
         x=x, y=y, tooltip=[alt.Tooltip("kind:N", title="")])
-    out_text = alt.Chart(star).mark_text(dx=-10, dy=-10, align="right", fontWeight="bold",
+    out_text = _piece("star").mark_text(dx=-10, dy=-10, align="right", fontWeight="bold",
                                          color=QUERY_COLOUR).encode(x=x, y=y, text="label:N")
-    return alt.layer(pts, text, out_pt, out_text).properties(title=title, width=width, height=height)
+    return alt.layer(pts, text, out_pt, out_text, data=_one_frame(values=frame, star=star)).properties(
+        title=title, width=width, height=height)

@@ -28,6 +28,18 @@ def frame_of(chart):
     return next(iter(chart_data(chart).values()))
 
 
+def pieces(chart) -> dict:
+    """A chart's datasets; a frame that keeps several pieces (column ``piece``) split into one frame each."""
+    out = {}
+    for name, frame in chart_data(chart).items():
+        if "piece" not in frame.columns:
+            out[name] = frame
+            continue
+        for piece in frame["piece"].unique():
+            out[piece] = frame[frame["piece"] == piece].dropna(axis=1, how="all").reset_index(drop=True)
+    return out
+
+
 def chart_titled(at, title: str):
     def text(spec):
         got = spec.get("title")
@@ -140,7 +152,7 @@ def test_shapes_tab_live_shapes_split_and_parameters():
     # the split chart: the query vector of "it", 48 numbers, block of 8 per head
     _, mine, x, _ = oracle(d_model=48, heads=6)
     split = [c for c in charts(at) if "vconcat" in chart_spec(c)][0]
-    frames = [f for f in chart_data(split).values() if "dim" in f.columns]
+    frames = [f for f in pieces(split).values() if "dim" in f.columns]
     f = frames[0].sort_values("dim")
     assert len(f) == 48 and (f["head"].to_numpy() == np.arange(48) // 8 + 1).all()
     q_it = mine.W_query(x)[0, IT].detach().numpy()
@@ -180,7 +192,7 @@ def test_geometry_tab_query_sits_on_its_most_weighted_key():
     assert exceptions(at) == []
     w, mine, x, _ = oracle()
     title = EN["multihead.geo_chart"].format(head=1, q="it")
-    data = chart_data(chart_titled(at, title))
+    data = pieces(chart_titled(at, title))
     keys = [f for f in data.values() if "kind" in f.columns and (f["kind"] == "key").all()][0]
     keys = keys.sort_values("pos")
     me = [f for f in data.values() if "chosen" in f.columns and len(f) == 1][0]
@@ -289,6 +301,7 @@ def test_a_link_made_in_english_keeps_its_choices_in_chinese():
 def test_chart_builders_give_valid_vega_lite():
     """The page draws cached specs without Altair's per-rerun validation: validate them here."""
     from ui import multihead_charts as mc
+    from ui.charts import to_spec
     w, mine, x, _ = oracle()
     q = mine.split_heads(mine.W_query(x))[0, 0].detach()
     k = mine.split_heads(mine.W_key(x))[0, 0].detach()
@@ -307,9 +320,10 @@ def test_chart_builders_give_valid_vega_lite():
     for chart in built:
         spec = chart.to_dict()                     # raises if the spec does not fit the schema
         assert spec["$schema"].startswith("https://vega.github.io/schema/vega-lite/")
+        assert to_spec(chart) is not None          # one top-level frame: the page's shared drawing takes it
     grid = built[2].to_dict()
     panels = next(iter(grid["datasets"].values()))
     assert len({row["panel"] for row in panels}) == 32          # repeated titles still give 32 panels
     out = np.asarray(w[0, IT]) @ g.values.numpy()                # the diamond: weighted mean of the values
-    star = [d for d in built[4].to_dict()["datasets"].values() if len(d) == 1][0][0]
+    star = [row for d in built[4].to_dict()["datasets"].values() for row in d if row.get("piece") == "star"][0]
     assert (star["x"], star["y"]) == pytest.approx((out[0], out[1]), abs=1e-5)
