@@ -7,6 +7,7 @@ import random
 import re
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -173,8 +174,8 @@ def test_geometry_of_a_trained_head_from_the_models_own_projections(lm):
     w = torch.softmax(q @ k.T / 4.0, -1)
     g = qk_geometry(q, k)
     chart = titled(at, EN["analysis.geo_title"].format(head="L1·H3", q="it"))
-    keys = [f for f in chart_data(chart).values() if "kind" in f.columns and (f["kind"] == "key").all()][0]
-    keys = keys.sort_values("pos")
+    frame = pd.concat(chart_data(chart).values())  # one frame: layers filter their piece
+    keys = frame[(frame["kind"] == "key") & (frame.get("piece", "keys") == "keys")].sort_values("pos")
     assert np.allclose(keys[["x", "y"]].to_numpy(), g.keys.numpy(), atol=1e-4)
     assert np.allclose(keys["weight"].to_numpy(), w[e.pronoun].numpy(), atol=1e-5)
     assert np.allclose(w.numpy(), resolve(lm.model, e, lm.src_vocab).weights[0][2].numpy(), atol=1e-5)
