@@ -30,11 +30,11 @@ from attention_core.tasks import (
     normalize_date_text,
     unknown_chars,
 )
-from attention_core.train import load_curves, load_model
 from ui import alignment_charts as ac
 from ui import anatomy
 from ui.charts import bars, heatmap, to_spec
 from ui.i18n import current_lang, lesson, t
+from ui.models import curves, model
 
 NS = "alignment"
 GALLERY_DATE = dt.date(2017, 3, 5)
@@ -68,23 +68,6 @@ assert set(PATTERNS) == set(DATE_FORMAT_IDS)
 
 
 # ------------------------------------------------------------------ models and cached computations
-@st.cache_resource(show_spinner=False)
-def model(name: str):
-    """One copy per process, eval mode; None if the checkpoint is not shipped."""
-    try:
-        return load_model(name)
-    except FileNotFoundError:
-        return None
-
-
-@st.cache_resource(show_spinner=False)
-def curves() -> dict:
-    try:
-        return load_curves()
-    except FileNotFoundError:
-        return {}
-
-
 @st.cache_data(max_entries=256, show_spinner=False)
 def read(text: str) -> dict:
     """The attention model's answer and alignment for one normalised input, and the plain model's answer."""

@@ -32,8 +32,8 @@ from attention_core.pronoun_lab import (
     seed_analyzer_stats,
 )
 from attention_core.tasks import pronoun_text
-from attention_core.train import load_model
 from ui import analysis_charts as ac
+from ui import models
 from ui import multihead_charts as mc
 from ui.anatomy import (
     exercise,
@@ -74,9 +74,8 @@ attention_stats['sparsity'].append(sparsity.item())"""
 # the model and the cached computations
 # ---------------------------------------------------------------------------------------------
 
-@st.cache_resource(show_spinner=False)
 def shipped_model():
-    return load_model("pronoun")
+    return models.shipped_model("pronoun")
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)

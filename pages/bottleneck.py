@@ -20,13 +20,13 @@ from attention_core.seq2seq_lab import (
     translate_one,
 )
 from attention_core.tasks import REVERSE_MAX_LEN, REVERSE_MIN_LEN
-from attention_core.train import load_curves, load_model
 from ui import anatomy
 from ui import bottleneck_charts as bc
 from ui.alignment_charts import heatmap_like
 from ui.charts import heatmap, to_spec
 from ui.controls import seed as seed_control
 from ui.i18n import current_lang, lesson, t
+from ui.models import curves, model
 
 NS = "bottleneck"
 MODELS = {"attention": "reverse_attn", "no_attention": "reverse_noattn"}
@@ -52,23 +52,6 @@ out, (h, c) = self.lstm(packed)      # and attention gets a mask: padded positio
 
 
 # ------------------------------------------------------------------ models and cached computations
-@st.cache_resource(show_spinner=False)
-def model(name: str):
-    """One copy per process, eval mode; None if the checkpoint is not shipped."""
-    try:
-        return load_model(name)
-    except FileNotFoundError:
-        return None
-
-
-@st.cache_resource(show_spinner=False)
-def curves() -> dict:
-    try:
-        return load_curves()
-    except FileNotFoundError:
-        return {}
-
-
 @st.cache_data(max_entries=256, show_spinner=False)
 def answers(digits: str) -> dict:
     """Both models' answers (and the attention model's alignment) for one digit string."""

@@ -30,7 +30,7 @@ from attention_core.tasks import (
     pronoun_template,
     pronoun_text,
 )
-from attention_core.train import load_model
+from ui import models
 from ui import pronoun_charts as pc
 from ui.anatomy import (
     exercise,
@@ -64,10 +64,8 @@ FORMULA = (r"a^{(\ell,i)}_{\text{it},j}=\mathrm{softmax}_j\Big(\frac{q^{(\ell,i)
 # the model and the cached computations (plain parameters in, numpy out)
 # ---------------------------------------------------------------------------------------------
 
-@st.cache_resource(show_spinner=False)
 def shipped_model():
-    """The shipped checkpoint (assets/models/pronoun.pt), loaded once per server."""
-    return load_model("pronoun")
+    return models.shipped_model("pronoun")
 
 
 def model() -> PronounResolver:
