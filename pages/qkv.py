@@ -145,8 +145,8 @@ def sized_heatmap(matrix: np.ndarray, rows, cols, *, width: int, cell: int = 26,
 
 @st.cache_resource(max_entries=64, show_spinner=False)
 def finished(cache_id: tuple, _build) -> dict:
-    """A chart's spec, built once, for show_matrix and the library plane (neither takes show_chart's
-    cache yet)."""
+    """A chart's spec, built once, for show_matrix, the library plane and the kernel tab's skeletons
+    (neither takes show_chart's cache yet)."""
     return to_spec(_build())
 
 
@@ -199,19 +199,26 @@ def kernel_tab() -> None:
     left, right = st.columns(2)
     with left:
         top_w = max(0.05, float(d["w"].max()))  # stretch the colours: a wide band has small weights
-        show_heatmap(d["w"], q_labels, k_labels, key="k_heat", inputs=(n_train, noise, data_seed, h),
-                     csv_name="kernel_weights.csv", width=380, cell=13, outline=row, kind="weights",
-                     domain=(0.0, top_w), x_title=t("qkv.k_keys_axis"), y_title=t("qkv.k_queries_axis"),
-                     value_title=t("common.weight"), title=t("qkv.k_heat_title"))
+        heat = dict(width=380, cell=13, kind="weights", x_title=t("qkv.k_keys_axis"),
+                    y_title=t("qkv.k_queries_axis"), value_title=t("common.weight"), title=t("qkv.k_heat_title"))
+        # built once per shape and language; a new h, n, noise, seed or query only swaps data and domain
+        skeleton = finished(("k_heat", current_lang(), d["w"].shape, *sorted(heat.items())),
+                            lambda: sized_heatmap(d["w"], q_labels, k_labels, outline=row, **heat))
+        spec = qkv_charts.weights_heatmap_like(skeleton, d["w"], q_labels, k_labels, outline=row,
+                                               domain=(0.0, top_w))
+        show_matrix(spec, d["w"], q_labels, k_labels, key="k_heat", file_name="kernel_weights.csv")
         st.caption(t("qkv.k_heat_caption", top=fmt(top_w, 3)))
     with right:
-        show_chart(lambda: qkv_charts.kernel_fit(
-            d["x"], d["y"], d["curve"], d["truth"], d["fit"], query_x=float(d["grid"][row]),
-            query_weights=w_row, query_pred=float(d["pred"][row]), height=480, weight_max=top_w,
-            labels={"x": "x", "y": "y", "weight": t("qkv.k_weight_for", x=q_labels[row]),
-                    "truth": t("qkv.k_truth"), "fit": t("qkv.k_fit", h=fmt(h)),
-                    "query": t("qkv.k_query_short"), "prediction": t("qkv.k_prediction"),
-                    "series": t("qkv.k_series")}), key="k_fit", cache=(n_train, noise, data_seed, h, row))
+        fit_labels = {"x": "x", "y": "y", "weight": t("qkv.k_weight_for", x=q_labels[row]),
+                      "truth": t("qkv.k_truth"), "fit": t("qkv.k_fit", h=fmt(h)),
+                      "query": t("qkv.k_query_short"), "prediction": t("qkv.k_prediction"),
+                      "series": t("qkv.k_series")}
+        fit_data = dict(query_x=float(d["grid"][row]), query_weights=w_row, query_pred=float(d["pred"][row]),
+                        labels=fit_labels, weight_max=top_w)
+        curves = (d["x"], d["y"], d["curve"], d["truth"], d["fit"])
+        skeleton = finished(("k_fit", current_lang(), *sorted((k, v) for k, v in fit_labels.items() if k != "fit")),
+                            lambda: qkv_charts.kernel_fit(*curves, height=480, **fit_data))
+        show_chart(qkv_charts.kernel_fit_like(skeleton, *curves, **fit_data), key="k_fit")
         st.caption(t("qkv.k_fit_caption"))
 
     top = int(np.argmax(w_row))

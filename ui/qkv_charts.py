@@ -4,12 +4,14 @@ Every word on a chart is passed in by the page (translated there); nothing here 
 """
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 
 import altair as alt
 import numpy as np
 import pandas as pd
 
+from .alignment_charts import heatmap_like
 from .charts import as_numpy, unique_labels
 
 QUERY_ORANGE = "#e66101"
@@ -49,14 +51,9 @@ def _piece(name: str) -> alt.Chart:
 
 # --- 1. kernel regression --------------------------------------------------------------------
 
-def kernel_fit(x_train, y_train, x_curve, y_true, y_fit, *, query_x: float, query_weights, query_pred: float,
-               labels: dict[str, str], height: int = 420, weight_max: float = 1.0) -> alt.Chart:
-    """Training points (size and colour = their weight for the chosen query), the true curve,
-    the Nadaraya-Watson fit, and the chosen query as a vertical rule with its prediction.
-    The weight colours span 0..``weight_max`` (match the heatmap next to it).
-
-    ``labels``: x, y, weight, truth, fit, query, prediction, series (legend title).
-    """
+def _kernel_fit_frame(x_train, y_train, x_curve, y_true, y_fit, query_x: float, query_weights,
+                      query_pred: float, labels: dict[str, str]) -> pd.DataFrame:
+    """The one frame of ``kernel_fit``: pieces curves, points and query."""
     xt, yt, w = _vec(x_train), _vec(y_train), _vec(query_weights)
     xc = _vec(x_curve)
     curves = pd.DataFrame({
@@ -67,6 +64,21 @@ def kernel_fit(x_train, y_train, x_curve, y_true, y_fit, *, query_x: float, quer
     points = pd.DataFrame({"x": xt, "y": yt, "weight": w, "exact": _fmt(w)})
     query = pd.DataFrame({"x": [float(query_x)], "y": [float(query_pred)],
                           "exact": [f"{float(query_pred):.6g}"]})
+    return _one_frame(curves=curves, points=points, query=query)
+
+
+def _size_max(query_weights) -> float:
+    return max(float(_vec(query_weights).max()), 1e-9)
+
+
+def kernel_fit(x_train, y_train, x_curve, y_true, y_fit, *, query_x: float, query_weights, query_pred: float,
+               labels: dict[str, str], height: int = 420, weight_max: float = 1.0) -> alt.Chart:
+    """Training points (size and colour = their weight for the chosen query), the true curve,
+    the Nadaraya-Watson fit, and the chosen query as a vertical rule with its prediction.
+    The weight colours span 0..``weight_max`` (match the heatmap next to it).
+
+    ``labels``: x, y, weight, truth, fit, query, prediction, series (legend title).
+    """
     x_enc = alt.X("x:Q", title=labels["x"], scale=alt.Scale(domain=[0, 5], nice=False))
     colour = alt.Color("series:N", title=labels["series"],
                        scale=alt.Scale(domain=[labels["truth"], labels["fit"]], range=[TRUTH_GREY, KEY_BLUE]),
@@ -77,7 +89,7 @@ def kernel_fit(x_train, y_train, x_curve, y_true, y_fit, *, query_x: float, quer
             domain=[labels["truth"], labels["fit"]], range=[[5, 4], [1, 0]])))
     dots = _piece("points").mark_circle(stroke="black", strokeWidth=0.4).encode(
         x=x_enc, y="y:Q",
-        size=alt.Size("weight:Q", scale=alt.Scale(domain=[0, max(float(w.max()), 1e-9)], range=[12, 420]),
+        size=alt.Size("weight:Q", scale=alt.Scale(domain=[0, _size_max(query_weights)], range=[12, 420]),
                       legend=None),
         color=alt.Color("weight:Q", scale=alt.Scale(domain=[0, weight_max], scheme="viridis", clamp=True),
                         title=labels["weight"], legend=alt.Legend(orient="right")),
@@ -89,9 +101,55 @@ def kernel_fit(x_train, y_train, x_curve, y_true, y_fit, *, query_x: float, quer
                                        stroke="black", strokeWidth=0.8).encode(
         x="x:Q", y="y:Q", tooltip=[alt.Tooltip("x:Q", title=labels["query"], format=".3f"),
                                    alt.Tooltip("exact:N", title=labels["prediction"])])
-    frame = _one_frame(curves=curves, points=points, query=query)
+    frame = _kernel_fit_frame(x_train, y_train, x_curve, y_true, y_fit, query_x, query_weights, query_pred,
+                              labels)
     return alt.layer(lines, dots, rule, pred, data=frame).resolve_scale(color="independent").properties(
         height=height)
+
+
+def _layers(spec: dict):
+    """Every unit spec (one with an encoding) in a layered spec."""
+    for layer in spec.get("layer", []):
+        yield layer
+        yield from _layers(layer)
+
+
+def kernel_fit_like(skeleton: dict, x_train, y_train, x_curve, y_true, y_fit, *, query_x: float, query_weights,
+                    query_pred: float, labels: dict[str, str], weight_max: float = 1.0) -> dict:
+    """The spec of ``kernel_fit(...)`` made from the finished spec (``ui.charts.to_spec``) of another
+    kernel_fit with the same height and labels (``labels["fit"]`` may differ): new frame, new legend
+    entries of the two curves, new domains of the weight size and colour. Building the Altair chart
+    costs tens of ms; this about 1 ms. A test checks the result equals a freshly built spec."""
+    out = copy.deepcopy({k: v for k, v in skeleton.items() if k != "datasets"})
+    domains = {("series", "color"): [labels["truth"], labels["fit"]],
+               ("series", "strokeDash"): [labels["truth"], labels["fit"]],
+               ("weight", "size"): [0, _size_max(query_weights)],
+               ("weight", "color"): [0, weight_max]}
+    for layer in _layers(out):
+        for channel, enc in layer.get("encoding", {}).items():
+            domain = domains.get((enc.get("field"), channel)) if isinstance(enc, dict) else None
+            if domain is not None:
+                enc["scale"]["domain"] = list(domain)
+    out["datasets"] = {"data": _kernel_fit_frame(x_train, y_train, x_curve, y_true, y_fit, query_x,
+                                                 query_weights, query_pred, labels)}
+    return out
+
+
+def weights_heatmap_like(skeleton: dict, matrix, row_labels: Sequence[str], col_labels: Sequence[str], *,
+                         outline: int | None = None, domain: tuple[float, float] = (0.0, 1.0)) -> dict:
+    """The spec of a kind="weights" ``ui.charts.heatmap`` (optionally with ``outline_row``) made from the
+    finished spec of another one with the same shape and options (``ui.alignment_charts.heatmap_like``):
+    new data, axis orders, outlined row and colour domain. A test checks it equals a freshly built spec."""
+    out = heatmap_like(skeleton, matrix, row_labels, col_labels)
+    if outline is not None:
+        frame = out["datasets"]["data"]
+        order = unique_labels(list(row_labels))
+        out["datasets"] = {"data": frame.assign(outlined=frame["query"] == order[outline])}
+    for layer in _layers(out):
+        colour = layer.get("encoding", {}).get("color")
+        if isinstance(colour, dict) and colour.get("field") == "value" and "scale" in colour:
+            colour["scale"]["domain"] = list(domain)
+    return out
 
 
 def outline_row(chart: alt.LayerChart, row_labels: Sequence[str], row: int) -> alt.LayerChart:

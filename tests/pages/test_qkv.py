@@ -384,3 +384,51 @@ def test_every_chart_builder_is_valid_vega_lite():
         spec = chart.to_dict()                      # validates against the Vega-Lite schema
         assert "$schema" in spec
         assert to_spec(chart) is not None           # one top-level frame: the page's shared drawing takes it
+
+
+def _same_spec(made: dict, fresh: dict) -> None:
+    """Equal specs: the same frame and the same dict apart from Altair's generated view names."""
+    import json
+
+    import pandas as pd
+
+    pd.testing.assert_frame_equal(made["datasets"]["data"], fresh["datasets"]["data"], check_exact=True)
+
+    def norm(spec):
+        return re.sub(r"view_[0-9a-f]+_", "view_", json.dumps({k: v for k, v in spec.items() if k != "datasets"},
+                                                                 sort_keys=True))
+    assert norm(made) == norm(fresh)
+
+
+def test_kernel_charts_from_a_skeleton_equal_fresh_builds():
+    """The kernel tab builds each chart once per shape and swaps in new data and domains for a new h."""
+    from ui import qkv_charts as qc
+    from ui.charts import heatmap, to_spec
+
+    def fit(n, noise, seed, h):
+        x, y = lab.kernel_regression_data(n, noise, seed)
+        grid, curve = lab.query_grid(41), lab.query_grid(201)
+        pred, w = lab.nadaraya_watson(grid, x, y, h)
+        f, _ = lab.nadaraya_watson(curve, x, y, h)
+        rows, cols = [f"{g:g}" for g in grid.tolist()], [f"{v:.2f}" for v in x.tolist()]
+        return (x, y, curve, lab.true_function(curve), f), pred.numpy(), w.numpy(), rows, cols
+
+    def heat(w, rows, cols, row, top):
+        return to_spec(qc.outline_row(heatmap(w, rows, cols, kind="weights", domain=(0.0, top), title="T",
+                                              x_title="K", y_title="Q", value_title="W"), rows, row)
+                       .properties(width=380, height=600))
+
+    labels = dict(x="x", y="y", weight="w", truth="truth", fit="fit 0.40", query="q", prediction="p", series="s")
+    curves, pred, w, rows, cols = fit(40, 0.5, 0, 0.4)
+    skel_heat = heat(w, rows, cols, 20, 0.3)
+    skel_fit = to_spec(qc.kernel_fit(*curves, query_x=2.5, query_weights=w[20], query_pred=float(pred[20]),
+                                     labels=labels, height=480, weight_max=0.3))
+    for h, row, seed in ((0.05, 0, 0), (1.5, 40, 0), (3.0, 7, 2)):
+        curves, pred, w, rows, cols = fit(40, 0.5, seed, h)
+        top = max(0.05, float(w.max()))
+        _same_spec(qc.weights_heatmap_like(skel_heat, w, rows, cols, outline=row, domain=(0.0, top)),
+                   heat(w, rows, cols, row, top))
+        data = dict(query_x=float(rows[row]), query_weights=w[row], query_pred=float(pred[row]),
+                    labels=dict(labels, fit=f"fit {h:.2f}"), weight_max=top)
+        _same_spec(qc.kernel_fit_like(skel_fit, *curves, **data),
+                   to_spec(qc.kernel_fit(*curves, height=480, **data)))
