@@ -20,7 +20,16 @@ from ui.charts import heatmap, to_spec, unique_labels
 from ui.controls import seed as seed_control
 from ui.controls import sentence
 from ui.i18n import current_lang, lesson, t
-from ui.positional_charts import FIT_X, gap_chart, offset_chart, rotation_chart, wave_chart
+from ui.positional_charts import (
+    FIT_X,
+    gap_chart,
+    heatmap_respec,
+    heatmap_size_class,
+    offset_chart,
+    rotation_chart,
+    wave_chart,
+    wave_respec,
+)
 
 NS = "positional"
 MAX_TOKENS = 24     # shuffle-test sentences: two heatmaps stay readable
@@ -96,18 +105,24 @@ def table_section() -> tuple[int, int]:
 
     left, right = st.columns([3, 1])
     with left:
-        spec = finished(("pe", current_lang(), n, d, base, ref_before), lambda: heatmap(
+        # built once per size class, then only new data, orders, height and title (heatmap_respec)
+        skeleton = finished(("pe_skel", current_lang(), d, heatmap_size_class(n, d), ref_before), lambda: heatmap(
             pe, positions, dims, kind="scores", domain=(-1.0, 1.0), title=t("positional.pe_title", n=n, d=d),
             x_title=t("positional.dimension"), y_title=t("positional.position"),
             value_title=t("positional.value"), show_numbers=False, selected_row=ref_before,
         ).properties(autosize=FIT_X))
+        spec = finished(("pe", current_lang(), n, d, base, ref_before), lambda: heatmap_respec(
+            skeleton, pe, positions, dims, title=t("positional.pe_title", n=n, d=d)))
         picked = anatomy.show_matrix(spec, pe, positions, dims, key="pe", file_name="pe.csv")
     with right:
-        anatomy.show_chart(lambda: heatmap(
-            bits, positions, [str(b) for b in range(bits.shape[1])], kind="weights",
+        bit_cols = [str(b) for b in range(bits.shape[1])]
+        bits_skeleton = finished(("bits_skel", current_lang(), heatmap_size_class(n, len(bit_cols))), lambda: heatmap(
+            bits, positions, bit_cols, kind="weights",
             show_numbers=False, title=t("positional.bits_title"), x_title=t("positional.bit_axis"),
             y_title=t("positional.position"), value_title=t("positional.bit_value"), selectable=False,
-        ).properties(autosize=FIT_X), key="bits", cache=(n,))
+        ).properties(autosize=FIT_X))
+        anatomy.show_chart(lambda: heatmap_respec(bits_skeleton, bits, positions, bit_cols, title=None),
+                           key="bits", cache=(n,))
     st.caption(t("positional.table_caption"))
 
     # one column pair next to the counter bit of about the same period
@@ -121,12 +136,14 @@ def table_section() -> tuple[int, int]:
     has_cos = 2 * i + 1 < d
     if not has_cos:
         st.caption(t("positional.no_cos", d=d))
-    anatomy.show_chart(lambda: wave_chart(
-        pe[:, 2 * i], pe[:, 2 * i + 1] if has_cos else [float("nan")] * n, pl.binary_counter(n, b + 1)[:, b],
-        series=[f"sin · {2 * i}", f"cos · {2 * i + 1}" if has_cos else "—", t("positional.bit", b=b)],
-        x_title=t("positional.position"), y_title=t("positional.value"),
-        title=t("positional.wave_title", i=i, period=fmt(float(per[i]), 1), b=b, bit_period=2 ** (b + 1))),
-        key="wave", cache=(n, d, base, i))
+    curves3 = (pe[:, 2 * i], pe[:, 2 * i + 1] if has_cos else [float("nan")] * n,
+               pl.binary_counter(n, b + 1)[:, b])
+    series = [f"sin · {2 * i}", f"cos · {2 * i + 1}" if has_cos else "—", t("positional.bit", b=b)]
+    wave_skeleton = finished(("wave_skel", current_lang(), d, base, i, n <= 64), lambda: wave_chart(
+        *curves3, series=series, x_title=t("positional.position"), y_title=t("positional.value"),
+        title=t("positional.wave_title", i=i, period=fmt(float(per[i]), 1), b=b, bit_period=2 ** (b + 1))))
+    anatomy.show_chart(lambda: wave_respec(wave_skeleton, *curves3, series=series), key="wave",
+                       cache=(n, d, base, i))
 
     # similarity by offset, for the clicked position and one more
     if picked is not None and picked < n:

@@ -6,13 +6,14 @@ similarity of positions by offset, and the rotation of one (q, k) dimension pair
 """
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 
 import altair as alt
 import numpy as np
 import pandas as pd
 
-from .charts import as_numpy
+from .charts import MAX_NUMBERS, as_numpy, heatmap_frame
 
 ORANGE, BLUE, GREY, GREEN = "#e66101", "#3b528b", "#7f7f7f", "#1b9e77"
 FLOOR = 1e-12   # log-scale floor of gap_chart: an exact 0 is drawn here
@@ -25,12 +26,8 @@ def _vec(x) -> np.ndarray:
                                dtype=np.float64).reshape(1, -1))[0]
 
 
-def wave_chart(sin, cos, bit, *, series: Sequence[str], x_title: str, y_title: str, title: str,
-               height: int = 220) -> alt.Chart:
-    """Three curves over the positions: sin and cos of one column pair, and a counter bit as +-1 steps.
-
-    ``series`` names the three curves (legend labels) in that order.
-    """
+def wave_frame(sin, cos, bit, series: Sequence[str]) -> pd.DataFrame:
+    """The data of ``wave_chart``: position, value, series, exact (one row per point of each curve)."""
     s, c, b = _vec(sin), _vec(cos), _vec(bit)
     n = len(s)
     frame = pd.DataFrame({
@@ -39,6 +36,17 @@ def wave_chart(sin, cos, bit, *, series: Sequence[str], x_title: str, y_title: s
         "series": np.repeat(list(series), n),
     })
     frame["exact"] = np.char.mod("%.6g", frame["value"].to_numpy())
+    return frame
+
+
+def wave_chart(sin, cos, bit, *, series: Sequence[str], x_title: str, y_title: str, title: str,
+               height: int = 220) -> alt.Chart:
+    """Three curves over the positions: sin and cos of one column pair, and a counter bit as +-1 steps.
+
+    ``series`` names the three curves (legend labels) in that order.
+    """
+    frame = wave_frame(sin, cos, bit, series)
+    n = len(frame) // 3
     colour = alt.Color("series:N", title=None, sort=list(series),
                        scale=alt.Scale(domain=list(series), range=[BLUE, GREEN, ORANGE]),
                        legend=alt.Legend(orient="bottom"))
@@ -140,3 +148,68 @@ def rotation_chart(q_pair, k_pair, angles: dict[str, float], *, labels: dict[str
         x=alt.X("x2:Q", scale=scale), y=alt.Y("y2:Q", scale=scale),
         shape=alt.when(alt.datum.shifted).then(alt.value("diamond")).otherwise(alt.value("circle")))
     return alt.layer(rule, tips).properties(title=title, height=height, width=height, autosize=FIT_X)
+
+
+# ------------------------------------------------------------------ specs from a skeleton (fast reruns)
+def _walk(node, visit) -> None:
+    if isinstance(node, dict):
+        visit(node)
+        for value in node.values():
+            _walk(value, visit)
+    elif isinstance(node, list):
+        for value in node:
+            _walk(value, visit)
+
+
+def heatmap_height(n_rows: int) -> int:
+    """The height ``ui.charts.heatmap`` gives an unpooled heatmap of ``n_rows`` rows (no numbers)."""
+    cell = 30 if n_rows <= MAX_NUMBERS else max(4, min(22, 560 // max(n_rows, 1)))
+    return max(120, cell * n_rows)
+
+
+def heatmap_respec(skeleton: dict, matrix, row_labels: Sequence[str], col_labels: Sequence[str], *,
+                   title: str | None) -> dict:
+    """The spec of ``ui.charts.heatmap(matrix, ...)`` made from the finished spec (``ui.charts.to_spec``)
+    of a heatmap with the same options and the same size class (rows <= 16, <= 40, <= 48; columns <= 40):
+    new data, axis orders, height and title, in about 3 ms instead of 15-25 ms. Unpooled matrices only;
+    the tests check the result equals a freshly built spec."""
+    frame, factor = heatmap_frame(matrix, row_labels, col_labels)
+    if factor != 1:
+        raise ValueError("heatmap_respec handles unpooled heatmaps only")
+    orders = {"query": list(dict.fromkeys(frame["query"])), "key": list(dict.fromkeys(frame["key"]))}
+
+    def visit(node: dict) -> None:
+        for channel in ("x", "y"):
+            enc = node.get(channel)
+            if isinstance(enc, dict) and enc.get("field") in orders and "sort" in enc:
+                enc["sort"] = orders[enc["field"]]
+
+    out = copy.deepcopy({k: v for k, v in skeleton.items() if k != "datasets"})
+    _walk(out, visit)
+    out["height"] = heatmap_height(len(orders["query"]))
+    if title is not None:
+        out["title"] = title
+    out["datasets"] = {"data": frame}
+    return out
+
+
+def heatmap_size_class(n_rows: int, n_cols: int) -> tuple[bool, ...]:
+    """What, besides data, titles and height, a heatmap's spec depends on through its size."""
+    return (n_rows <= MAX_NUMBERS, n_rows > 40, n_rows <= 48, n_cols <= MAX_NUMBERS, n_cols > 40)
+
+
+def wave_respec(skeleton: dict, sin, cos, bit, *, series: Sequence[str]) -> dict:
+    """``wave_chart``'s spec for new curves of the same length class (<= 64 points or more) and the same
+    series names and titles, made from a finished spec of it: new data and x domain."""
+    frame = wave_frame(sin, cos, bit, series)
+    n = len(frame) // 3
+    out = copy.deepcopy({k: v for k, v in skeleton.items() if k != "datasets"})
+
+    def visit(node: dict) -> None:
+        enc = node.get("x")
+        if isinstance(enc, dict) and enc.get("field") == "position" and "scale" in enc:
+            enc["scale"]["domain"] = [0, max(n - 1, 1)]
+
+    _walk(out, visit)
+    out["datasets"] = {"data": frame}
+    return out

@@ -215,3 +215,65 @@ def test_zh_notices_quote_numbers():
     tokens = tokenize(catalog("zh")["common.default_sentence"])
     gap = float(shuffle_test(tokens, 32, "sinusoidal", seed=0, shuffle_seed=1, gain=2.0).gap.max())
     assert f"加正弦位置编码时是 {gap:.3f}" in text
+
+
+# ------------------------------------------------------------------ specs made from a skeleton
+def _plain(spec: dict):
+    """A spec without its data and with Altair's hash-named views renamed (they name, never draw)."""
+    import json
+    import re
+    text = json.dumps({k: v for k, v in spec.items() if k != "datasets"}, sort_keys=True)
+    return json.loads(re.sub(r"view_[0-9a-f]+_\d+", "view", text))
+
+
+def _same_spec(made: dict, fresh: dict) -> None:
+    import pandas as pd
+    assert _plain(made) == _plain(fresh)
+    pd.testing.assert_frame_equal(made["datasets"]["data"], fresh["datasets"]["data"])
+
+
+@pytest.mark.parametrize("kind", ["pe", "bits"])
+def test_heatmap_respec_equals_a_fresh_heatmap(kind):
+    """The page builds the table's heatmaps once per size class and swaps in new data: the result must be
+    the spec ui.charts.heatmap builds for that n, for every n of the slider (and every size class)."""
+    from attention_core.positional_lab import binary_counter
+    from ui.charts import heatmap, to_spec
+    from ui.positional_charts import FIT_X, heatmap_respec, heatmap_size_class
+
+    def build(n, d, sel):
+        if kind == "pe":
+            m, cols = sinusoidal_encoding(n, d).numpy(), [str(j) for j in range(d)]
+            chart = heatmap(m, [str(i) for i in range(n)], cols, kind="scores", domain=(-1.0, 1.0),
+                            title=f"PE {n}x{d}", x_title="dim", y_title="pos", value_title="v",
+                            show_numbers=False, selected_row=sel)
+        else:
+            m = binary_counter(n).numpy()
+            cols = [str(b) for b in range(m.shape[1])]
+            chart = heatmap(m, [str(i) for i in range(n)], cols, kind="weights", show_numbers=False,
+                            title="bits", x_title="bit", y_title="pos", value_title="v", selectable=False)
+        return m, cols, to_spec(chart.properties(autosize=FIT_X))
+
+    skeletons = {}
+    for d in ((64, 7) if kind == "pe" else (1,)):
+        for n in list(range(2, 129, 5)) + [16, 17, 40, 41, 48, 49, 128]:
+            for sel in ((None, 3) if kind == "pe" else (None,)):
+                m, cols, fresh = build(n, d, sel)
+                cls = (d, heatmap_size_class(n, len(cols)), sel)
+                skeleton = skeletons.setdefault(cls, fresh)
+                made = heatmap_respec(skeleton, m, [str(i) for i in range(n)], cols, title=fresh.get("title"))
+                _same_spec(made, fresh)
+    assert len(skeletons) >= 4      # the size classes were really crossed
+
+
+def test_wave_respec_equals_a_fresh_wave_chart():
+    from ui.charts import to_spec
+    from ui.positional_charts import wave_chart, wave_respec
+
+    skeletons = {}
+    for n in (2, 3, 30, 48, 64, 65, 100, 128):
+        pe = sinusoidal_encoding(n, 8).numpy()
+        curves = (pe[:, 2], pe[:, 3], (np.arange(n) // 2) % 2)
+        series = ["sin · 2", "cos · 3", "bit 1"]
+        fresh = to_spec(wave_chart(*curves, series=series, x_title="p", y_title="v", title="w"))
+        skeleton = skeletons.setdefault(n <= 64, fresh)
+        _same_spec(wave_respec(skeleton, *curves, series=series), fresh)
