@@ -134,8 +134,28 @@ class PronounProfile(NamedTuple):
         return float(self.correct.float().mean())
 
 
+class PronounRows(NamedTuple):
+    """One forward pass over a batch, kept per sentence so that any prefix can be averaged later:
+    the padded encoder weights (L x (b, h, n, n)) and lengths (b,); from "it", per sentence, layer
+    and head (b, L, h), the weight on the referent, the other noun and the adjective, and whether the
+    referent got more than the other noun (``agree``); the same for the resolution head (b,); and
+    ``correct`` (b,) whether the answer is right."""
+
+    weights: list[torch.Tensor]
+    lengths: torch.Tensor
+    referent: torch.Tensor
+    other: torch.Tensor
+    adjective: torch.Tensor
+    agree: torch.Tensor
+    res_referent: torch.Tensor
+    res_other: torch.Tensor
+    res_adjective: torch.Tensor
+    res_agree: torch.Tensor
+    correct: torch.Tensor
+
+
 @torch.no_grad()
-def pronoun_profile(model: PronounResolver, examples: Sequence[PronounExample], vocab: Vocab) -> PronounProfile:
+def pronoun_rows(model: PronounResolver, examples: Sequence[PronounExample], vocab: Vocab) -> PronounRows:
     batch = make_pronoun_batch(examples, vocab)
     out = model(batch.tokens, batch.lengths, batch.pronoun, batch.nouns)
     rows = torch.arange(len(examples))
@@ -143,11 +163,31 @@ def pronoun_profile(model: PronounResolver, examples: Sequence[PronounExample], 
     wrong = batch.nouns[rows, 1 - batch.labels]
     adj = torch.tensor([e.tokens.index(e.adjective) for e in examples])
     from_it = torch.stack([w[rows, :, batch.pronoun, :] for w in out.weights], 1)     # (b, L, h, n)
-    at = lambda pos: from_it[rows, :, :, pos].mean(0)                                 # noqa: E731
+    at = lambda pos: from_it[rows, :, :, pos]                                         # noqa: E731
     res = out.resolution                                                              # (b, n)
-    return PronounProfile(at(right), at(wrong), at(adj), float(res[rows, right].mean()),
-                          float(res[rows, wrong].mean()), float(res[rows, adj].mean()),
-                          out.logits.argmax(-1) == batch.labels)
+    return PronounRows(list(out.weights), batch.lengths, at(right), at(wrong), at(adj), at(right) > at(wrong),
+                       res[rows, right], res[rows, wrong], res[rows, adj], res[rows, right] > res[rows, wrong],
+                       out.logits.argmax(-1) == batch.labels)
+
+
+def profile_of(rows: PronounRows) -> PronounProfile:
+    """The batch means of ``pronoun_rows`` (slice the rows first for a prefix of the batch)."""
+    return PronounProfile(rows.referent.mean(0), rows.other.mean(0), rows.adjective.mean(0),
+                          float(rows.res_referent.mean()), float(rows.res_other.mean()),
+                          float(rows.res_adjective.mean()), rows.correct)
+
+
+def prefix_rows(rows: PronounRows | Sequence[PronounRows], b: int) -> PronounRows:
+    """The per-sentence fields of the first ``b`` sentences of one run or of runs over consecutive
+    chunks (``weights`` and ``lengths`` are left empty: padding differs between chunks)."""
+    rows = [rows] if isinstance(rows, PronounRows) else list(rows)
+    fields = {f: torch.cat([getattr(r, f) for r in rows])[:b] for f in PronounRows._fields[2:]}
+    return PronounRows([], torch.empty(0, dtype=torch.long), **fields)
+
+
+@torch.no_grad()
+def pronoun_profile(model: PronounResolver, examples: Sequence[PronounExample], vocab: Vocab) -> PronounProfile:
+    return profile_of(pronoun_rows(model, examples, vocab))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -216,19 +256,30 @@ def seed_analyzer_stats(weights: Sequence[torch.Tensor], threshold: float = 0.1)
     return SeedStats(torch.stack(ent), torch.stack(spa), int(weights[0][..., 0].numel()))
 
 
-def label_counts(weights: Sequence[torch.Tensor], lengths: torch.Tensor) -> torch.Tensor:
-    """(L, h, len(PATTERNS)): for each head, in how many sentences ``analysis.classify_heads`` (the
-    multi-head page's classifier) gave each pattern, every sentence classified without its padding."""
+def sentence_labels(weights: Sequence[torch.Tensor], lengths: torch.Tensor) -> torch.Tensor:
+    """(b, L, h): the index in PATTERNS of the label ``analysis.classify_heads`` (the multi-head page's
+    classifier) gives each head on each sentence, every sentence classified without its padding."""
     L, h = len(weights), weights[0].size(1)
-    counts = torch.zeros(L, h, len(PATTERNS), dtype=torch.long)
+    out = torch.zeros(len(lengths), L, h, dtype=torch.long)
     for m in sorted(set(lengths.tolist())):                    # one classifier call per length and layer
         idx = (lengths == m).nonzero().squeeze(1)
         for layer, w in enumerate(weights):
             group = w[idx][:, :, :m, :m].reshape(-1, m, m)    # (b_g * h, m, m): sentence-major
             labels = torch.tensor([PATTERNS.index(lab) for lab, _ in classify_heads(group)])
-            heads = torch.arange(h).repeat(len(idx))
-            counts[layer].index_put_((heads, labels), torch.ones_like(labels), accumulate=True)
-    return counts
+            out[idx, layer] = labels.view(len(idx), h)
+    return out
+
+
+def count_labels(labels: torch.Tensor) -> torch.Tensor:
+    """(L, h, len(PATTERNS)) from per-sentence labels (b, L, h): for each head, in how many sentences
+    it got each pattern."""
+    return torch.nn.functional.one_hot(labels, len(PATTERNS)).sum(0)
+
+
+def label_counts(weights: Sequence[torch.Tensor], lengths: torch.Tensor) -> torch.Tensor:
+    """(L, h, len(PATTERNS)): for each head, in how many sentences ``analysis.classify_heads`` (the
+    multi-head page's classifier) gave each pattern, every sentence classified without its padding."""
+    return count_labels(sentence_labels(weights, lengths))
 
 
 # --------------------------------------------------------------------------------------------------

@@ -23,13 +23,15 @@ from attention_core.analysis import (
     qk_geometry,
 )
 from attention_core.pronoun_lab import (
-    batch_weights,
+    count_labels,
     fresh_examples,
     head_qk,
     head_stats,
-    label_counts,
-    pronoun_profile,
+    prefix_rows,
+    profile_of,
+    pronoun_rows,
     seed_analyzer_stats,
+    sentence_labels,
 )
 from attention_core.tasks import pronoun_text
 from ui import analysis_charts as ac
@@ -48,7 +50,7 @@ from ui.anatomy import (
     show_code,
     show_matrix,
 )
-from ui.charts import heatmap, to_spec, unique_labels
+from ui.charts import heatmap, heatmap_frame, to_spec, unique_labels
 from ui.controls import seed as seed_control
 from ui.i18n import current_lang, lesson, t
 
@@ -58,6 +60,7 @@ TAU_MIN, TAU_MAX, TAU_DEFAULT = 0.01, 0.5, 0.1
 MIXES = {"both": ("en", "zh"), "en": ("en",), "zh": ("zh",)}
 MIX_NAMES = {"both": "English + 中文", "en": "English", "zh": "中文"}      # the same in both languages
 MAX_LISTED = 40           # sentences offered for the per-sentence views
+CHUNK = 64                # sentences classified at a time (the default batch is one chunk)
 FORMULA = (r"\begin{gathered}H(\text{row}) = -\sum_j p_j \log p_j \quad(0\log 0 = 0)\qquad "
            r"\text{sparsity}_\tau(\text{row}) = \frac{1}{n}\,\#\{j : p_j < \tau\}\\[6pt]"
            r"R = \hat A_L\cdots\hat A_1,\qquad "
@@ -79,13 +82,31 @@ def shipped_model():
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)
-def batch(b: int, seed_: int, mix: str) -> tuple:
-    """The batch (examples) and the model's encoder weights on it, padded: shared, never mutated."""
-    examples = fresh_examples(seed_, b, MIXES[mix], split=None)
+def full_batch(seed_: int, mix: str) -> tuple:
+    """The largest batch (B_MAX sentences) and one forward pass over it, padded, kept per sentence:
+    shared, never mutated. A batch of b sentences is its first b (``fresh_examples`` is prefix-stable)."""
+    examples = fresh_examples(seed_, B_MAX, MIXES[mix], split=None)
     lm = shipped_model()
     with torch.inference_mode():
-        weights, lengths = batch_weights(lm.model, examples, lm.src_vocab)
-    return examples, weights, lengths
+        rows = pronoun_rows(lm.model, examples, lm.src_vocab)
+    return examples, rows
+
+
+def batch(b: int, seed_: int, mix: str) -> tuple:
+    """The first b sentences and their encoder weights, padded to the longest of them (as if run alone)."""
+    examples, rows = full_batch(seed_, mix)
+    lengths = rows.lengths[:b]
+    m = int(lengths.max())
+    return examples[:b], [w[:b, :, :m, :m] for w in rows.weights], lengths
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def chunk_labels(seed_: int, mix: str, chunk: int) -> torch.Tensor:
+    """Pattern labels (CHUNK, L, h) of sentences [chunk * CHUNK, (chunk + 1) * CHUNK) of the full batch,
+    classified only when a batch size first reaches them: shared, never mutated."""
+    _, rows = full_batch(seed_, mix)
+    part = slice(chunk * CHUNK, (chunk + 1) * CHUNK)
+    return sentence_labels([w[part] for w in rows.weights], rows.lengths[part])
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
@@ -106,17 +127,17 @@ def stats(b: int, seed_: int, mix: str, tau: float, normalize: bool) -> dict:
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def patterns(b: int, seed_: int, mix: str) -> dict:
-    examples, w, lengths = batch(b, seed_, mix)
-    lm = shipped_model()
-    with torch.inference_mode():
-        prof = pronoun_profile(lm.model, examples, lm.src_vocab)
-    return {"counts": label_counts(w, lengths).numpy(), "adjective": prof.adjective.numpy()}
+    _, rows = full_batch(seed_, mix)
+    labels = torch.cat([chunk_labels(seed_, mix, c) for c in range((b - 1) // CHUNK + 1)])[:b]
+    prof = profile_of(prefix_rows(rows, b))
+    return {"counts": count_labels(labels).numpy(), "adjective": prof.adjective.numpy()}
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def sentence(b: int, seed_: int, mix: str, idx: int) -> dict:
-    """One sentence of the batch, run alone (no padding): every head, their labels, rollout."""
-    examples, _, _ = batch(b, seed_, mix)
+def sentence(seed_: int, mix: str, idx: int) -> dict:
+    """One sentence of the batch, run alone (no padding): every head, their labels, rollout. The same
+    sentence for every batch size that holds it."""
+    examples, _ = full_batch(seed_, mix)
     e = examples[idx]
     lm = shipped_model()
     with torch.inference_mode():
@@ -156,6 +177,26 @@ def spec_of(chart) -> dict:
     return to_spec(chart) or chart.to_dict(validate=False)
 
 
+@st.cache_resource(max_entries=64, show_spinner=False)
+def skeleton(cache_id: tuple, _build) -> dict:
+    """A chart's Vega-Lite spec without its data, built once per ``cache_id`` (every plain value the
+    encoding depends on: shape, labels, titles, domain): a new batch size only brings new data."""
+    return {k: v for k, v in to_spec(_build()).items() if k != "datasets"}
+
+
+def filled(cache_id: tuple, build, frame: pd.DataFrame, title: str) -> dict:
+    """The cached skeleton with this chart's title and data (the same frame the builder makes)."""
+    return {**skeleton(cache_id, build), "title": title, "datasets": {"data": frame}}
+
+
+def heatmap_spec(m: np.ndarray, rows: list[str], cols: list[str], title: str, **kwargs) -> dict:
+    """``to_spec(heatmap(m, rows, cols, title=title, **kwargs))`` for weight-like matrices without masks,
+    whose encoding does not depend on the values."""
+    frame, _ = heatmap_frame(m, rows, cols)
+    cache_id = ("heatmap", tuple(rows), tuple(cols), *sorted(kwargs.items()))
+    return filled(cache_id, lambda: heatmap(m, rows, cols, title=title, **kwargs), frame, title)
+
+
 @st.cache_data(max_entries=32, show_spinner=False)
 def stat_spec(kind: str, b: int, seed_: int, mix: str, tau: float, normalize: bool, lang: str) -> dict:
     s = stats(b, seed_, mix, tau, normalize)
@@ -167,10 +208,10 @@ def stat_spec(kind: str, b: int, seed_: int, mix: str, tau: float, normalize: bo
         value = t(f"{NS}.entropy_unit_norm" if normalize else f"{NS}.entropy_unit")
     else:
         top, title, value = 1.0, t(f"{NS}.sparsity_title", tau=f"{tau:.2f}"), t(f"{NS}.sparsity_unit")
-    return to_spec(heatmap(m, [t(f"{NS}.layer_n", i=i + 1) for i in range(L)],
-                           [t(f"{NS}.head_n", i=i + 1) for i in range(h)], title=title,
-                           x_title=t(f"{NS}.head"), y_title=t(f"{NS}.layer"), value_title=value,
-                           selectable=False, domain=(0.0, top), height=90 * L + 170))
+    return heatmap_spec(m, [t(f"{NS}.layer_n", i=i + 1) for i in range(L)],
+                        [t(f"{NS}.head_n", i=i + 1) for i in range(h)], title,
+                        x_title=t(f"{NS}.head"), y_title=t(f"{NS}.layer"), value_title=value,
+                        selectable=False, domain=(0.0, top), height=90 * L + 170)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -178,15 +219,15 @@ def pattern_spec(b: int, seed_: int, mix: str, lang: str) -> dict:
     counts = patterns(b, seed_, mix)["counts"]
     L, h, _ = counts.shape
     share = counts.reshape(L * h, -1) / np.maximum(counts.sum(-1).reshape(-1, 1), 1)
-    return to_spec(heatmap(share, [head_label(a, c) for a in range(L) for c in range(h)],
-                           [pattern_name(p) for p in PATTERNS], title=t(f"{NS}.patterns_title", b=b),
-                           x_title=t(f"{NS}.pattern"), y_title=t(f"{NS}.head"), value_title=t(f"{NS}.share"),
-                           selectable=False, height=30 * L * h + 130))
+    return heatmap_spec(share, [head_label(a, c) for a in range(L) for c in range(h)],
+                        [pattern_name(p) for p in PATTERNS], t(f"{NS}.patterns_title", b=b),
+                        x_title=t(f"{NS}.pattern"), y_title=t(f"{NS}.head"), value_title=t(f"{NS}.share"),
+                        selectable=False, height=30 * L * h + 130)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def heads_spec(b: int, seed_: int, mix: str, idx: int, lang: str) -> dict:
-    s = sentence(b, seed_, mix, idx)
+def heads_spec(seed_: int, mix: str, idx: int, lang: str) -> dict:
+    s = sentence(seed_, mix, idx)
     L, h = s["weights"].shape[:2]
     titles = [f"{head_label(a, c)} · {pattern_name(s['labels'][a][c])}" for a in range(L) for c in range(h)]
     return spec_of(mc.small_multiples(
@@ -196,8 +237,8 @@ def heads_spec(b: int, seed_: int, mix: str, idx: int, lang: str) -> dict:
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def geometry_spec(b: int, seed_: int, mix: str, idx: int, layer: int, head: int, query: int, lang: str) -> dict:
-    s = sentence(b, seed_, mix, idx)
+def geometry_spec(seed_: int, mix: str, idx: int, layer: int, head: int, query: int, lang: str) -> dict:
+    s = sentence(seed_, mix, idx)
     g = qk_geometry(torch.from_numpy(s["q"][layer, head]), torch.from_numpy(s["k"][layer, head]))
     var = g.explained_variance_ratio.numpy()
     labels = unique_labels(s["tokens"])
@@ -220,8 +261,8 @@ def every_label(spec: dict) -> dict:
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def rollout_spec(b: int, seed_: int, mix: str, idx: int, which: str, lang: str) -> dict:
-    s = sentence(b, seed_, mix, idx)
+def rollout_spec(seed_: int, mix: str, idx: int, which: str, lang: str) -> dict:
+    s = sentence(seed_, mix, idx)
     L = s["weights"].shape[0]
     m = s["rollout"][-1] if which == "rollout" else s["weights"][-1].mean(0)
     title = t(f"{NS}.rollout_title", n=L) if which == "rollout" else t(f"{NS}.last_title", n=L)
@@ -235,11 +276,14 @@ def compare_spec(kind: str, b: int, seed_: int, mix: str, tau: float, lang: str)
     s = stats(b, seed_, mix, tau, False)
     L = len(s["seed_entropy"])
     versions = [t(f"{NS}.version_seed"), t(f"{NS}.version_ours")]
-    return spec_of(ac.compare_bars(
-        [s[f"seed_{kind}"], s[f"exact_{kind}"]], versions, [t(f"{NS}.layer_n", i=i + 1) for i in range(L)],
-        title=t(f"{NS}.compare_{kind}", tau=f"{tau:.2f}"), layer_title=t(f"{NS}.layer"),
+    layers = [t(f"{NS}.layer_n", i=i + 1) for i in range(L)]
+    values = [s[f"seed_{kind}"], s[f"exact_{kind}"]]
+    title = t(f"{NS}.compare_{kind}", tau=f"{tau:.2f}")
+    build = lambda: ac.compare_bars(  # noqa: E731
+        values, versions, layers, title=title, layer_title=t(f"{NS}.layer"),
         value_title=t(f"{NS}.{kind}_unit"), version_title=t(f"{NS}.version"),
-        domain=(0.0, 1.0) if kind == "sparsity" else None))
+        domain=(0.0, 1.0) if kind == "sparsity" else None)
+    return filled(("compare", kind, lang, L), build, ac.compare_frame(values, versions, layers), title)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -401,9 +445,9 @@ with right:
 
 st.subheader(t(f"{NS}.sentence_heading"))
 idx = sentence_choice(b, seed_, mix)
-s = sentence(b, seed_, mix, idx)
+s = sentence(seed_, mix, idx)
 st.markdown(f"**{md_escape(s['text'])}**")
-st.vega_lite_chart(heads_spec(b, seed_, mix, idx, lang), key="an_heads", width="content")
+st.vega_lite_chart(heads_spec(seed_, mix, idx, lang), key="an_heads", width="content")
 st.caption(t(f"{NS}.heads_caption"))
 
 L, H = s["weights"].shape[:2]
@@ -413,7 +457,7 @@ st.markdown(lesson(f"{NS}/geometry"))
 layer, head, query = head_and_query(s, clue, H, L)
 left, right = st.columns([3, 2])
 with left:
-    st.vega_lite_chart(geometry_spec(b, seed_, mix, idx, layer, head, query, lang), key="an_geo", width="content")
+    st.vega_lite_chart(geometry_spec(seed_, mix, idx, layer, head, query, lang), key="an_geo", width="content")
 facts = facts_of(st_, pats, s, layer, head, query, tau, normalize)
 with right:
     st.markdown(t(f"{NS}.geo_caption", **quoted(facts)))
@@ -421,10 +465,10 @@ with right:
 st.subheader(t(f"{NS}.rollout_heading"))
 left, right = st.columns(2)
 with left:
-    show_matrix(rollout_spec(b, seed_, mix, idx, "rollout", lang), s["rollout"][-1], s["tokens"], key="an_rollout",
+    show_matrix(rollout_spec(seed_, mix, idx, "rollout", lang), s["rollout"][-1], s["tokens"], key="an_rollout",
                 selectable=False, file_name="rollout.csv")
 with right:
-    show_matrix(rollout_spec(b, seed_, mix, idx, "last", lang), s["weights"][-1].mean(0), s["tokens"],
+    show_matrix(rollout_spec(seed_, mix, idx, "last", lang), s["weights"][-1].mean(0), s["tokens"],
                 key="an_last", selectable=False, file_name="last_layer_mean.csv")
 st.info(lesson(f"{NS}/rollout"), icon=":material/warning:")
 
@@ -436,5 +480,5 @@ exercise("an_ex", t(f"{NS}.ex_question", **q),
          [t(f"{NS}.ex_opt_zero"), t(f"{NS}.ex_opt_between"), t(f"{NS}.ex_opt_all")], answer=answer,
          explanation=t(f"{NS}.ex_explain", **q))
 seed_pitfall(st_, b, seed_, mix, tau)
-show_code(head_stats, seed_analyzer_stats, head_entropy, head_sparsity, label_counts, classify_heads, head_qk,
+show_code(head_stats, seed_analyzer_stats, head_entropy, head_sparsity, sentence_labels, classify_heads, head_qk,
           qk_geometry, attention_rollout)

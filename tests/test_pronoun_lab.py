@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from attention_core.analysis import PATTERNS, classify_heads
-from attention_core.pronoun import PronounConfig, PronounResolver, make_pronoun_batch, resolve
+from attention_core.pronoun import PronounConfig, PronounResolver, make_pronoun_batch, referent_agreement, resolve
 from attention_core.pronoun_lab import (
     adjective_ids,
     batch_weights,
@@ -17,8 +17,12 @@ from attention_core.pronoun_lab import (
     head_qk,
     head_stats,
     label_counts,
+    prefix_rows,
+    profile_of,
     pronoun_profile,
+    pronoun_rows,
     seed_analyzer_stats,
+    sentence_labels,
     unpadded,
 )
 from attention_core.tasks import PRONOUN_TEMPLATES, PRONOUN_VOCAB, parse_pronoun_sentence, pronoun_text
@@ -104,6 +108,34 @@ def test_profile_matches_a_per_sentence_loop(model, mixed):
     assert prof.accuracy == pytest.approx(sum(correct) / n)
 
 
+def test_fresh_examples_are_prefix_stable():
+    for langs in (("en", "zh"), ("zh",)):
+        for split in ("heldout", None):
+            long = fresh_examples(11, 50, langs, split=split)
+            for b in (1, 7, 49):
+                assert fresh_examples(11, b, langs, split=split) == long[:b]
+
+
+def test_rows_of_chunks_average_to_the_profile_and_agreement_of_the_prefix(model, mixed):
+    """Per-sentence rows from separate runs over consecutive chunks, cut to a prefix, give the batch
+    means that pronoun_profile and pronoun.referent_agreement compute on that prefix in one run."""
+    chunks = [pronoun_rows(model, mixed[i:i + 8], PRONOUN_VOCAB) for i in range(0, len(mixed), 8)]
+    for b in (3, 8, 13, 24):
+        rows = prefix_rows(chunks, b)
+        prof, ref = profile_of(rows), pronoun_profile(model, mixed[:b], PRONOUN_VOCAB)
+        for field in ("referent", "other", "adjective"):
+            assert torch.allclose(getattr(prof, field), getattr(ref, field), atol=1e-6)
+        for field in ("resolution_referent", "resolution_other", "resolution_adjective"):
+            assert getattr(prof, field) == pytest.approx(getattr(ref, field), abs=1e-6)
+        assert torch.equal(prof.correct, ref.correct)
+        agree = referent_agreement(model, mixed[:b], PRONOUN_VOCAB)
+        assert torch.equal(rows.agree.float().mean(0), agree.encoder)
+        assert float(rows.res_agree.float().mean()) == pytest.approx(agree.resolution)
+    whole = pronoun_rows(model, mixed, PRONOUN_VOCAB)
+    w, lengths = batch_weights(model, mixed, PRONOUN_VOCAB)
+    assert torch.equal(whole.lengths, lengths) and all(torch.equal(a, c) for a, c in zip(whole.weights, w))
+
+
 # ------------------------------------------------------------------ the analyser, corrected
 def _row_entropy(p: torch.Tensor) -> torch.Tensor:
     """float64 rows -> entropy of each, 0 log 0 = 0, typed out."""
@@ -168,6 +200,13 @@ def test_label_counts_equal_classifying_each_unpadded_sentence(model, mixed):
             for head, (label, _) in enumerate(classify_heads(r.weights[layer])):
                 expected[layer, head, PATTERNS.index(label)] += 1
     assert torch.equal(counts, expected)
+    # per sentence: the label of each head, equal to classifying the sentence alone
+    labels = sentence_labels(w, lengths)
+    assert labels.shape == (len(some), 2, 4)
+    for i, e in enumerate(some[:4]):
+        r = resolve(model, e, PRONOUN_VOCAB)
+        for layer in range(2):
+            assert labels[i, layer].tolist() == [PATTERNS.index(lab) for lab, _ in classify_heads(r.weights[layer])]
 
 
 # ------------------------------------------------------------------ queries and keys of a trained head

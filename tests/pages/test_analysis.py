@@ -160,6 +160,33 @@ def test_pattern_shares_and_every_head_of_one_sentence(lm):
         assert np.allclose(m, runs[0][panel // 4, panel % 4], atol=1e-5)
 
 
+def test_a_new_batch_size_beyond_the_first_chunk_shows_that_prefix_of_the_batch(lm):
+    """The page classifies and runs the largest batch once and cuts a prefix: after moving the slider
+    to a size that spans two chunks, every chart equals that batch computed here from scratch."""
+    at = open_page("analysis", "en")
+    at.slider(key="b").set_value(70).run()
+    assert exceptions(at) == []
+    exs = examples(0, 70)
+    runs = per_sentence(lm, exs)
+    ent, spa = oracle_stats(runs, 0.1)
+    top = math.log(max(len(e.tokens) for e in exs))
+    assert np.allclose(matrix(titled(at, EN["analysis.entropy_title"].format(top=f"{top:.2f}"))), ent, atol=1e-5)
+    assert np.allclose(matrix(titled(at, EN["analysis.sparsity_title"].format(tau="0.10"))), spa, atol=1e-5)
+    counts = np.zeros((8, len(PATTERNS)))
+    for w in runs:
+        for layer in range(2):
+            for head, (label, _) in enumerate(classify_heads(torch.from_numpy(w[layer]).float())):
+                counts[layer * 4 + head, PATTERNS.index(label)] += 1
+    assert np.allclose(matrix(titled(at, EN["analysis.patterns_title"].format(b=70))), counts / 70, atol=1e-9)
+    batch = make_pronoun_batch(exs, lm.src_vocab)             # the tutorial's analyser on this padded batch
+    with torch.no_grad():
+        weights = lm.model(batch.tokens, batch.lengths, batch.pronoun, batch.nouns).weights
+    seed_s = [(attn < 0.1).float().mean().item() for attn in weights]
+    f = frame(titled(at, EN["analysis.compare_sparsity"].format(tau="0.10")))
+    got = f.pivot_table(index="version_pos", columns="layer_pos", values="value").to_numpy()
+    assert np.allclose(got[0], seed_s, atol=1e-6) and np.allclose(got[1], spa.mean(1), atol=1e-5)
+
+
 def test_geometry_of_a_trained_head_from_the_models_own_projections(lm):
     at = open_page("analysis", "en", {"head": "L1·H3"})
     assert exceptions(at) == []
