@@ -21,10 +21,13 @@ from ui.encoder_charts import (
     TILE_GRID,
     DiagramStep,
     head_grid,
+    head_grid_respec,
+    heatmap_respec,
     layer_diagram,
     paired_bars,
     row_sums_chart,
     scale_chart,
+    scale_respec,
 )
 from ui.i18n import current_lang, lesson, t
 
@@ -140,14 +143,21 @@ def diagram_chart(key: tuple, variant: str, li: int):
                          token_title=t("encoder.token"), dim_title=t("encoder.dim"), step_title=t("encoder.where"))
 
 
-def scale_figure(key: tuple, n_layers: int):
+def scale_data(key: tuple, n_layers: int) -> pd.DataFrame:
     runs = run_stacks(key)
     frames = [pd.DataFrame({"layer": np.arange(n_layers + 1), "rms": runs[v]["stream"][:n_layers + 1],
                             "series": t(f"encoder.series_{v}"), "final": False}) for v in el.VARIANTS]
     frames.append(pd.DataFrame({"layer": [n_layers], "rms": [runs["pre"]["final_rms"][n_layers - 1]],
                                 "series": [t("encoder.series_pre_final")], "final": [True]}))
-    return scale_chart(pd.concat(frames, ignore_index=True), x_title=t("encoder.scale_x"),
-                       y_title=t("encoder.scale_y"), series_title=t("encoder.variant"), max_layer=n_layers)
+    return pd.concat(frames, ignore_index=True)
+
+
+def scale_figure(key: tuple, n_layers: int) -> dict:
+    """Built once per sentence and settings; another number of layers only swaps the data in."""
+    skeleton = finished(("scale_skel", current_lang(), key), lambda: scale_chart(
+        scale_data(key, n_layers), x_title=t("encoder.scale_x"), y_title=t("encoder.scale_y"),
+        series_title=t("encoder.variant"), max_layer=n_layers))
+    return scale_respec(skeleton, scale_data(key, n_layers), n_layers)
 
 
 def double_residual_chart(key: tuple, li: int):
@@ -157,10 +167,14 @@ def double_residual_chart(key: tuple, li: int):
                        value_title=t("encoder.dr_value"), series_title=t("encoder.dr_series"))
 
 
-def grid_chart(key: tuple, variant: str, n_layers: int, selected: tuple[int, int]):
-    return head_grid(run_stacks(key)[variant]["weights"][:n_layers], key[0], layer_title=t("encoder.layer"),
-                     head_title=t("encoder.head"), value_title=t("common.weight"), query_title=t("common.query"),
-                     key_title=t("common.key"), selected=selected)
+def grid_chart(key: tuple, variant: str, n_layers: int, selected: tuple[int, int]) -> dict:
+    """Built once per sentence, settings and variant; another number of layers only swaps the data in."""
+    weights = run_stacks(key)[variant]["weights"][:n_layers]
+    skeleton = finished(("grid_skel", current_lang(), key, variant), lambda: head_grid(
+        weights, key[0], layer_title=t("encoder.layer"), head_title=t("encoder.head"),
+        value_title=t("common.weight"), query_title=t("common.query"), key_title=t("common.key"),
+        selected=selected))
+    return head_grid_respec(skeleton, weights, key[0], selected)
 
 
 def heat_chart(key: tuple, source: tuple, titles: tuple[str, str, str, str], numbers: bool, selectable: bool):
@@ -199,8 +213,17 @@ def weights_heatmap(key: tuple, source: tuple, title: str, *, chart_key: str, nu
                     selectable: bool = False) -> int | None:
     """A cached heatmap drawn by ui.anatomy.show_matrix; returns the clicked query row."""
     titles = (title, x_title or t("common.key"), y_title or t("common.query"), value_title or t("common.weight"))
-    spec = finished((chart_key, current_lang(), key, source, titles, numbers, selectable),
-                    lambda: heat_chart(key, source, titles, numbers, selectable))
+    lang = current_lang()
+    if source[0] in ("tile", "rollout"):     # unmasked: built once, then new data, title and domain only
+        skeleton = finished((f"{chart_key}_skel", lang, key, source[:2], titles[1:], numbers, selectable),
+                            lambda: heat_chart(key, source, titles, numbers, selectable))
+        m = matrix_of(key, source)
+        domain = (0.0, float(m.max())) if source[0] == "rollout" else None
+        spec = finished((chart_key, lang, key, source, titles, numbers, selectable),
+                        lambda: heatmap_respec(skeleton, m, key[0], title=titles[0], domain=domain))
+    else:
+        spec = finished((chart_key, lang, key, source, titles, numbers, selectable),
+                        lambda: heat_chart(key, source, titles, numbers, selectable))
     return anatomy.show_matrix(spec, matrix_of(key, source), key[0], key=chart_key, selectable=selectable,
                                file_name=f"{chart_key}.csv")
 

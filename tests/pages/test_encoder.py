@@ -263,3 +263,67 @@ def test_every_control_at_its_extremes(en_page):
     assert EN["encoder.notice_p0"] in all_text(at)
     grid = frame_with(at, "layer", "head", "query_pos")
     assert grid["layer"].nunique() == 12 and grid["head"].nunique() == 1
+
+
+# ------------------------------------------------------------------ specs made from a skeleton
+def _same_spec(made: dict, fresh: dict) -> None:
+    """Equal specs and data; Altair's hash-named views are renamed (they name, never draw)."""
+    import json
+    import re
+
+    import pandas as pd
+
+    def plain(spec):
+        text = json.dumps({k: v for k, v in spec.items() if k != "datasets"}, sort_keys=True)
+        return json.loads(re.sub(r"view_[0-9a-f]+_\d+", "view", text))
+
+    assert plain(made) == plain(fresh)
+    pd.testing.assert_frame_equal(made["datasets"]["data"], fresh["datasets"]["data"])
+
+
+def _stack_weights(tokens, layers=12, heads=4, d=32):
+    enc = encoder_for("pre", d, heads, layers, "relu", 0, max_len=32)
+    with torch.no_grad():
+        tr = enc.trace_embeddings(embed_tokens(tokens, d, 0)[None])
+    return np.stack([layer.weights[0].numpy() for layer in tr.layers])     # (L, h, n, n)
+
+
+@pytest.mark.parametrize("numbers", [True, False])
+def test_respecs_equal_freshly_built_charts(numbers):
+    """The page builds the layer-count-dependent charts once and swaps in new data for another N: the grid
+    (with its selected tile), the scale chart, and the tile / rollout heatmaps must equal fresh builds."""
+    import pandas as pd
+
+    from ui.charts import heatmap, to_spec
+    from ui.encoder_charts import (
+        head_grid,
+        head_grid_respec,
+        heatmap_respec,
+        scale_chart,
+        scale_respec,
+    )
+    tokens = tokenize(SENTENCE) if numbers is False else ["a", "b", "a", "c"]
+    w = _stack_weights(tokens)
+    skel = {}
+    for n_layers, sel in ((6, (2, 3)), (1, (1, 1)), (12, (12, 4)), (7, (5, 2))):
+        fresh = to_spec(head_grid(w[:n_layers], tokens, layer_title="L", head_title="H", value_title="w",
+                                  query_title="q", key_title="k", selected=sel))
+        _same_spec(head_grid_respec(skel.setdefault("grid", fresh), w[:n_layers], tokens, sel), fresh)
+
+        frame = pd.DataFrame({"layer": np.arange(n_layers + 1), "rms": np.linspace(1, 2, n_layers + 1),
+                              "series": "post", "final": False})
+        fresh = to_spec(scale_chart(frame, x_title="x", y_title="y", series_title="s", max_layer=n_layers))
+        _same_spec(scale_respec(skel.setdefault("scale", fresh), frame, n_layers), fresh)
+
+        m = w[n_layers - 1].mean(0)
+        domain = (0.0, float(m.max()))
+        fresh = to_spec(heatmap(m, tokens, title=f"rollout {n_layers}", x_title="x", y_title="y",
+                                value_title="v", show_numbers=numbers, selectable=True, domain=domain))
+        made = heatmap_respec(skel.setdefault("rollout", fresh), m, tokens, title=f"rollout {n_layers}",
+                              domain=domain)
+        _same_spec(made, fresh)
+
+        m = w[n_layers - 1, sel[1] - 1]
+        fresh = to_spec(heatmap(m, tokens, title=f"tile {sel}", x_title="x", y_title="y", value_title="v",
+                                show_numbers=numbers, selectable=False))
+        _same_spec(heatmap_respec(skel.setdefault("tile", fresh), m, tokens, title=f"tile {sel}"), fresh)
