@@ -13,14 +13,17 @@ import numpy as np
 import streamlit as st
 import torch
 
-from attention_core.pronoun import PronounResolver, referent_agreement, resolve
+from attention_core.pronoun import PronounResolver, resolve
 from attention_core.pronoun_lab import (
+    PronounRows,
     adjective_ids,
     build_example,
     example_ids,
     flipped,
     fresh_examples,
-    pronoun_profile,
+    prefix_rows,
+    profile_of,
+    pronoun_rows,
     word,
 )
 from attention_core.tasks import (
@@ -45,7 +48,7 @@ from ui.anatomy import (
     show_code,
     show_matrix,
 )
-from ui.charts import ROW_SELECTION, heatmap, to_spec
+from ui.charts import ROW_SELECTION, heatmap, heatmap_frame, to_spec
 from ui.controls import MAX_CHARS
 from ui.controls import seed as seed_control
 from ui.i18n import LANGS, catalog, current_lang, lesson, t
@@ -55,6 +58,7 @@ TEMPLATE_IDS = tuple(tp.id for tp in PRONOUN_TEMPLATES)
 DEFAULT_NOUNS = {"cross": ("animal", "street"), "fit": ("trophy", "suitcase")}
 SOURCES = ("pick", "type")
 N_DEFAULT, N_MIN, N_MAX = 100, 10, 500
+CHUNK = 200               # fresh sentences per forward pass (the default, 100 per language, is one)
 FORMULA = (r"a^{(\ell,i)}_{\text{it},j}=\mathrm{softmax}_j\Big(\frac{q^{(\ell,i)}_{\text{it}}\cdot k^{(\ell,i)}_j}"
            r"{\sqrt{d_k}}\Big)\qquad r_j=\mathrm{softmax}_j\Big(\frac{(W_q x_{\text{it}})\cdot(W_k x_j)}{\sqrt{d}}"
            r"\Big)\qquad P(A)=\frac{e^{s_A}}{e^{s_A}+e^{s_B}}")
@@ -91,18 +95,27 @@ def run(key: tuple) -> dict:
             "weights": np.stack([w.numpy() for w in r.weights])}                        # (L, h, n, n)
 
 
+@st.cache_resource(max_entries=32, show_spinner=False)
+def fresh_chunk(seed_: int, chunk: int) -> PronounRows:
+    """Per-sentence rows of fresh sentences [chunk * CHUNK, (chunk + 1) * CHUNK) of ``seed_`` (one forward
+    pass, run when a batch size first reaches them): shared, never mutated."""
+    examples = fresh_examples(seed_, (chunk + 1) * CHUNK)[chunk * CHUNK:]
+    with torch.inference_mode():
+        rows = pronoun_rows(model(), examples, shipped_model().src_vocab)
+    return prefix_rows(rows, CHUNK)                                # the weights are not kept
+
+
 @st.cache_data(max_entries=16, show_spinner=False)
 def fresh(seed_: int, n_per_lang: int) -> dict:
-    """Agreement and mean weights from "it" over fresh sentences (noun pairs never trained on)."""
-    examples = fresh_examples(seed_, 2 * n_per_lang)
-    vocab = shipped_model().src_vocab
-    with torch.inference_mode():
-        agree = referent_agreement(model(), examples, vocab)
-        prof = pronoun_profile(model(), examples, vocab)
-    return {"agreement": agree.encoder.numpy(), "resolution": agree.resolution, "accuracy": prof.accuracy,
-            "referent": prof.referent.numpy(), "other": prof.other.numpy(), "adjective": prof.adjective.numpy(),
-            "res_referent": prof.resolution_referent, "res_other": prof.resolution_other,
-            "res_adjective": prof.resolution_adjective, "n": len(examples)}
+    """Agreement and mean weights from "it" over fresh sentences (noun pairs never trained on): the
+    first 2 n of the seed's sequence (``fresh_examples`` is prefix-stable), averaged sentence by sentence."""
+    n = 2 * n_per_lang
+    rows = prefix_rows([fresh_chunk(seed_, c) for c in range((n - 1) // CHUNK + 1)], n)
+    prof = profile_of(rows)
+    return {"agreement": rows.agree.float().mean(0).numpy(), "resolution": float(rows.res_agree.float().mean()),
+            "accuracy": prof.accuracy, "referent": prof.referent.numpy(), "other": prof.other.numpy(),
+            "adjective": prof.adjective.numpy(), "res_referent": prof.resolution_referent,
+            "res_other": prof.resolution_other, "res_adjective": prof.resolution_adjective, "n": n}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -295,8 +308,15 @@ def head_spec(key: tuple, layer: int, head: int, lang: str) -> dict:
                            height=28 * n + 130))
 
 
+@st.cache_resource(max_entries=16, show_spinner=False)
+def fresh_skeleton(lang: str, L: int, h: int, _build) -> dict:
+    """The agreement chart's spec without data: its encoding depends only on the language and the shape."""
+    return {k: v for k, v in to_spec(_build()).items() if k != "datasets"}
+
+
 @st.cache_data(max_entries=16, show_spinner=False)
 def fresh_spec(seed_: int, n_per_lang: int, lang: str) -> dict:
+    """``to_spec(heatmap(table, ...))``, the chart's skeleton cached, so a new n only brings new data."""
     f = fresh(seed_, n_per_lang)
     L, h = f["agreement"].shape
     table = np.column_stack([
@@ -305,10 +325,14 @@ def fresh_spec(seed_: int, n_per_lang: int, lang: str) -> dict:
         np.append(f["other"].reshape(-1), f["res_other"]),
         np.append(f["adjective"].reshape(-1), f["res_adjective"]),
     ])
+    rows = row_labels(L, h)
     cols = [t(f"{NS}.col_agree"), t(f"{NS}.col_referent"), t(f"{NS}.col_other"), t(f"{NS}.col_adjective")]
-    return to_spec(heatmap(table, row_labels(L, h), cols, title=t(f"{NS}.fresh_title", n=f["n"], seed=seed_),
-                           x_title=t(f"{NS}.measure"), y_title=t(f"{NS}.head"), value_title=t(f"{NS}.value"),
-                           selectable=False, height=30 * (L * h + 1) + 120))
+    title = t(f"{NS}.fresh_title", n=f["n"], seed=seed_)
+    build = lambda: heatmap(table, rows, cols, title=title, x_title=t(f"{NS}.measure"),  # noqa: E731
+                            y_title=t(f"{NS}.head"), value_title=t(f"{NS}.value"), selectable=False,
+                            height=30 * (L * h + 1) + 120)
+    frame, _ = heatmap_frame(table, rows, cols)
+    return {**fresh_skeleton(lang, L, h, build), "title": title, "datasets": {"data": frame}}
 
 
 def adopt_row_click(chart_key: str, widget_key: str, valid) -> None:
@@ -459,5 +483,5 @@ if example is not None:
     agreement_exercise(facts)
     pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body", **quoted(facts)))
 
-show_code(build_example, flipped, parse_pronoun_sentence, PronounResolver.forward, resolve, referent_agreement,
-          pronoun_profile)
+show_code(build_example, flipped, parse_pronoun_sentence, PronounResolver.forward, resolve, pronoun_rows,
+          profile_of)

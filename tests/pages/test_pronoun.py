@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from attention_core.pronoun import referent_agreement, resolve
+from attention_core.pronoun_lab import fresh_examples, pronoun_profile
 from attention_core.tasks import make_pronoun_example, parse_pronoun_sentence, pronoun_text
 from attention_core.train import load_model
 from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page
@@ -125,6 +126,25 @@ def test_fresh_sentences_agreement_equals_referent_agreement_computed_here(lm):
     m = re.search(r"the best encoder head \((L\d·H\d)\) in only \*\*(\d+)%\*\*", notice(at))
     assert m and m.group(1) == f"L{best // 4 + 1}·H{best % 4 + 1}"
     assert int(m.group(2)) == round(100 * table[best, 0])
+
+
+def test_a_new_n_beyond_the_first_chunk_is_that_prefix_of_the_fresh_sentences(lm):
+    """The page runs fresh sentences in chunks of 200 and averages a prefix: after moving the slider to
+    110 per language (two chunks), the table equals the 220 sentences computed here in one batch."""
+    at = open_page("pronoun", "en")
+    at.slider(key="n").set_value(110).run()
+    assert exceptions(at) == []
+    examples = fresh_examples(0, 220)
+    agree = referent_agreement(lm.model, examples, lm.src_vocab)
+    prof = pronoun_profile(lm.model, examples, lm.src_vocab)
+    table = matrix(titled(at, EN["pronoun.fresh_title"].format(n=220, seed=0)))
+    assert np.allclose(table[:8, 0], agree.encoder.reshape(-1).numpy(), atol=1e-6)
+    assert table[8, 0] == pytest.approx(agree.resolution)
+    for col, (enc, res) in enumerate([(prof.referent, prof.resolution_referent), (prof.other, prof.resolution_other),
+                                      (prof.adjective, prof.resolution_adjective)], start=1):
+        assert np.allclose(table[:8, col], enc.reshape(-1).numpy(), atol=1e-6)
+        assert table[8, col] == pytest.approx(res, abs=1e-6)
+    assert EN["pronoun.fresh_caption"].format(acc=f"{100 * prof.accuracy:.0f}%", n=220) in all_text(at)
 
 
 def test_the_exercise_answer_follows_the_measured_fraction():
