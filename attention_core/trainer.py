@@ -75,9 +75,17 @@ class TransformerTrainer:
         self.model, self.loss_fn = model, loss_fn
         self.lr, self.warmup_steps, self.min_lr_ratio = lr, warmup_steps, min_lr_ratio
         self.grad_clip, self.seed = grad_clip, seed
-        self.optimizer = torch.optim.AdamW(model.parameters(), lr=lr, betas=betas, eps=eps,
-                                           weight_decay=weight_decay)
+        self._adamw = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+        self._optimizer: torch.optim.Optimizer | None = None
         self.history: list[float] = []
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        """AdamW, created on first use: building any torch optimizer imports torch._dynamo (~70 MB of
+        memory), which a page that only shows an untrained model should not pay for."""
+        if self._optimizer is None:
+            self._optimizer = torch.optim.AdamW(self.model.parameters(), **self._adamw)
+        return self._optimizer
 
     def schedule(self, steps: int) -> Callable[[int], float]:
         """The multiplier function of a ``steps``-step run (what ``fit`` gives LambdaLR)."""

@@ -124,3 +124,17 @@ def test_callback_can_stop_and_snapshots_arrive_every_k_steps():
     assert not tr.model.training
     timed = TransformerTrainer(tiny_seq2seq(), seq2seq_loss).fit(reverse_batches, 10_000, max_seconds=0.0)
     assert len(timed) == 1
+
+
+def test_a_trainer_that_has_not_trained_does_not_import_dynamo():
+    """Building a torch optimizer imports torch._dynamo (~70 MB); the training page shows an untrained
+    model at load, so the optimizer is only created when training starts."""
+    import subprocess
+    import sys
+    code = ("import sys, torch; from attention_core.trainer import TransformerTrainer; "
+            "t = TransformerTrainer(torch.nn.Linear(2, 2), lambda m, b: m(b).sum()); "
+            "print(any(k.startswith('torch._dynamo') for k in sys.modules)); "
+            "t.optimizer; print(any(k.startswith('torch._dynamo') for k in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=__import__("pathlib").Path(__file__).resolve().parent.parent)
+    assert out.stdout.split() == ["False", "True"]
