@@ -2,6 +2,7 @@
 
     python scripts/bench_pages.py              # script time per rerun (AppTest) + peak RSS
     python scripts/bench_pages.py --server     # also: real server, first-page time, RSS with 1 and 10 sessions
+    python scripts/bench_pages.py --text       # also: rerun after typing a new sentence (pages with a text box)
 
 Script time: each page is opened at its defaults, then one control is changed back and
 forth; the median wall time of ``AppTest.run()`` for those reruns is reported (budget 100 ms).
@@ -68,6 +69,25 @@ def bench_page(key: str, repeats: int) -> dict:
             "max_ms": max(times), "runs": len(times), "exceptions": [e.value for e in at.exception][:1]}
 
 
+SENTENCE_WORDS = "the cat sat on a mat while it was raining and the dog barked at every passing car".split()
+
+
+def bench_text(key: str, repeats: int) -> dict | None:
+    """Median rerun after typing a new sentence into the page's first text box (None: no text box)."""
+    at = open_page(key, "en")
+    if not list(at.text_input) + list(at.text_area):
+        return None
+    times = []
+    for i in range(repeats):
+        box = (list(at.text_input) + list(at.text_area))[0]
+        box.set_value(" ".join(SENTENCE_WORDS[i % 9:i % 9 + 9]) + f" {i}")
+        t0 = time.perf_counter()
+        at.run()
+        times.append((time.perf_counter() - t0) * 1000)
+    return {"page": key, "median_ms": statistics.median(times), "max_ms": max(times),
+            "exceptions": [e.value for e in at.exception][:1]}
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -130,6 +150,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--server", action="store_true", help="also measure a real server (needs chromium)")
+    ap.add_argument("--text", action="store_true", help="also: rerun after typing a new sentence")
     ap.add_argument("--json", type=pathlib.Path)
     a = ap.parse_args()
     keys = [p.key for p in available_pages()]
@@ -142,6 +163,15 @@ def main() -> int:
         flag = "" if row["median_ms"] <= BUDGET_MS else "  OVER BUDGET"
         print(f"{key:18s} {row['median_ms']:9.1f} {row['max_ms']:7.1f}  {row['control']}{flag}"
               + (f"  EXCEPTION {row['exceptions']}" if row["exceptions"] else ""))
+    if a.text:
+        print(f"{'page':18s} {'new text ms':>11s} {'max ms':>7s}")
+        for key in keys:
+            row = bench_text(key, a.repeats)
+            if row is None:
+                continue
+            rows.append({**row, "control": "new sentence"})
+            flag = "" if row["median_ms"] <= BUDGET_MS else "  OVER BUDGET"
+            print(f"{key:18s} {row['median_ms']:11.1f} {row['max_ms']:7.1f}{flag}")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS of this process after all pages: {peak:.0f} MB (budget {BUDGET_RSS_ONE} MB)")
     out = {"pages": rows, "apptest_peak_rss_mb": round(peak, 1), "budget_ms": BUDGET_MS}
