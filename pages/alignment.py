@@ -32,7 +32,7 @@ from attention_core.tasks import (
 )
 from ui import alignment_charts as ac
 from ui import anatomy
-from ui.charts import bars, heatmap, to_spec
+from ui.charts import bars, heatmap, heatmap_like, to_spec
 from ui.i18n import current_lang, lesson, t
 from ui.models import curves, model
 
@@ -193,7 +193,7 @@ def heatmap_section(text: str, r: dict) -> int:
         w, rows, cols, title="", x_title=t(f"{NS}.input_axis"), y_title=t(f"{NS}.output_axis"),
         value_title=t("common.weight"), selected_row=selected, height=28 * len(rows) + 150))
     picked = anatomy.show_matrix(
-        ac.heatmap_like(skeleton, w, rows, cols, t(f"{NS}.map_chart", n_out=len(rows), n_in=len(cols))),
+        heatmap_like(skeleton, w, rows, cols, t(f"{NS}.map_chart", n_out=len(rows), n_in=len(cols))),
         w, rows, cols, key="map", file_name="date_alignment.csv")
     if picked is not None and picked < len(rows):
         st.session_state["_al_row"] = picked
@@ -233,7 +233,7 @@ def forms_section() -> tuple[dt.date, list[dict]]:
                 r["w"], list(r["output"]), chars(r["text"]), show_numbers=False, selectable=False, title="",
                 x_title=t(f"{NS}.input_axis"), y_title=t(f"{NS}.output_axis"),
                 value_title=t("common.weight"), height=340))
-            anatomy.show_chart(ac.heatmap_like(skeleton, r["w"], list(r["output"]), chars(r["text"]), t(
+            anatomy.show_chart(heatmap_like(skeleton, r["w"], list(r["output"]), chars(r["text"]), t(
                 f"{NS}.form_chart", form=PATTERNS[r["form"]], text=r["text"], out=r["output"])),
                 key=f"form_{r['form']}")
     st.markdown(f"**{t(f'{NS}.moves_title')}**")

@@ -22,8 +22,7 @@ from attention_core.seq2seq_lab import (
 from attention_core.tasks import REVERSE_MAX_LEN, REVERSE_MIN_LEN
 from ui import anatomy
 from ui import bottleneck_charts as bc
-from ui.alignment_charts import heatmap_like
-from ui.charts import heatmap, to_spec
+from ui.charts import heatmap, heatmap_like, to_spec
 from ui.controls import seed as seed_control
 from ui.i18n import current_lang, lesson, t
 from ui.models import curves, model

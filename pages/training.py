@@ -21,8 +21,8 @@ from attention_core.train import LIVE_PROBES, live_run
 from attention_core.trainer import TransformerTrainer, seed_warmup_cosine, warmup_cosine
 from ui import anatomy
 from ui import training_charts as tc
-from ui.alignment_charts import heatmap_like, visible_chars
-from ui.charts import heatmap, to_spec
+from ui.alignment_charts import visible_chars
+from ui.charts import heatmap, heatmap_like, to_spec
 from ui.controls import seed as seed_control
 from ui.i18n import current_lang, lesson, t
 

@@ -6,7 +6,6 @@ the same date is written in several forms. Column titles are passed in already t
 """
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -14,7 +13,7 @@ import pandas as pd
 
 from attention_core.seq2seq_lab import part_focus
 
-from .charts import heatmap_frame, unique_labels
+from .charts import unique_labels
 
 SPACE = "␣"
 
@@ -27,38 +26,6 @@ def visible_chars(text: str) -> list[str]:
 def unique(labels: Sequence[str]) -> list[str]:
     """Axis labels of ``ui.charts.heatmap`` (repeated characters told apart: "0·1", "0·5")."""
     return unique_labels(list(labels))
-
-
-def heatmap_like(skeleton: dict, matrix, row_labels: Sequence[str], col_labels: Sequence[str],
-                 title: str | None = None) -> dict:
-    """The spec of ``ui.charts.heatmap(matrix, row_labels, col_labels, ...)`` made from the finished spec of
-    another heatmap of the same shape and options (``ui.charts.to_spec``): new data, new axis orders,
-    new title. Building the Altair chart costs 30-80 ms for a 30 x 30 matrix; this costs about 1 ms.
-    Only for unpooled matrices (at most ``ui.charts.MAX_CELLS_PER_AXIS`` per axis); a test checks the
-    result equals a freshly built spec."""
-    frame, factor = heatmap_frame(matrix, row_labels, col_labels)
-    if factor != 1:
-        raise ValueError("heatmap_like handles unpooled heatmaps only")
-    orders = {"query": list(dict.fromkeys(frame["query"])), "key": list(dict.fromkeys(frame["key"]))}
-    out = copy.deepcopy({k: v for k, v in skeleton.items() if k != "datasets"})
-
-    def walk(node) -> None:
-        if isinstance(node, dict):
-            for channel in ("x", "y"):
-                enc = node.get(channel)
-                if isinstance(enc, dict) and enc.get("field") in orders and "sort" in enc:
-                    enc["sort"] = orders[enc["field"]]
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk(out)
-    out["datasets"] = {"data": frame}
-    if title is not None:
-        out["title"] = title
-    return out
 
 
 def reading_table(weights, output: str, source: str, col_out: str, col_reads: str, col_weight: str) -> pd.DataFrame:

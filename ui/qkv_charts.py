@@ -11,8 +11,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from .alignment_charts import heatmap_like
-from .charts import as_numpy, unique_labels
+from .charts import as_numpy, heatmap_like, unique_labels
 
 QUERY_ORANGE = "#e66101"
 KEY_BLUE = "#3b528b"

@@ -217,8 +217,7 @@ def test_pitfall_batches_the_learners_date_the_tutorials_way():
 
 def test_heatmap_like_equals_a_freshly_built_heatmap():
     """The pages reuse one heatmap spec per shape and swap the data (ui.alignment_charts.heatmap_like)."""
-    from ui.alignment_charts import heatmap_like
-    from ui.charts import heatmap, to_spec
+    from ui.charts import heatmap, heatmap_like, to_spec
     rng = np.random.default_rng(0)
     for shape, rows, cols, kw in (((3, 4), list("aab"), list("wxyy"), {"selectable": False}),
                                   ((10, 30), list("2017-03-05"), list("123456789012345678901234567890"),
