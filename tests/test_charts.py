@@ -153,3 +153,43 @@ def test_show_chart_builds_a_cached_chart_once_and_keeps_its_data():
     rows = pd.concat(chart_data(first).values())
     assert rows["value"].tolist() == [0.25, 0.75]  # the cached spec still carries its data on rerun
     assert pd.concat(chart_data(second).values())["value"].tolist() == [0.5, 0.5]
+
+
+def _plain(spec: dict) -> dict:
+    """A spec without its data, Altair's hash-named views renamed (they name, never draw)."""
+    import json
+    import re
+    text = json.dumps({k: v for k, v in spec.items() if k != "datasets"}, sort_keys=True)
+    return json.loads(re.sub(r"view_[0-9a-f]+_\d+", "view", text))
+
+
+@pytest.mark.parametrize("case", range(40))
+def test_heatmap_spec_equals_the_altair_built_heatmap(case):
+    """heatmap_spec fills a cached skeleton; it must give exactly to_spec(heatmap(...)) for any input,
+    including labels that spell its placeholders, quotes, HTML, CJK and emoji."""
+    rng = np.random.default_rng(case)
+    n_q, n_k = (int(x) for x in rng.choice([1, 2, 5, 16, 17, 41, 49, 130, 300], size=2))
+    kind = ["weights", "scores"][case % 2]
+    m = rng.random((n_q, n_k)) if kind == "weights" else rng.standard_normal((n_q, n_k)) * rng.choice([0.01, 3, 40])
+    masked = None if case % 3 == 0 else rng.random((n_q, n_k)) < 0.3
+    if kind == "scores" and masked is not None:
+        m = np.where(masked, -np.inf, m)
+        masked = None if case % 4 == 1 else masked
+    words = ["the", "@@rows@@", "@@title@@", '"q"', "<b>x</b>", "猫", "👍🏽", "987654321", "123456.5", "it"]
+    rows = [words[int(i)] for i in rng.integers(0, len(words), n_q)]
+    cols = [words[int(i)] for i in rng.integers(0, len(words), n_k)]
+    kw = {"kind": kind, "masked": masked,
+          "title": [None, "title", "@@cols@@ 987654321 \"x\"", "注意力"][case % 4],
+          "show_numbers": [None, True, False][case % 3],
+          "selected_row": [None, 0, n_q - 1][(case // 2) % 3],
+          "selectable": case % 5 != 0,
+          "height": [None, 333][(case // 3) % 2],
+          "domain": [None, (0, 2), (-1.5, 1.5)][(case // 4) % 3],
+          "width": [None, 340][case % 2], "legend": case % 7 != 3,
+          "x_title": ["key", "键 (K)"][case % 2], "y_title": "query", "value_title": ["weight", "score"][case % 2]}
+    fresh = charts.to_spec(charts.heatmap(m, rows, cols, **kw))
+    made = charts.heatmap_spec(m, rows, cols, **kw)
+    assert _plain(made) == _plain(fresh)
+    pd.testing.assert_frame_equal(made["datasets"]["data"], fresh["datasets"]["data"])
+    again = charts.heatmap_spec(m[::-1].copy(), rows[::-1], cols, **kw)    # the cached skeleton is not altered
+    assert _plain(again) == _plain(charts.to_spec(charts.heatmap(m[::-1].copy(), rows[::-1], cols, **kw)))
