@@ -14,20 +14,22 @@ from attention_core.analysis import attention_rollout
 from attention_core.text import embed_tokens
 from attention_core.transformer import PositionWiseFFN, TransformerEncoder, TransformerEncoderLayer
 from ui import anatomy
-from ui.charts import bars, heatmap, to_spec, unique_labels
+from ui.charts import bars_spec, heatmap_spec, respec, to_spec, unique_labels
 from ui.controls import seed as seed_control
 from ui.controls import sentence
 from ui.encoder_charts import (
     TILE_GRID,
     DiagramStep,
     head_grid,
-    head_grid_respec,
-    heatmap_respec,
+    head_grid_frame,
     layer_diagram,
+    layer_diagram_frame,
     paired_bars,
+    paired_bars_frame,
     row_sums_chart,
+    row_sums_frame,
     scale_chart,
-    scale_respec,
+    scale_frame,
 )
 from ui.i18n import current_lang, lesson, t
 
@@ -130,7 +132,8 @@ def matrix_of(key: tuple, source: tuple) -> np.ndarray:
 
 
 # ------------------------------------------------------------------ charts (drawn by ui.anatomy, specs cached there)
-def diagram_chart(key: tuple, variant: str, li: int):
+def diagram_chart(key: tuple, variant: str, li: int) -> dict:
+    """Built once per language and variant; another sentence or layer swaps in the data and the height."""
     steps = run_stacks(key)[variant]["steps"][li]
     act = key[1]
     boxes = [DiagramStep(label=t(f"encoder.step_{name}"),
@@ -139,8 +142,11 @@ def diagram_chart(key: tuple, variant: str, li: int):
                                   rms=f2(el.rms(torch.from_numpy(steps[name])).item())),
                          kind=KINDS[name], matrix=steps[name], wide=name == "ffn_hidden")
              for name in ORDER[variant]]
-    return layer_diagram(boxes, key[0], SKIPS[variant], value_title=t("common.value"),
-                         token_title=t("encoder.token"), dim_title=t("encoder.dim"), step_title=t("encoder.where"))
+    skeleton = finished(("diagram_skel", current_lang(), variant), lambda: layer_diagram(
+        boxes, key[0], SKIPS[variant], value_title=t("common.value"), token_title=t("encoder.token"),
+        dim_title=t("encoder.dim"), step_title=t("encoder.where")))
+    frame, width, height = layer_diagram_frame(boxes, key[0], SKIPS[variant])
+    return respec(skeleton, frame, domain={"x": [0, width], "y": [0, height]}, width=width, height=height)
 
 
 def scale_data(key: tuple, n_layers: int) -> pd.DataFrame:
@@ -153,28 +159,32 @@ def scale_data(key: tuple, n_layers: int) -> pd.DataFrame:
 
 
 def scale_figure(key: tuple, n_layers: int) -> dict:
-    """Built once per sentence and settings; another number of layers only swaps the data in."""
-    skeleton = finished(("scale_skel", current_lang(), key), lambda: scale_chart(
+    """Built once per language; another sentence or number of layers only swaps the data in."""
+    skeleton = finished(("scale_skel", current_lang()), lambda: scale_chart(
         scale_data(key, n_layers), x_title=t("encoder.scale_x"), y_title=t("encoder.scale_y"),
         series_title=t("encoder.variant"), max_layer=n_layers))
-    return scale_respec(skeleton, scale_data(key, n_layers), n_layers)
+    return respec(skeleton, scale_frame(scale_data(key, n_layers)), domain={"x": [0, n_layers]})
 
 
-def double_residual_chart(key: tuple, li: int):
+def double_residual_chart(key: tuple, li: int) -> dict:
+    """Built once per language; another sentence or layer only swaps the data and the token order in."""
     right_u, wrong_u = double_residual(key, li)
-    return paired_bars(right_u, wrong_u, key[0], first_title=t("encoder.dr_correct"),
-                       second_title=t("encoder.dr_tutorial"), label_title=t("encoder.token"),
-                       value_title=t("encoder.dr_value"), series_title=t("encoder.dr_series"))
+    names = dict(first_title=t("encoder.dr_correct"), second_title=t("encoder.dr_tutorial"))
+    skeleton = finished(("dr_skel", current_lang()), lambda: paired_bars(
+        right_u, wrong_u, key[0], **names, label_title=t("encoder.token"), value_title=t("encoder.dr_value"),
+        series_title=t("encoder.dr_series")))
+    return respec(skeleton, paired_bars_frame(right_u, wrong_u, key[0], **names), sort={"token": unique_labels(key[0])})
 
 
 def grid_chart(key: tuple, variant: str, n_layers: int, selected: tuple[int, int]) -> dict:
-    """Built once per sentence, settings and variant; another number of layers only swaps the data in."""
+    """Built once per language and number of heads; another sentence or N only swaps the data in."""
     weights = run_stacks(key)[variant]["weights"][:n_layers]
-    skeleton = finished(("grid_skel", current_lang(), key, variant), lambda: head_grid(
+    skeleton = finished(("grid_skel", current_lang(), key[3]), lambda: head_grid(
         weights, key[0], layer_title=t("encoder.layer"), head_title=t("encoder.head"),
         value_title=t("common.weight"), query_title=t("common.query"), key_title=t("common.key"),
         selected=selected))
-    return head_grid_respec(skeleton, weights, key[0], selected)
+    return respec(skeleton, head_grid_frame(weights, key[0]),
+                  selection={TILE_GRID: None if selected is None else [{"layer": selected[0], "head": selected[1]}]})
 
 
 def heat_chart(key: tuple, source: tuple, titles: tuple[str, str, str, str], numbers: bool, selectable: bool):
@@ -184,15 +194,19 @@ def heat_chart(key: tuple, source: tuple, titles: tuple[str, str, str, str], num
     m = matrix_of(key, source)
     dropped = (m == 0) & (matrix_of(key, ("eval",) + source[1:]) > 0) if source[0] == "train" else None
     domain = (0.0, float(m.max())) if source[0] == "rollout" else None
-    return heatmap(m, key[0], title=title, x_title=x_title, y_title=y_title, value_title=value_title,
-                   show_numbers=numbers, selectable=selectable, masked=dropped, domain=domain)
+    return heatmap_spec(m, key[0], title=title, x_title=x_title, y_title=y_title, value_title=value_title,
+                        show_numbers=numbers, selectable=selectable, masked=dropped, domain=domain)
 
 
-def row_sums_figure(key: tuple, variant: str, p: float, head: int):
+def row_sums_figure(key: tuple, variant: str, p: float, head: int) -> dict:
+    """Built once per language; another sentence, p or head only swaps the data and the query order in."""
     ev, tr = matrix_of(key, ("eval", variant, p, head)), matrix_of(key, ("train", variant, p, head))
-    return row_sums_chart(ev.sum(-1), tr.sum(-1), key[0], eval_title=t("encoder.mode_eval"),
-                          train_title=t("encoder.mode_train"), query_title=t("common.query"),
-                          sum_title=t("encoder.row_sum"), mode_title=t("encoder.mode"))
+    names = dict(eval_title=t("encoder.mode_eval"), train_title=t("encoder.mode_train"))
+    skeleton = finished(("rs_skel", current_lang()), lambda: row_sums_chart(
+        ev.sum(-1), tr.sum(-1), key[0], **names, query_title=t("common.query"), sum_title=t("encoder.row_sum"),
+        mode_title=t("encoder.mode")))
+    return respec(skeleton, row_sums_frame(ev.sum(-1), tr.sum(-1), key[0], **names),
+                  sort={"query": unique_labels(key[0])})
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
@@ -213,17 +227,8 @@ def weights_heatmap(key: tuple, source: tuple, title: str, *, chart_key: str, nu
                     selectable: bool = False) -> int | None:
     """A cached heatmap drawn by ui.anatomy.show_matrix; returns the clicked query row."""
     titles = (title, x_title or t("common.key"), y_title or t("common.query"), value_title or t("common.weight"))
-    lang = current_lang()
-    if source[0] in ("tile", "rollout"):     # unmasked: built once, then new data, title and domain only
-        skeleton = finished((f"{chart_key}_skel", lang, key, source[:2], titles[1:], numbers, selectable),
-                            lambda: heat_chart(key, source, titles, numbers, selectable))
-        m = matrix_of(key, source)
-        domain = (0.0, float(m.max())) if source[0] == "rollout" else None
-        spec = finished((chart_key, lang, key, source, titles, numbers, selectable),
-                        lambda: heatmap_respec(skeleton, m, key[0], title=titles[0], domain=domain))
-    else:
-        spec = finished((chart_key, lang, key, source, titles, numbers, selectable),
-                        lambda: heat_chart(key, source, titles, numbers, selectable))
+    spec = finished((chart_key, current_lang(), key, source, titles, numbers, selectable),
+                    lambda: heat_chart(key, source, titles, numbers, selectable))
     return anatomy.show_matrix(spec, matrix_of(key, source), key[0], key=chart_key, selectable=selectable,
                                file_name=f"{chart_key}.csv")
 
@@ -369,7 +374,7 @@ with right:
 q = picked if picked is not None and 0 <= picked < n else 0
 rollout = run["rollout"][n_layers - 1]
 st.caption(t("encoder.rollout_row", q=anatomy.md_escape(labels[q]), n=n_layers))
-anatomy.show_chart(lambda: bars(run["rollout"][n_layers - 1][q], key[0], value_title=t("encoder.rollout_value"),
+anatomy.show_chart(lambda: bars_spec(run["rollout"][n_layers - 1][q], key[0], value_title=t("encoder.rollout_value"),
                                 label_title=t("encoder.rollout_x"), domain=None, highlight=q),
                    key="rollout_bars", cache=(key, variant, n_layers, q))
 st.warning(lesson("encoder/rollout_caveat"), icon=":material/report:")

@@ -30,7 +30,7 @@ from ui.anatomy import (
     show_code,
     show_matrix,
 )
-from ui.charts import bars, heatmap, to_spec, unique_labels
+from ui.charts import bars, heatmap, heatmap_spec, to_spec, unique_labels
 from ui.controls import seed, sentence
 from ui.i18n import LANGS, catalog, current_lang, lesson, t
 
@@ -134,13 +134,10 @@ def sized_heatmap(matrix: np.ndarray, rows, cols, *, width: int, cell: int = 26,
     plotting width is set and every row gets room for its label), optionally with a row outlined."""
     if len(rows) > 16:                      # long sentences: thinner rows, the page stays scrollable
         cell = max(12, cell * 16 // len(rows))
-    chart = heatmap(matrix, list(rows), list(cols), **kwargs).properties(
-        width=width, height=max(150, cell * len(rows) + extra))
-    if outline is not None:
-        chart = qkv_charts.outline_row(chart, list(rows), outline)
-    if not legend:
-        chart = chart.configure_legend(disable=True)
-    return chart
+    size = dict(width=width, height=max(150, cell * len(rows) + extra), legend=legend)
+    if outline is None:
+        return heatmap_spec(matrix, list(rows), list(cols), **size, **kwargs)
+    return qkv_charts.outline_row(heatmap(matrix, list(rows), list(cols), **size, **kwargs), list(rows), outline)
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)

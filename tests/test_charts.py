@@ -193,3 +193,17 @@ def test_heatmap_spec_equals_the_altair_built_heatmap(case):
     pd.testing.assert_frame_equal(made["datasets"]["data"], fresh["datasets"]["data"])
     again = charts.heatmap_spec(m[::-1].copy(), rows[::-1], cols, **kw)    # the cached skeleton is not altered
     assert _plain(again) == _plain(charts.to_spec(charts.heatmap(m[::-1].copy(), rows[::-1], cols, **kw)))
+
+
+@pytest.mark.parametrize("case", range(8))
+def test_bars_spec_equals_the_altair_built_bars(case):
+    rng = np.random.default_rng(case)
+    n = int(rng.integers(1, 40))
+    labels = [["the", "猫", "<b>", "the", "👍🏽", '"'][int(i)] for i in rng.integers(0, 6, n)]
+    kw = {"value_title": ["weight", "权重"][case % 2], "label_title": "key",
+          "domain": [(0.0, 1.0), None, (-2, 5)][case % 3], "highlight": [None, 0, n - 1][case % 3],
+          "height": [220, 180][case % 2]}
+    vals = rng.standard_normal(n)
+    made, fresh = charts.bars_spec(vals, labels, **kw), charts.to_spec(charts.bars(vals, labels, **kw))
+    assert _plain(made) == _plain(fresh)
+    pd.testing.assert_frame_equal(made["datasets"]["data"], fresh["datasets"]["data"])

@@ -307,14 +307,18 @@ def _json_number(x) -> str:
     return json.dumps(x if isinstance(x, int) and not isinstance(x, bool) else float(x))
 
 
+def _bars_frame(values, labels: Sequence[str], highlight: int | None) -> pd.DataFrame:
+    vals = as_numpy(np.asarray(values, dtype=np.float64).reshape(1, -1))[0]
+    return pd.DataFrame({"pos": np.arange(len(vals)), "label": unique_labels(list(labels)),
+                         "value": vals, "exact": np.char.mod("%.8g", vals),
+                         "highlight": np.arange(len(vals)) == (-1 if highlight is None else highlight)})
+
+
 def bars(values, labels: Sequence[str], *, value_title: str = "weight", label_title: str = "key",
          domain: tuple[float, float] | None = (0.0, 1.0), highlight: int | None = None,
          height: int = 220) -> alt.Chart:
     """One row of weights (or any vector) as labelled bars, exact value in the tooltip."""
-    vals = as_numpy(np.asarray(values, dtype=np.float64).reshape(1, -1))[0]
-    frame = pd.DataFrame({"pos": np.arange(len(vals)), "label": unique_labels(list(labels)),
-                          "value": vals, "exact": np.char.mod("%.8g", vals),
-                          "highlight": np.arange(len(vals)) == (-1 if highlight is None else highlight)})
+    frame = _bars_frame(values, labels, highlight)
     y = alt.Y("value:Q", title=value_title,
               scale=alt.Scale(domain=list(domain)) if domain else alt.Undefined)
     return alt.Chart(frame).mark_bar().encode(
@@ -364,3 +368,64 @@ def heatmap_like(skeleton: dict, matrix, row_labels: Sequence[str], col_labels: 
     if title is not None:
         out["title"] = title
     return out
+
+
+def respec(skeleton: dict, frame: pd.DataFrame, *, sort: dict | None = None, domain: dict | None = None,
+           selection: dict | None = None, **top) -> dict:
+    """The finished spec of a chart (``to_spec``) with new data: the spec of the same builder called on
+    other data, when its options are the same. Building an Altair chart costs 10-80 ms; this about 1 ms.
+
+    ``sort``: field -> new explicit order (e.g. the tokens of a new sentence) of every encoding of that
+    field that has one. ``domain``: channel ("x", "color") or (channel, field) -> new scale domain.
+    ``selection``: parameter name -> its new initial value. ``top``: top-level properties (title,
+    width, height; None removes one). Each page's use is checked by a test against a freshly built spec.
+    """
+    out = copy.deepcopy({k: v for k, v in skeleton.items() if k != "datasets"})
+    sort, domain = sort or {}, domain or {}
+
+    def walk(node) -> None:
+        if isinstance(node, dict):
+            enc = node.get("encoding")
+            if isinstance(enc, dict):
+                for channel, e in enc.items():
+                    if not isinstance(e, dict):
+                        continue
+                    field = e.get("field")
+                    if field in sort and isinstance(e.get("sort"), list):
+                        e["sort"] = list(sort[field])
+                    new = domain.get((channel, field), domain.get(channel))
+                    if new is not None and isinstance(e.get("scale"), dict) and "domain" in e["scale"]:
+                        e["scale"]["domain"] = list(new)
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(out)
+    for param in out.get("params", []):
+        if selection and param.get("name") in selection:
+            param["value"] = selection[param["name"]]
+    for key, value in top.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    out["datasets"] = {"data": frame}
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _bars_skeleton(value_title: str, label_title: str, has_domain: bool, height: int) -> dict:
+    return to_spec(bars([0.0], ["·"], value_title=value_title, label_title=label_title,
+                        domain=(0.0, 1.0) if has_domain else None, height=height))
+
+
+def bars_spec(values, labels: Sequence[str], *, value_title: str = "weight", label_title: str = "key",
+              domain: tuple[float, float] | None = (0.0, 1.0), highlight: int | None = None,
+              height: int = 220) -> dict:
+    """``to_spec(bars(...))`` with the same arguments, from a cached skeleton (``respec``): ~1 ms."""
+    frame = _bars_frame(values, labels, highlight)
+    skeleton = _bars_skeleton(value_title, label_title, domain is not None, height)
+    return respec(skeleton, frame, sort={"label": list(frame["label"])},
+                  domain={"y": list(domain)} if domain is not None else None)

@@ -7,7 +7,6 @@ heatmap of its tensor share a row exactly, whatever the number of tokens.
 """
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -15,7 +14,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from .charts import SIGNED_SCHEME, WEIGHT_SCHEME, as_numpy, heatmap_frame, unique_labels
+from .charts import SIGNED_SCHEME, WEIGHT_SCHEME, as_numpy, unique_labels
 
 KIND_FILL = {            # light fills, told apart by their labels too (not by colour alone)
     "io": "#eeeeee",
@@ -56,7 +55,7 @@ def diagram_frames(steps: Sequence[DiagramStep], tokens: Sequence[str],
     h = _row_height(n)
     labels = unique_labels(tokens)
     x_hm = BOX_X0 + BOX_W + GAP_X
-    boxes, cells = [], []
+    boxes, cells = [], {k: [] for k in ("step", "where", "token", "dim", "x0", "x1", "y0", "y1", "value")}
     for s, step in enumerate(steps):
         m = as_numpy(step.matrix)
         if m.shape[0] != n:
@@ -69,12 +68,14 @@ def diagram_frames(steps: Sequence[DiagramStep], tokens: Sequence[str],
         width = HM_W * (2 if step.wide else 1)
         cw, ch = width / m.shape[1], h / n
         ti, di = np.meshgrid(np.arange(n), np.arange(m.shape[1]), indexing="ij")
-        cells.append(pd.DataFrame({
-            "step": s, "where": step.label, "token": np.asarray(labels)[ti.ravel()], "dim": di.ravel(),
-            "x0": x_hm + di.ravel() * cw, "x1": x_hm + (di.ravel() + 1) * cw,
-            "y0": y0 + ti.ravel() * ch, "y1": y0 + (ti.ravel() + 1) * ch,
-            "value": m.ravel(), "exact": np.char.mod("%.6g", m.ravel()),
-        }))
+        ti, di = ti.ravel(), di.ravel()
+        for k, v in (("step", np.full(ti.size, s)), ("where", np.full(ti.size, step.label, dtype=object)),
+                     ("token", np.asarray(labels, dtype=object)[ti]), ("dim", di),
+                     ("x0", x_hm + di * cw), ("x1", x_hm + (di + 1) * cw),
+                     ("y0", y0 + ti * ch), ("y1", y0 + (ti + 1) * ch), ("value", m.ravel())):
+            cells[k].append(v)
+    cells = {k: np.concatenate(v) for k, v in cells.items()}
+    cells["exact"] = np.char.mod("%.6g", cells["value"])
     box = pd.DataFrame(boxes)
     cx = BOX_X0 + BOX_W / 2
     arrows = pd.DataFrame({"x": cx, "y0": box["y1"].iloc[:-1].to_numpy(),
@@ -85,8 +86,46 @@ def diagram_frames(steps: Sequence[DiagramStep], tokens: Sequence[str],
         ym = (box["y0"].iloc[dst] + box["y1"].iloc[dst]) / 2
         for order, (x, y) in enumerate(((cx, yb), (SKIP_X, yb), (SKIP_X, ym), (BOX_X0 - 2, ym))):
             paths.append({"skip": j, "order": order, "x": x, "y": y})
-    return {"boxes": box, "cells": pd.concat(cells, ignore_index=True), "arrows": arrows,
+    return {"boxes": box, "cells": pd.DataFrame(cells), "arrows": arrows,
             "skips": pd.DataFrame(paths, columns=["skip", "order", "x", "y"])}
+
+
+def layer_diagram_frame(steps: Sequence[DiagramStep], tokens: Sequence[str],
+                        skips: Sequence[tuple[int, int]]) -> tuple[pd.DataFrame, int, int]:
+    """The one frame ``layer_diagram`` draws (column ``part`` says which layer draws a row), and its pixel
+    width and height. With ``ui.charts.respec`` a page turns the spec of one diagram into another's."""
+    f = diagram_frames(steps, tokens, skips)
+    width = int(f["cells"]["x1"].max()) + 4
+    height = int(f["boxes"]["y1"].max()) + 2
+    sub = pd.concat([f["boxes"][["tx", "ty2", "formula"]].set_axis(["tx", "ty", "text"], axis=1),
+                     f["boxes"][["tx", "ty3", "detail"]].set_axis(["tx", "ty", "text"], axis=1)])
+    ends = f["skips"][f["skips"]["order"] == 3]
+    heads = pd.DataFrame({
+        "x": np.concatenate([f["arrows"]["x"].to_numpy(), ends["x"].to_numpy()]),
+        "y": np.concatenate([f["arrows"]["y1"].to_numpy(), ends["y"].to_numpy()]),
+        "shape": ["triangle-down"] * len(f["arrows"]) + ["triangle-right"] * len(ends),
+        "colour": ["#555555"] * len(f["arrows"]) + [SKIP_COLOUR] * len(ends)})
+    parts = {"boxes": f["boxes"], "lines": sub, "arrows": f["arrows"], "skips": f["skips"], "heads": heads,
+             "cells": f["cells"]}
+    return _stack_parts(parts), width, height
+
+
+def _stack_parts(parts: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """``pd.concat([df.assign(part=name) ...], ignore_index=True)``, column by column (3x faster): a
+    column missing from a part is NaN there, as concat makes it."""
+    columns = list(dict.fromkeys(c for df in parts.values() for c in df.columns)) + ["part"]
+    out = {}
+    for c in columns[:-1]:
+        pieces = [df[c].to_numpy() if c in df else None for df in parts.values()]
+        kinds = {p.dtype.kind for p in pieces if p is not None}
+        numeric = kinds <= {"i", "f", "u"} and bool(kinds)
+        filled = [p if p is not None else np.full(len(df), np.nan, dtype=float if numeric else object)
+                  for p, df in zip(pieces, parts.values())]
+        if numeric and any(p is None for p in pieces):
+            filled = [f.astype(float) for f in filled]
+        out[c] = np.concatenate(filled) if numeric else np.concatenate([f.astype(object) for f in filled])
+    out["part"] = np.concatenate([np.full(len(df), name, dtype=object) for name, df in parts.items()])
+    return pd.DataFrame(out)
 
 
 def layer_diagram(steps: Sequence[DiagramStep], tokens: Sequence[str], skips: Sequence[tuple[int, int]], *,
@@ -94,9 +133,7 @@ def layer_diagram(steps: Sequence[DiagramStep], tokens: Sequence[str], skips: Se
     """A vertical flow of labelled boxes (name, formula, shape and RMS), each with the mini heatmap of its
     tensor (rows = tokens top to bottom, columns = dimensions) on the same row; the residual skips drawn
     on the left. Colours of the heatmaps share one diverging scale clamped at +-3, so growth shows."""
-    f = diagram_frames(steps, tokens, skips)
-    width = int(f["cells"]["x1"].max()) + 4
-    height = int(f["boxes"]["y1"].max()) + 2
+    frame, width, height = layer_diagram_frame(steps, tokens, skips)
     xs = alt.Scale(domain=[0, width], nice=False, zero=False)
     ys = alt.Scale(domain=[0, height], nice=False, zero=False, reverse=True)
 
@@ -115,20 +152,12 @@ def layer_diagram(steps: Sequence[DiagramStep], tokens: Sequence[str], skips: Se
                  alt.Tooltip("detail:N", title=" ")])
     label = part("boxes").mark_text(align="left", baseline="middle", fontWeight="bold",
                                     fontSize=12).encode(x=X("tx"), y=Y("ty1"), text=alt.Text("label:N"))
-    sub = pd.concat([f["boxes"][["tx", "ty2", "formula"]].set_axis(["tx", "ty", "text"], axis=1),
-                     f["boxes"][["tx", "ty3", "detail"]].set_axis(["tx", "ty", "text"], axis=1)])
     lines = part("lines").mark_text(align="left", baseline="middle", fontSize=11, font="monospace",
                                     color="#222222").encode(x=X("tx"), y=Y("ty"), text=alt.Text("text:N"))
     arrows = part("arrows").mark_rule(strokeWidth=1.5, color="#555555").encode(
         x=X("x"), y=Y("y0"), y2=alt.Y2("y1"))
     skips = part("skips").mark_line(strokeWidth=1.5, color=SKIP_COLOUR, strokeDash=[4, 2]).encode(
         x=X("x"), y=Y("y"), detail=alt.Detail("skip:N"), order=alt.Order("order:Q"))
-    ends = f["skips"][f["skips"]["order"] == 3]
-    heads = pd.DataFrame({
-        "x": np.concatenate([f["arrows"]["x"].to_numpy(), ends["x"].to_numpy()]),
-        "y": np.concatenate([f["arrows"]["y1"].to_numpy(), ends["y"].to_numpy()]),
-        "shape": ["triangle-down"] * len(f["arrows"]) + ["triangle-right"] * len(ends),
-        "colour": ["#555555"] * len(f["arrows"]) + [SKIP_COLOUR] * len(ends)})
     points = part("heads").mark_point(filled=True, size=40, opacity=1).encode(
         x=X("x"), y=Y("y"), shape=alt.Shape("shape:N", scale=None), color=alt.Color("colour:N", scale=None))
     cells = part("cells").mark_rect().encode(
@@ -137,9 +166,6 @@ def layer_diagram(steps: Sequence[DiagramStep], tokens: Sequence[str], skips: Se
                         scale=alt.Scale(scheme=SIGNED_SCHEME, domain=[-VALUE_CLAMP, VALUE_CLAMP], clamp=True)),
         tooltip=[alt.Tooltip("where:N", title=step_title), alt.Tooltip("token:N", title=token_title),
                  alt.Tooltip("dim:Q", title=dim_title), alt.Tooltip("exact:N", title=value_title)])
-    parts = {"boxes": f["boxes"], "lines": sub, "arrows": f["arrows"], "skips": f["skips"], "heads": heads,
-             "cells": f["cells"]}
-    frame = pd.concat([df.assign(part=name) for name, df in parts.items()], ignore_index=True)
     return alt.layer(boxes, label, lines, arrows, skips, points, cells, data=frame).properties(
         width=width, height=height, view=alt.ViewBackground(stroke=None)).resolve_scale(color="independent")
 
@@ -216,15 +242,23 @@ def head_grid(weights, tokens: Sequence[str], *, layer_title: str, head_title: s
                       column=alt.Column("head:O", title=head_title)).resolve_scale(x="shared", y="shared")
 
 
-def row_sums_chart(eval_sums, train_sums, tokens: Sequence[str], *, eval_title: str, train_title: str,
-                   query_title: str, sum_title: str, mode_title: str) -> alt.LayerChart:
-    """Row sums of the attention weights per query, eval vs train mode, with the line at 1."""
+def row_sums_frame(eval_sums, train_sums, tokens: Sequence[str], *, eval_title: str,
+                   train_title: str) -> pd.DataFrame:
+    """The data of ``row_sums_chart`` (its spec depends on the tokens only through the query order)."""
     labels = unique_labels(tokens)
     ev, tr = np.asarray(eval_sums, dtype=float), np.asarray(train_sums, dtype=float)
     frame = pd.DataFrame({"query": labels * 2, "pos": list(range(len(labels))) * 2,
                           "mode": [eval_title] * len(labels) + [train_title] * len(labels),
                           "sum": np.concatenate([ev, tr])})
     frame["exact"] = np.char.mod("%.6f", frame["sum"].to_numpy())
+    return frame
+
+
+def row_sums_chart(eval_sums, train_sums, tokens: Sequence[str], *, eval_title: str, train_title: str,
+                   query_title: str, sum_title: str, mode_title: str) -> alt.LayerChart:
+    """Row sums of the attention weights per query, eval vs train mode, with the line at 1."""
+    labels = unique_labels(tokens)
+    frame = row_sums_frame(eval_sums, train_sums, tokens, eval_title=eval_title, train_title=train_title)
     bars = alt.Chart().mark_bar().encode(
         x=alt.X("query:N", sort=labels, title=query_title, axis=alt.Axis(labelAngle=-45)),
         xOffset=alt.XOffset("mode:N", sort=[eval_title, train_title]),
@@ -237,14 +271,21 @@ def row_sums_chart(eval_sums, train_sums, tokens: Sequence[str], *, eval_title: 
     return alt.layer(bars, one, data=frame).properties(height=240)
 
 
-def paired_bars(first, second, tokens: Sequence[str], *, first_title: str, second_title: str,
-                label_title: str, value_title: str, series_title: str) -> alt.Chart:
-    """Two values per token side by side (e.g. the FFN's update, correct layer vs the tutorial's)."""
+def paired_bars_frame(first, second, tokens: Sequence[str], *, first_title: str, second_title: str) -> pd.DataFrame:
+    """The data of ``paired_bars`` (its spec depends on the tokens only through the token order)."""
     labels = unique_labels(tokens)
     a, b = np.asarray(first, dtype=float), np.asarray(second, dtype=float)
     frame = pd.DataFrame({"token": labels * 2, "series": [first_title] * len(labels) + [second_title] * len(labels),
                           "value": np.concatenate([a, b])})
     frame["exact"] = np.char.mod("%.4f", frame["value"].to_numpy())
+    return frame
+
+
+def paired_bars(first, second, tokens: Sequence[str], *, first_title: str, second_title: str,
+                label_title: str, value_title: str, series_title: str) -> alt.Chart:
+    """Two values per token side by side (e.g. the FFN's update, correct layer vs the tutorial's)."""
+    labels = unique_labels(tokens)
+    frame = paired_bars_frame(first, second, tokens, first_title=first_title, second_title=second_title)
     return alt.Chart(frame).mark_bar().encode(
         x=alt.X("token:N", sort=labels, title=label_title, axis=alt.Axis(labelAngle=-45)),
         xOffset=alt.XOffset("series:N", sort=[first_title, second_title]),
@@ -254,61 +295,3 @@ def paired_bars(first, second, tokens: Sequence[str], *, first_title: str, secon
         tooltip=[alt.Tooltip("token:N", title=label_title), alt.Tooltip("series:N", title=series_title),
                  alt.Tooltip("exact:N", title=value_title)],
     ).properties(height=220)
-
-
-# ------------------------------------------------------------------ specs from a skeleton (fast reruns)
-# Building an Altair chart costs 10-30 ms; when only the data of a chart changes (another number of
-# layers), the page builds it once and makes the next specs from that finished spec (ui.charts.to_spec)
-# here, in about 1 ms. The tests check each result equals a freshly built spec.
-def _respec(skeleton: dict, frame: pd.DataFrame, visit=None, **top) -> dict:
-    out = copy.deepcopy({k: v for k, v in skeleton.items() if k != "datasets"})
-
-    def walk(node) -> None:
-        if isinstance(node, dict):
-            visit(node)
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    if visit is not None:
-        walk(out)
-    out.update(top)
-    out["datasets"] = {"data": frame}
-    return out
-
-
-def heatmap_respec(skeleton: dict, matrix, tokens: Sequence[str], *, title: str,
-                   domain: tuple[float, float] | None = None) -> dict:
-    """``ui.charts.heatmap(matrix, tokens, title=title, domain=domain, ...)`` from the spec of a heatmap with
-    the same tokens and other options (unmasked, unpooled): new data, title and (if given) colour domain."""
-    frame, factor = heatmap_frame(matrix, tokens, tokens)
-    if factor != 1:
-        raise ValueError("heatmap_respec handles unpooled heatmaps only")
-
-    def visit(node: dict) -> None:
-        colour = node.get("color")
-        if domain is not None and isinstance(colour, dict) and colour.get("field") == "value":
-            colour["scale"]["domain"] = list(domain)
-
-    return _respec(skeleton, frame, visit, title=title)
-
-
-def head_grid_respec(skeleton: dict, weights, tokens: Sequence[str], selected: tuple[int, int] | None) -> dict:
-    """``head_grid`` of other weights with the same heads and tokens (any number of layers)."""
-    out = _respec(skeleton, head_grid_frame(weights, tokens))
-    for param in out["params"]:
-        if param["name"] == TILE_GRID:
-            param["value"] = None if selected is None else [{"layer": selected[0], "head": selected[1]}]
-    return out
-
-
-def scale_respec(skeleton: dict, frame: pd.DataFrame, max_layer: int) -> dict:
-    """``scale_chart`` of another frame with the same series and titles."""
-    def visit(node: dict) -> None:
-        x = node.get("x")
-        if isinstance(x, dict) and x.get("field") == "layer" and "scale" in x:
-            x["scale"]["domain"] = [0, max_layer]
-
-    return _respec(skeleton, scale_frame(frame), visit)

@@ -288,42 +288,62 @@ def _stack_weights(tokens, layers=12, heads=4, d=32):
     return np.stack([layer.weights[0].numpy() for layer in tr.layers])     # (L, h, n, n)
 
 
-@pytest.mark.parametrize("numbers", [True, False])
-def test_respecs_equal_freshly_built_charts(numbers):
-    """The page builds the layer-count-dependent charts once and swaps in new data for another N: the grid
-    (with its selected tile), the scale chart, and the tile / rollout heatmaps must equal fresh builds."""
+def test_respecs_equal_freshly_built_charts():
+    """The page builds the grid, the scale chart and the layer diagram once per language (and variant) and
+    makes the spec for another sentence or number of layers with ui.charts.respec, exactly as the page
+    does: each must equal a fresh build (new tokens, new length, new N, new selected tile)."""
     import pandas as pd
 
-    from ui.charts import heatmap, to_spec
+    from ui.charts import respec, to_spec, unique_labels
     from ui.encoder_charts import (
+        TILE_GRID,
+        DiagramStep,
         head_grid,
-        head_grid_respec,
-        heatmap_respec,
+        head_grid_frame,
+        layer_diagram,
+        layer_diagram_frame,
+        paired_bars,
+        paired_bars_frame,
+        row_sums_chart,
+        row_sums_frame,
         scale_chart,
-        scale_respec,
+        scale_frame,
     )
-    tokens = tokenize(SENTENCE) if numbers is False else ["a", "b", "a", "c"]
-    w = _stack_weights(tokens)
     skel = {}
-    for n_layers, sel in ((6, (2, 3)), (1, (1, 1)), (12, (12, 4)), (7, (5, 2))):
+    cases = ((tokenize(SENTENCE), 6, (2, 3)), (["a", "b", "a", "c"], 1, (1, 1)),
+             (tokenize("猫 sat <b>on</b> 👍🏽 the mat ."), 12, (12, 4)), (["x"], 7, (5, 2)))
+    for tokens, n_layers, sel in cases:
+        w = _stack_weights(tokens)
         fresh = to_spec(head_grid(w[:n_layers], tokens, layer_title="L", head_title="H", value_title="w",
                                   query_title="q", key_title="k", selected=sel))
-        _same_spec(head_grid_respec(skel.setdefault("grid", fresh), w[:n_layers], tokens, sel), fresh)
+        made = respec(skel.setdefault("grid", fresh), head_grid_frame(w[:n_layers], tokens),
+                      selection={TILE_GRID: [{"layer": sel[0], "head": sel[1]}]})
+        _same_spec(made, fresh)
 
         frame = pd.DataFrame({"layer": np.arange(n_layers + 1), "rms": np.linspace(1, 2, n_layers + 1),
                               "series": "post", "final": False})
         fresh = to_spec(scale_chart(frame, x_title="x", y_title="y", series_title="s", max_layer=n_layers))
-        _same_spec(scale_respec(skel.setdefault("scale", fresh), frame, n_layers), fresh)
+        _same_spec(respec(skel.setdefault("scale", fresh), scale_frame(frame), domain={"x": [0, n_layers]}), fresh)
 
-        m = w[n_layers - 1].mean(0)
-        domain = (0.0, float(m.max()))
-        fresh = to_spec(heatmap(m, tokens, title=f"rollout {n_layers}", x_title="x", y_title="y",
-                                value_title="v", show_numbers=numbers, selectable=True, domain=domain))
-        made = heatmap_respec(skel.setdefault("rollout", fresh), m, tokens, title=f"rollout {n_layers}",
-                              domain=domain)
+        rng = np.random.default_rng(len(tokens))
+        steps = [DiagramStep(f"step {i}", "f(x)", f"rms {i}", kind, rng.standard_normal((len(tokens), 8 * (1 + wide))),
+                             wide=bool(wide))
+                 for i, (kind, wide) in enumerate((("io", 0), ("attention", 0), ("ffn", 1), ("norm", 0)))]
+        fresh = to_spec(layer_diagram(steps, tokens, [(0, 2)], value_title="v", token_title="t", dim_title="d",
+                                      step_title="s"))
+        frame, width, height = layer_diagram_frame(steps, tokens, [(0, 2)])
+        made = respec(skel.setdefault("diagram", fresh), frame, domain={"x": [0, width], "y": [0, height]},
+                      width=width, height=height)
         _same_spec(made, fresh)
 
-        m = w[n_layers - 1, sel[1] - 1]
-        fresh = to_spec(heatmap(m, tokens, title=f"tile {sel}", x_title="x", y_title="y", value_title="v",
-                                show_numbers=numbers, selectable=False))
-        _same_spec(heatmap_respec(skel.setdefault("tile", fresh), m, tokens, title=f"tile {sel}"), fresh)
+        a, b = rng.random(len(tokens)), rng.random(len(tokens))
+        names = dict(first_title="ok", second_title="bug")
+        fresh = to_spec(paired_bars(a, b, tokens, **names, label_title="t", value_title="v", series_title="s"))
+        made = respec(skel.setdefault("paired", fresh), paired_bars_frame(a, b, tokens, **names),
+                      sort={"token": unique_labels(tokens)})
+        _same_spec(made, fresh)
+        names = dict(eval_title="eval", train_title="train")
+        fresh = to_spec(row_sums_chart(a, b, tokens, **names, query_title="q", sum_title="s", mode_title="m"))
+        made = respec(skel.setdefault("sums", fresh), row_sums_frame(a, b, tokens, **names),
+                      sort={"query": unique_labels(tokens)})
+        _same_spec(made, fresh)
