@@ -20,10 +20,10 @@ from attention_core.crossmodal import (
 )
 from attention_core.modules import MultiHeadAttention
 from ui import anatomy
-from ui.charts import bars, heatmap, to_spec, unique_labels
+from ui.charts import FIT_X, bars, heatmap_spec, to_spec, unique_labels
 from ui.controls import seed as seed_control
 from ui.controls import sentence
-from ui.cross_attention_charts import FIT_X, image_attention_chart
+from ui.cross_attention_charts import image_attention_chart
 from ui.i18n import current_lang, lesson, t
 
 NS = "cross_attention"
@@ -113,11 +113,10 @@ def decoder_section(seed: int) -> None:
 
     before = st.session_state.get("_xa_row")
     state = (tuple(source), tuple(target), d_model, seed, mode)
-    spec = finished(("xa", current_lang(), *state, before), lambda: heatmap(
+    spec = finished(("xa", current_lang(), *state, before), lambda: heatmap_spec(
         w, target, source, title=t("cross_attention.dec_heatmap", n_t=n_t, n_s=n_s),
         x_title=t("cross_attention.source_axis"), y_title=t("cross_attention.target_axis"),
-        value_title=t("common.weight"), selected_row=before, height=170 if n_t < 6 else None,
-    ).properties(autosize=FIT_X))
+        value_title=t("common.weight"), selected_row=before, height=170 if n_t < 6 else None, fit_x=True))
     picked = anatomy.show_matrix(spec, w, target, source, key="xa", file_name="xa.csv")
     present = {tok.lower() for tok in source}
     first_known = next((j for j, m in enumerate(meaning) if m in present), 0)
@@ -194,12 +193,11 @@ def crossmodal_section(seed: int) -> tuple[str, list[str], tuple[int, ...]] | No
     state = (kind, tuple(words), patch, heads, float(sharp), seed)
     labels = unique_labels(words)
     patches = [str(i) for i in range(n_p)]
-    spec = finished(("cm", current_lang(), *state, before), lambda: heatmap(
+    spec = finished(("cm", current_lang(), *state, before), lambda: heatmap_spec(
         w, words, patches, title=t("cross_attention.cm_heatmap", n_w=n_w, n_p=n_p),
         x_title=t("cross_attention.patch_axis"), y_title=t("cross_attention.word_axis"),
         value_title=t("common.weight"), selected_row=before, show_numbers=n_p <= 16,
-        height=170 if n_w < 6 else None, domain=(0.0, float(max(w.max(), 1e-6))),
-    ).properties(autosize=FIT_X))
+        height=170 if n_w < 6 else None, domain=(0.0, float(max(w.max(), 1e-6))), fit_x=True))
     picked = anatomy.show_matrix(spec, w, words, patches, key="cm", file_name="cm.csv")
     st.caption(t("cross_attention.cm_heatmap_caption"))
     row = clicked("cm", picked, n_w, known[0] if known else 0)
@@ -218,13 +216,12 @@ def crossmodal_section(seed: int) -> tuple[str, list[str], tuple[int, ...]] | No
                  r"\mathrm{out} &= g \odot t_{enh} + (1 - g) \odot \bar v \end{aligned}")
         st.caption(t("cross_attention.gate_caption", d=TEXT_DIM))
     with right:
-        anatomy.show_chart(lambda: heatmap(
+        anatomy.show_chart(lambda: heatmap_spec(
             gate, words, [str(j) for j in range(TEXT_DIM)], kind="weights", show_numbers=False,
             title=t("cross_attention.gate_heatmap", n_w=n_w, d=TEXT_DIM),
             x_title=t("cross_attention.channel"), y_title=t("cross_attention.word_axis"),
             value_title=t("cross_attention.gate_value"),
-            selectable=False, height=max(190, 22 * n_w),
-        ).properties(autosize=FIT_X), key="gate", cache=state)
+            selectable=False, height=max(190, 22 * n_w), fit_x=True), key="gate", cache=state)
 
     inside = cov[row] > 0.5
     mass = float(w[row][inside].sum()) if inside.any() else 0.0

@@ -13,7 +13,7 @@ from attention_core.functional import masked_softmax, scaled_dot_product_attenti
 from attention_core.masks import causal_mask, local_mask, padding_mask
 from attention_core.text import tokenize
 from ui import anatomy
-from ui.charts import heatmap, unique_labels
+from ui.charts import heatmap_spec, unique_labels
 from ui.controls import seed as seed_control
 from ui.i18n import lesson, t
 from ui.masking_charts import batch_chart, mask_panels, row_bars
@@ -121,7 +121,7 @@ def padding_section(batch: ml.PaddedBatch, stages: ml.MaskedStages, keep: torch.
                                  bind="query-params", help=t("masking.stage_help"))
     if stage in ("before", "after"):
         shown = scores if stage == "before" else masked_scores
-        anatomy.show_matrix(heatmap(shown, toks, kind="scores", title=t(f"masking.scores_{stage}"),
+        anatomy.show_matrix(heatmap_spec(shown, toks, kind="scores", title=t(f"masking.scores_{stage}"),
                                     x_title=t("common.key"), y_title=t("common.query"),
                                     value_title=t("common.score"), selectable=False, height=hm_height(batch.n)),
                             shown, toks, key="pad_scores", selectable=False, file_name=f"scores_{stage}.csv")
@@ -156,7 +156,7 @@ def drill(weights: torch.Tensor, hidden: torch.Tensor, tokens: list[str], *, key
     """Weights heatmap (masked cells grey ×) whose clicked row is drawn as bars below it.
 
     Without a click, the bars show ``default_row`` (else the first row that sees any key)."""
-    chart = heatmap(weights, tokens, kind="weights", masked=hidden, title=title, x_title=t("common.key"),
+    chart = heatmap_spec(weights, tokens, kind="weights", masked=hidden, title=title, x_title=t("common.key"),
                     y_title=t("common.query"), value_title=t("common.weight"), height=hm_height(len(tokens)))
     picked = anatomy.show_matrix(chart, weights, tokens, key=key, file_name=f"{key}.csv")
     if default_row is None:
@@ -330,7 +330,7 @@ def convention_run(sentences: Batch, side: str, seed: int, s: int) -> None:
     pads = ~keep[s, 0, 0]
     hidden = {"correct": pads, "float01": torch.zeros_like(pads), "inverted": ~pads}[mix]
     st.code(t(f"masking.mix_code_{mix}"), language="python")
-    chart = heatmap(w, toks, kind="weights", masked=hidden.expand(len(toks), len(toks)),
+    chart = heatmap_spec(w, toks, kind="weights", masked=hidden.expand(len(toks), len(toks)),
                     title=t("masking.mix_title", what=t(f"masking.mix_{mix}")), x_title=t("common.key"),
                     y_title=t("common.query"), value_title=t("common.weight"), selectable=False,
                     height=hm_height(len(toks)))

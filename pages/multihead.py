@@ -40,7 +40,7 @@ from ui.anatomy import (
     show_code,
     show_matrix,
 )
-from ui.charts import ROW_SELECTION, heatmap, to_spec, unique_labels
+from ui.charts import ROW_SELECTION, heatmap_spec, to_spec, unique_labels
 from ui.controls import seed, sentence
 from ui.i18n import LANGS, catalog, current_lang, lesson, t
 
@@ -307,7 +307,7 @@ def heads_section(r: dict, v: View) -> None:
 
     left, right = st.columns(2)
     with left:
-        big = finished(("mh_big", current_lang(), v.key, head, query), lambda: heatmap(
+        big = finished(("mh_big", current_lang(), v.key, head, query), lambda: heatmap_spec(
             w[head], v.tokens, x_title=t("common.key"), y_title=t("common.query"),
             value_title=t("common.weight"),
             selected_row=query, height=hm_height(n),
@@ -316,7 +316,7 @@ def heads_section(r: dict, v: View) -> None:
         st.caption(t(f"{NS}.big_caption", pattern=pattern_name(r["labels"][head]), score=best_score(r, head)))
     with right:
         per_head = w[:, query, :]                                              # (h, n)
-        show_chart(lambda: heatmap(
+        show_chart(lambda: heatmap_spec(
             per_head, [head_name(i) for i in range(h)], v.tokens,
             title=t(f"{NS}.drill_title", q=v.labels[query]), x_title=t("common.key"),
             y_title=t(f"{NS}.head"), value_title=t("common.weight"), selectable=False,
@@ -331,13 +331,13 @@ def compare_section(r: dict, v: View) -> None:
     left, right = st.columns(2)
     with left:
         names = [head_name(i) for i in range(h)]
-        show_chart(lambda: heatmap(
+        show_chart(lambda: heatmap_spec(
             js, names, names, title=t(f"{NS}.js_title"), x_title=t(f"{NS}.head"), y_title=t(f"{NS}.head"),
             value_title=t(f"{NS}.js"), selectable=False,
             height=max(160, (30 if h <= 16 else 560 // h) * h + 120)), key="mh_js", cache=(v.key,))
         st.caption(t(f"{NS}.js_caption"))
     with right:
-        chart = finished(("mh_avg", current_lang(), v.key), lambda: heatmap(
+        chart = finished(("mh_avg", current_lang(), v.key), lambda: heatmap_spec(
             avg, v.tokens, title=t(f"{NS}.avg_title", h=h), x_title=t("common.key"),
             y_title=t("common.query"),
             value_title=t("common.weight"), selectable=False, height=hm_height(n)))
@@ -373,7 +373,7 @@ def gallery_section(r: dict, v: View) -> None:
     st.caption(t(f"{NS}.gallery_caption"))
     left, right = st.columns(2)
     with left:
-        show_chart(lambda: heatmap(
+        show_chart(lambda: heatmap_spec(
             r["pattern_scores"].T, [pattern_name(p) for p in PATTERNS], [str(i + 1) for i in range(h)],
             title=t(f"{NS}.scores_title"), x_title=t(f"{NS}.head"), y_title=t(f"{NS}.pattern"),
             value_title=t(f"{NS}.score"), selectable=False, show_numbers=h <= 12, height=6 * 30 + 130),

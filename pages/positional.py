@@ -16,15 +16,12 @@ from attention_core import positional_lab as pl
 from attention_core.positional import sinusoidal_encoding
 from attention_core.rotary import rotary_embedding
 from ui import anatomy
-from ui.charts import heatmap, to_spec, unique_labels
+from ui.charts import heatmap_spec, to_spec, unique_labels
 from ui.controls import seed as seed_control
 from ui.controls import sentence
 from ui.i18n import current_lang, lesson, t
 from ui.positional_charts import (
-    FIT_X,
     gap_chart,
-    heatmap_respec,
-    heatmap_size_class,
     offset_chart,
     rotation_chart,
     wave_chart,
@@ -105,24 +102,18 @@ def table_section() -> tuple[int, int]:
 
     left, right = st.columns([3, 1])
     with left:
-        # built once per size class, then only new data, orders, height and title (heatmap_respec)
-        skeleton = finished(("pe_skel", current_lang(), d, heatmap_size_class(n, d), ref_before), lambda: heatmap(
+        spec = finished(("pe", current_lang(), n, d, base, ref_before), lambda: heatmap_spec(
             pe, positions, dims, kind="scores", domain=(-1.0, 1.0), title=t("positional.pe_title", n=n, d=d),
             x_title=t("positional.dimension"), y_title=t("positional.position"),
-            value_title=t("positional.value"), show_numbers=False, selected_row=ref_before,
-        ).properties(autosize=FIT_X))
-        spec = finished(("pe", current_lang(), n, d, base, ref_before), lambda: heatmap_respec(
-            skeleton, pe, positions, dims, title=t("positional.pe_title", n=n, d=d)))
+            value_title=t("positional.value"), show_numbers=False, selected_row=ref_before, fit_x=True))
         picked = anatomy.show_matrix(spec, pe, positions, dims, key="pe", file_name="pe.csv")
     with right:
         bit_cols = [str(b) for b in range(bits.shape[1])]
-        bits_skeleton = finished(("bits_skel", current_lang(), heatmap_size_class(n, len(bit_cols))), lambda: heatmap(
+        anatomy.show_chart(lambda: heatmap_spec(
             bits, positions, bit_cols, kind="weights",
             show_numbers=False, title=t("positional.bits_title"), x_title=t("positional.bit_axis"),
-            y_title=t("positional.position"), value_title=t("positional.bit_value"), selectable=False,
-        ).properties(autosize=FIT_X))
-        anatomy.show_chart(lambda: heatmap_respec(bits_skeleton, bits, positions, bit_cols, title=None),
-                           key="bits", cache=(n,))
+            y_title=t("positional.position"), value_title=t("positional.bit_value"), selectable=False, fit_x=True),
+            key="bits", cache=(n,))
     st.caption(t("positional.table_caption"))
 
     # one column pair next to the counter bit of about the same period
@@ -211,15 +202,14 @@ def shuffle_section() -> tuple[dict | None, int]:
     row_before = st.session_state.get("_shuf_row")
     left, right = st.columns(2)
     with left:
-        anatomy.show_chart(lambda: heatmap(
+        anatomy.show_chart(lambda: heatmap_spec(
             cur["w"], tokens, title=t("positional.w_original"), x_title=t("common.key"),
             y_title=t("common.query"), value_title=t("common.weight"), selectable=False,
-        ).properties(autosize=FIT_X), key="w_orig", cache=(*state, enc))
+            fit_x=True), key="w_orig", cache=(*state, enc))
     with right:
-        spec = finished(("w_shuf", current_lang(), *state, enc, row_before), lambda: heatmap(
+        spec = finished(("w_shuf", current_lang(), *state, enc, row_before), lambda: heatmap_spec(
             cur["w_shuf"], shuffled, title=t("positional.w_shuffled"), x_title=t("common.key"),
-            y_title=t("common.query"), value_title=t("common.weight"), selected_row=row_before,
-        ).properties(autosize=FIT_X))
+            y_title=t("common.query"), value_title=t("common.weight"), selected_row=row_before, fit_x=True))
         picked = anatomy.show_matrix(spec, cur["w_shuf"], shuffled, key="w_shuf", file_name="w_shuf.csv")
     if picked is not None and picked < len(tokens):
         st.session_state["_shuf_row"] = picked
@@ -259,11 +249,11 @@ def compare_section(base: int, seed: int) -> None:
     positions = [str(i) for i in range(N_COMPARE)]
     left, right = st.columns([3, 2])
     with left:
-        anatomy.show_chart(lambda: heatmap(
+        anatomy.show_chart(lambda: heatmap_spec(
             grids[what][0], positions, kind="scores", domain=(-1.0, 1.0), show_numbers=False,
             title=t(f"positional.grid_{what}_title"), x_title=t("positional.position_n"),
             y_title=t("positional.position_m"), value_title=t("positional.similarity"), selectable=False,
-        ).properties(autosize=FIT_X), key="cmp_grid", cache=(base, seed, what))
+            fit_x=True), key="cmp_grid", cache=(base, seed, what))
     with right:
         st.markdown(f"**{t('positional.toeplitz_heading')}**")
         anatomy.show_chart(lambda: gap_chart(

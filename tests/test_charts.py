@@ -185,7 +185,7 @@ def test_heatmap_spec_equals_the_altair_built_heatmap(case):
           "selectable": case % 5 != 0,
           "height": [None, 333][(case // 3) % 2],
           "domain": [None, (0, 2), (-1.5, 1.5)][(case // 4) % 3],
-          "width": [None, 340][case % 2], "legend": case % 7 != 3,
+          "width": [None, 340][case % 2], "legend": case % 7 != 3, "fit_x": case % 3 == 2,
           "x_title": ["key", "键 (K)"][case % 2], "y_title": "query", "value_title": ["weight", "score"][case % 2]}
     fresh = charts.to_spec(charts.heatmap(m, rows, cols, **kw))
     made = charts.heatmap_spec(m, rows, cols, **kw)

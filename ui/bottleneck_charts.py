@@ -12,12 +12,13 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from .charts import FIT_X
+
 ORANGE, BLUE, GREY = "#e66101", "#3b528b", "#9e9e9e"
 RIGHT, WRONG, REFERENCE = "#1b9e77", "#d95f02", "#e8e8e8"   # teal / orange: apart for colour-blind eyes
 MODELS = ("attention", "no_attention")
 # Streamlit's default for a stretched chart is autosize "fit": the height then includes axes and legends
 # and squeezes the plot; with fit-x the width still fills the column and ``height`` is the plot's own.
-FIT_X = alt.AutoSizeParams(type="fit-x", contains="padding")
 TICKS_1_5 = "datum.value == 1 || datum.value % 5 == 0 ? datum.label : ''"   # axis labels 1, 5, 10, ...
 COLOURS = {"attention": ORANGE, "no_attention": BLUE}
 

@@ -24,6 +24,7 @@ MASKED_GREY = "#d4d4d4"
 MAX_NUMBERS = 16          # numbers printed in cells up to 16 x 16
 MAX_CELLS_PER_AXIS = 128  # larger matrices are shown as averaged tiles (the CSV keeps every value)
 ROW_SELECTION = "row"     # name of the click selection; st.altair_chart returns it
+FIT_X = alt.AutoSizeParams(type="fit-x", contains="padding")   # stretch to the column, keep the height
 
 
 def to_spec(chart) -> dict | None:
@@ -141,6 +142,7 @@ class HeatmapLayout(NamedTuple):
     height: int
     width: int | None         # plotting width in px (None: as wide as the container allows)
     legend: bool
+    fit_x: bool               # autosize fit-x: the chart fills its column, labels included
     title: str | None
     x_title: str
     y_title: str
@@ -151,7 +153,7 @@ class HeatmapLayout(NamedTuple):
 
 def _heatmap_layout(frame: pd.DataFrame, factor: int, *, kind: str, title, x_title, y_title, value_title,
                     show_numbers, selected_row, selectable, height, domain, width=None,
-                    legend=True) -> HeatmapLayout:
+                    legend=True, fit_x=False) -> HeatmapLayout:
     n_rows = frame["query_pos"].nunique()
     n_cols = frame["key_pos"].nunique()
     if show_numbers is None:
@@ -167,7 +169,7 @@ def _heatmap_layout(frame: pd.DataFrame, factor: int, *, kind: str, title, x_tit
         kind, (lo, hi), 0.6 * hi, bool(show_numbers), n_rows <= 48, bool(frame["masked"].any()),
         n_cols > 40, n_rows > 40, selectable,
         None if selected_row is None else int(selected_row) // factor * factor,
-        height or max(120, cell * n_rows), width, bool(legend), title, x_title, y_title, value_title,
+        height or max(120, cell * n_rows), width, bool(legend), bool(fit_x), title, x_title, y_title, value_title,
         tuple(dict.fromkeys(frame["query"])), tuple(dict.fromkeys(frame["key"])))
 
 
@@ -218,6 +220,8 @@ def _heatmap_chart(frame: pd.DataFrame, L: HeatmapLayout) -> alt.Chart:
         chart = chart.configure_legend(disable=True)
     if L.title:
         chart = chart.properties(title=L.title)
+    if L.fit_x:
+        chart = chart.properties(autosize=FIT_X)
     return chart
 
 
@@ -227,7 +231,7 @@ def heatmap(matrix, row_labels: Sequence[str], col_labels: Sequence[str] | None 
             show_numbers: bool | None = None, selected_row: int | None = None,
             selectable: bool = True, height: int | None = None,
             domain: tuple[float, float] | None = None, width: int | None = None,
-            legend: bool = True) -> alt.Chart:
+            legend: bool = True, fit_x: bool = False) -> alt.Chart:
     """The one attention heatmap: queries as rows, keys as columns.
 
     kind="weights": fixed 0..1 colour domain (viridis), so two heatmaps compare by colour.
@@ -241,7 +245,7 @@ def heatmap(matrix, row_labels: Sequence[str], col_labels: Sequence[str] | None 
     return _heatmap_chart(frame, _heatmap_layout(
         frame, factor, kind=kind, title=title, x_title=x_title, y_title=y_title, value_title=value_title,
         show_numbers=show_numbers, selected_row=selected_row, selectable=selectable, height=height,
-        domain=domain, width=width, legend=legend))
+        domain=domain, width=width, legend=legend, fit_x=fit_x))
 
 
 # Placeholders of a heatmap skeleton; each is replaced by the real value in one pass over the JSON
@@ -271,7 +275,7 @@ def heatmap_spec(matrix, row_labels: Sequence[str], col_labels: Sequence[str] | 
                  show_numbers: bool | None = None, selected_row: int | None = None,
                  selectable: bool = True, height: int | None = None,
                  domain: tuple[float, float] | None = None, width: int | None = None,
-                 legend: bool = True) -> dict:
+                 legend: bool = True, fit_x: bool = False) -> dict:
     """``to_spec(heatmap(...))`` with the same arguments, without building an Altair chart.
 
     Building the chart costs 30-80 ms (Altair copies and validates every piece); here the spec
@@ -284,7 +288,7 @@ def heatmap_spec(matrix, row_labels: Sequence[str], col_labels: Sequence[str] | 
     L = _heatmap_layout(
         frame, factor, kind=kind, title=title, x_title=x_title, y_title=y_title, value_title=value_title,
         show_numbers=show_numbers, selected_row=selected_row, selectable=selectable, height=height,
-        domain=domain, width=width, legend=legend)
+        domain=domain, width=width, legend=legend, fit_x=fit_x)
     s = _SENTINELS
     text, pattern = _heatmap_skeleton(L._replace(
         domain=(s["lo"], s["hi"]), threshold=s["threshold"],

@@ -16,7 +16,6 @@ from .charts import as_numpy
 NAMED_STROKE = "#e66101"   # orange outline: the patches the word names (where it "should" look)
 SHADE = 0.7                # darkest shade, over a patch with no attention (sqrt keeps mid weights visible)
 # stretch a plot to the column's width, keep its height as given (Streamlit's default "fit" squeezes it)
-FIT_X = alt.AutoSizeParams(type="fit-x", contains="padding")
 
 
 def _hex(rgb: np.ndarray) -> np.ndarray:

@@ -6,19 +6,17 @@ similarity of positions by offset, and the rotation of one (q, k) dimension pair
 """
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 
 import altair as alt
 import numpy as np
 import pandas as pd
 
-from .charts import MAX_NUMBERS, as_numpy, heatmap_frame
+from .charts import FIT_X, as_numpy, respec
 
 ORANGE, BLUE, GREY, GREEN = "#e66101", "#3b528b", "#7f7f7f", "#1b9e77"
 FLOOR = 1e-12   # log-scale floor of gap_chart: an exact 0 is drawn here
 # stretch a plot to the column's width, keep its height as given (Streamlit's default "fit" squeezes it)
-FIT_X = alt.AutoSizeParams(type="fit-x", contains="padding")
 
 
 def _vec(x) -> np.ndarray:
@@ -151,65 +149,9 @@ def rotation_chart(q_pair, k_pair, angles: dict[str, float], *, labels: dict[str
 
 
 # ------------------------------------------------------------------ specs from a skeleton (fast reruns)
-def _walk(node, visit) -> None:
-    if isinstance(node, dict):
-        visit(node)
-        for value in node.values():
-            _walk(value, visit)
-    elif isinstance(node, list):
-        for value in node:
-            _walk(value, visit)
-
-
-def heatmap_height(n_rows: int) -> int:
-    """The height ``ui.charts.heatmap`` gives an unpooled heatmap of ``n_rows`` rows (no numbers)."""
-    cell = 30 if n_rows <= MAX_NUMBERS else max(4, min(22, 560 // max(n_rows, 1)))
-    return max(120, cell * n_rows)
-
-
-def heatmap_respec(skeleton: dict, matrix, row_labels: Sequence[str], col_labels: Sequence[str], *,
-                   title: str | None) -> dict:
-    """The spec of ``ui.charts.heatmap(matrix, ...)`` made from the finished spec (``ui.charts.to_spec``)
-    of a heatmap with the same options and the same size class (rows <= 16, <= 40, <= 48; columns <= 40):
-    new data, axis orders, height and title, in about 3 ms instead of 15-25 ms. Unpooled matrices only;
-    the tests check the result equals a freshly built spec."""
-    frame, factor = heatmap_frame(matrix, row_labels, col_labels)
-    if factor != 1:
-        raise ValueError("heatmap_respec handles unpooled heatmaps only")
-    orders = {"query": list(dict.fromkeys(frame["query"])), "key": list(dict.fromkeys(frame["key"]))}
-
-    def visit(node: dict) -> None:
-        for channel in ("x", "y"):
-            enc = node.get(channel)
-            if isinstance(enc, dict) and enc.get("field") in orders and "sort" in enc:
-                enc["sort"] = orders[enc["field"]]
-
-    out = copy.deepcopy({k: v for k, v in skeleton.items() if k != "datasets"})
-    _walk(out, visit)
-    out["height"] = heatmap_height(len(orders["query"]))
-    if title is not None:
-        out["title"] = title
-    out["datasets"] = {"data": frame}
-    return out
-
-
-def heatmap_size_class(n_rows: int, n_cols: int) -> tuple[bool, ...]:
-    """What, besides data, titles and height, a heatmap's spec depends on through its size."""
-    return (n_rows <= MAX_NUMBERS, n_rows > 40, n_rows <= 48, n_cols <= MAX_NUMBERS, n_cols > 40)
-
-
 def wave_respec(skeleton: dict, sin, cos, bit, *, series: Sequence[str]) -> dict:
     """``wave_chart``'s spec for new curves of the same length class (<= 64 points or more) and the same
     series names and titles, made from a finished spec of it: new data and x domain."""
     frame = wave_frame(sin, cos, bit, series)
-    n = len(frame) // 3
-    out = copy.deepcopy({k: v for k, v in skeleton.items() if k != "datasets"})
+    return respec(skeleton, frame, domain={("x", "position"): [0, max(len(frame) // 3 - 1, 1)]})
 
-    def visit(node: dict) -> None:
-        enc = node.get("x")
-        if isinstance(enc, dict) and enc.get("field") == "position" and "scale" in enc:
-            enc["scale"]["domain"] = [0, max(n - 1, 1)]
-
-    _walk(out, visit)
-    out["datasets"] = {"data": frame}
-    return out

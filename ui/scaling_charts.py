@@ -16,6 +16,8 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from .charts import FIT_X
+
 UNSCALED_COLOUR = "#e66101"   # orange / purple: a colour-blind-safe pair (PuOr ends)
 SCALED_COLOUR = "#5e3c99"
 THEORY_COLOUR = "#444444"
@@ -23,7 +25,6 @@ NOW_COLOUR = "#888888"
 FLOOR = 1e-7                  # below this the float64 closed-form Jacobian norm is rounding noise
 HIST_BINS = 41
 # stretch a plot to the column's width, keep its height as given (Streamlit's default "fit" squeezes it)
-FIT_X = alt.AutoSizeParams(type="fit-x", contains="padding")
 LOG2_TICKS = [1, 4, 16, 64, 256, 1024]
 
 

@@ -14,11 +14,10 @@ import pandas as pd
 
 from attention_core.seq2seq_lab import smooth
 
-from .charts import WEIGHT_SCHEME
+from .charts import FIT_X, WEIGHT_SCHEME
 
 ORANGE, BLUE, GREY = "#e66101", "#3b528b", "#9e9e9e"
 RUN_COLOURS = ["#e66101", "#3b528b", "#1b9e77", "#7570b3", "#a6761d", "#666666"]
-FIT_X = alt.AutoSizeParams(type="fit-x", contains="padding")   # height = the plot's own (see bottleneck_charts)
 SMOOTH = 10
 
 

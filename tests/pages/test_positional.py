@@ -233,36 +233,27 @@ def _same_spec(made: dict, fresh: dict) -> None:
 
 
 @pytest.mark.parametrize("kind", ["pe", "bits"])
-def test_heatmap_respec_equals_a_fresh_heatmap(kind):
-    """The page builds the table's heatmaps once per size class and swaps in new data: the result must be
-    the spec ui.charts.heatmap builds for that n, for every n of the slider (and every size class)."""
+def test_table_heatmap_specs_equal_fresh_heatmaps(kind):
+    """The page draws the table's heatmaps with ui.charts.heatmap_spec(..., fit_x=True) (a cached skeleton
+    filled in): for every n of the slider it must be the spec of heatmap(...).properties(autosize=FIT_X)."""
     from attention_core.positional_lab import binary_counter
-    from ui.charts import heatmap, to_spec
-    from ui.positional_charts import FIT_X, heatmap_respec, heatmap_size_class
+    from ui.charts import FIT_X, heatmap, heatmap_spec, to_spec
 
-    def build(n, d, sel):
-        if kind == "pe":
-            m, cols = sinusoidal_encoding(n, d).numpy(), [str(j) for j in range(d)]
-            chart = heatmap(m, [str(i) for i in range(n)], cols, kind="scores", domain=(-1.0, 1.0),
-                            title=f"PE {n}x{d}", x_title="dim", y_title="pos", value_title="v",
-                            show_numbers=False, selected_row=sel)
-        else:
-            m = binary_counter(n).numpy()
-            cols = [str(b) for b in range(m.shape[1])]
-            chart = heatmap(m, [str(i) for i in range(n)], cols, kind="weights", show_numbers=False,
-                            title="bits", x_title="bit", y_title="pos", value_title="v", selectable=False)
-        return m, cols, to_spec(chart.properties(autosize=FIT_X))
-
-    skeletons = {}
     for d in ((64, 7) if kind == "pe" else (1,)):
         for n in list(range(2, 129, 5)) + [16, 17, 40, 41, 48, 49, 128]:
             for sel in ((None, 3) if kind == "pe" else (None,)):
-                m, cols, fresh = build(n, d, sel)
-                cls = (d, heatmap_size_class(n, len(cols)), sel)
-                skeleton = skeletons.setdefault(cls, fresh)
-                made = heatmap_respec(skeleton, m, [str(i) for i in range(n)], cols, title=fresh.get("title"))
-                _same_spec(made, fresh)
-    assert len(skeletons) >= 4      # the size classes were really crossed
+                rows = [str(i) for i in range(n)]
+                if kind == "pe":
+                    m, cols = sinusoidal_encoding(n, d).numpy(), [str(j) for j in range(d)]
+                    kw = dict(kind="scores", domain=(-1.0, 1.0), title=f"PE {n}x{d}", x_title="dim", y_title="pos",
+                              value_title="v", show_numbers=False, selected_row=sel)
+                else:
+                    m = binary_counter(n).numpy()
+                    cols = [str(b) for b in range(m.shape[1])]
+                    kw = dict(kind="weights", show_numbers=False, title="bits", x_title="bit", y_title="pos",
+                              value_title="v", selectable=False)
+                fresh = to_spec(heatmap(m, rows, cols, **kw).properties(autosize=FIT_X))
+                _same_spec(heatmap_spec(m, rows, cols, fit_x=True, **kw), fresh)
 
 
 def test_wave_respec_equals_a_fresh_wave_chart():
