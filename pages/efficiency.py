@@ -21,7 +21,7 @@ from attention_core.functional import masked_softmax, scaled_dot_product_attenti
 from attention_core.masks import causal_mask
 from ui import anatomy
 from ui import efficiency_charts as ec
-from ui.charts import bars, heatmap, heatmap_frame, matrix_csv, unique_labels
+from ui.charts import bars, heatmap_spec, unique_labels
 from ui.controls import seed as seed_control
 from ui.controls import sentence
 from ui.i18n import current_lang, lesson, t
@@ -57,36 +57,17 @@ def draw(kind: str, options: tuple, build, frame: pd.DataFrame, key: str, *, sel
                               on_select="rerun" if select else "ignore")
 
 
-def picked_row(event) -> int | None:
-    try:
-        points = event.selection.get("row") or []
-    except AttributeError:
-        return None
-    rows = [int(p["query_pos"]) for p in points if isinstance(p, dict) and "query_pos" in p]
-    return rows[0] if rows else None
-
-
 def draw_heatmap(matrix: np.ndarray, labels: list[str], *, key: str, title: str, masked=None,
                  kind: str = "weights", domain=None, select: bool = True, col_labels: list[str] | None = None,
                  x_title: str | None = None, y_title: str | None = None, value_title: str | None = None,
                  numbers: bool | None = None) -> int | None:
-    """ui.charts.heatmap (the spec built once) with a CSV download, as ui.anatomy.show_matrix; returns
-    the clicked query row."""
+    """ui.charts.heatmap_spec with a CSV download (ui.anatomy.show_matrix); returns the clicked query row."""
     cols = labels if col_labels is None else col_labels
-    titles = (x_title or t("common.key"), y_title or t("common.query"), value_title or t("common.weight"))
-    has_masked = masked is not None and bool(np.asarray(masked).any())
-    options = (tuple(labels), tuple(cols), title, titles, kind, domain, select, has_masked, numbers)
-
-    def build():
-        return heatmap(matrix, labels, cols, kind=kind, masked=masked, title=title, x_title=titles[0],
-                       y_title=titles[1], value_title=titles[2], selectable=select, domain=domain,
-                       show_numbers=numbers, height=hm_height(len(labels)))
-
-    frame = heatmap_frame(matrix, labels, cols, masked)[0]
-    event = draw("heatmap", options, build, frame, key, select=select)
-    st.download_button(t("common.download_csv"), matrix_csv(matrix, labels, cols), file_name=f"{key}.csv",
-                       mime="text/csv", key=f"{key}_csv", icon=":material/download:", type="tertiary")
-    return picked_row(event) if select else None
+    spec = heatmap_spec(matrix, labels, cols, kind=kind, masked=masked, title=title,
+                        x_title=x_title or t("common.key"), y_title=y_title or t("common.query"),
+                        value_title=value_title or t("common.weight"), selectable=select, domain=domain,
+                        show_numbers=numbers, height=hm_height(len(labels)))
+    return anatomy.show_matrix(spec, matrix, labels, cols, key=key, selectable=select, file_name=f"{key}.csv")
 
 
 def hm_height(n: int) -> int:
