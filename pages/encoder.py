@@ -14,6 +14,7 @@ from attention_core.analysis import attention_rollout
 from attention_core.text import embed_tokens
 from attention_core.transformer import PositionWiseFFN, TransformerEncoder, TransformerEncoderLayer
 from ui import anatomy
+from ui.cache import shared_arrays
 from ui.charts import bars_spec, heatmap_spec, respec, to_spec, unique_labels
 from ui.controls import seed as seed_control
 from ui.controls import sentence
@@ -76,7 +77,7 @@ def encoders(act: str, d: int, h: int, seed: int) -> dict[str, TransformerEncode
     return {v: el.encoder_for(v, d, h, MAX_LAYERS, act, seed, max_len=MAX_TOKENS) for v in el.VARIANTS}
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
+@shared_arrays(max_entries=32)
 def run_stacks(key: tuple) -> dict:
     """Per variant: every step of every layer (numpy), weights (L, h, n, n), stream RMS, cumulative rollout."""
     tokens, act, d, h, seed = key
@@ -100,22 +101,22 @@ def run_stacks(key: tuple) -> dict:
     return out
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
+@shared_arrays(max_entries=32)
 def dropout_demo(key: tuple, variant: str, p: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Layer 1's attention weights (h, n, n), eval vs train mode, and the kept entries.
 
     Runs on a copy of the layer, so the cached encoder stays in eval mode for every session."""
     tokens, act, d, h, seed = key
-    x = torch.from_numpy(run_stacks(key)[variant]["steps"][0]["input"])[None]
+    x = torch.tensor(run_stacks(key)[variant]["steps"][0]["input"])[None]
     view = el.attention_dropout(copy.deepcopy(encoders(act, d, h, seed)[variant].layers[0]), x, p, seed=seed)
     return view.eval_weights[0].numpy(), view.train_weights[0].numpy(), view.keep[0].numpy()
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
+@shared_arrays(max_entries=32)
 def double_residual(key: tuple, layer: int) -> tuple[np.ndarray, np.ndarray]:
     """How far the FFN sublayer moves each token (n,): correct post-LN layer vs the second tutorial's."""
     tokens, act, d, h, seed = key
-    x = torch.from_numpy(run_stacks(key)["post"]["steps"][layer]["input"])[None]
+    x = torch.tensor(run_stacks(key)["post"]["steps"][layer]["input"])[None]
     eff = el.double_residual_effect(encoders(act, d, h, seed)["post"].layers[layer], x)
     return eff.correct_update.numpy(), eff.tutorial_update.numpy()
 
@@ -139,7 +140,7 @@ def diagram_chart(key: tuple, variant: str, li: int) -> dict:
     boxes = [DiagramStep(label=t(f"encoder.step_{name}"),
                          formula=FORMULAS[variant][name].format(act=t(f"encoder.act_{act}")),
                          detail=t("encoder.box_detail", shape=f"(1, {steps[name].shape[0]}, {steps[name].shape[1]})",
-                                  rms=f2(el.rms(torch.from_numpy(steps[name])).item())),
+                                  rms=f2(el.rms(torch.tensor(steps[name])).item())),
                          kind=KINDS[name], matrix=steps[name], wide=name == "ffn_hidden")
              for name in ORDER[variant]]
     skeleton = finished(("diagram_skel", current_lang(), variant), lambda: layer_diagram(

@@ -51,6 +51,11 @@ def _row_height(n: int) -> int:
 def diagram_frames(steps: Sequence[DiagramStep], tokens: Sequence[str],
                    skips: Sequence[tuple[int, int]]) -> dict[str, pd.DataFrame]:
     """The data of ``layer_diagram``: boxes, heatmap cells, down arrows, skip paths (pixel coordinates)."""
+    parts = _diagram_parts(steps, tokens, skips)
+    return {**parts, "cells": pd.DataFrame(parts["cells"])}
+
+
+def _diagram_parts(steps: Sequence[DiagramStep], tokens: Sequence[str], skips: Sequence[tuple[int, int]]) -> dict:
     n = len(tokens)
     h = _row_height(n)
     labels = unique_labels(tokens)
@@ -86,7 +91,7 @@ def diagram_frames(steps: Sequence[DiagramStep], tokens: Sequence[str],
         ym = (box["y0"].iloc[dst] + box["y1"].iloc[dst]) / 2
         for order, (x, y) in enumerate(((cx, yb), (SKIP_X, yb), (SKIP_X, ym), (BOX_X0 - 2, ym))):
             paths.append({"skip": j, "order": order, "x": x, "y": y})
-    return {"boxes": box, "cells": pd.DataFrame(cells), "arrows": arrows,
+    return {"boxes": box, "cells": cells, "arrows": arrows,        # cells: columns as numpy arrays
             "skips": pd.DataFrame(paths, columns=["skip", "order", "x", "y"])}
 
 
@@ -94,7 +99,7 @@ def layer_diagram_frame(steps: Sequence[DiagramStep], tokens: Sequence[str],
                         skips: Sequence[tuple[int, int]]) -> tuple[pd.DataFrame, int, int]:
     """The one frame ``layer_diagram`` draws (column ``part`` says which layer draws a row), and its pixel
     width and height. With ``ui.charts.respec`` a page turns the spec of one diagram into another's."""
-    f = diagram_frames(steps, tokens, skips)
+    f = _diagram_parts(steps, tokens, skips)
     width = int(f["cells"]["x1"].max()) + 4
     height = int(f["boxes"]["y1"].max()) + 2
     sub = pd.concat([f["boxes"][["tx", "ty2", "formula"]].set_axis(["tx", "ty", "text"], axis=1),
@@ -112,19 +117,20 @@ def layer_diagram_frame(steps: Sequence[DiagramStep], tokens: Sequence[str],
 
 def _stack_parts(parts: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """``pd.concat([df.assign(part=name) ...], ignore_index=True)``, column by column (3x faster): a
-    column missing from a part is NaN there, as concat makes it."""
-    columns = list(dict.fromkeys(c for df in parts.values() for c in df.columns)) + ["part"]
+    column missing from a part is NaN there, as concat makes it. A part may be a dict of numpy columns."""
+    columns = list(dict.fromkeys(c for df in parts.values() for c in df)) + ["part"]
+    sizes = {name: len(next(iter(df.values()))) if isinstance(df, dict) else len(df) for name, df in parts.items()}
     out = {}
     for c in columns[:-1]:
-        pieces = [df[c].to_numpy() if c in df else None for df in parts.values()]
+        pieces = [np.asarray(df[c]) if c in df else None for df in parts.values()]
         kinds = {p.dtype.kind for p in pieces if p is not None}
         numeric = kinds <= {"i", "f", "u"} and bool(kinds)
-        filled = [p if p is not None else np.full(len(df), np.nan, dtype=float if numeric else object)
-                  for p, df in zip(pieces, parts.values())]
+        filled = [p if p is not None else np.full(sizes[name], np.nan, dtype=float if numeric else object)
+                  for p, name in zip(pieces, parts)]
         if numeric and any(p is None for p in pieces):
             filled = [f.astype(float) for f in filled]
         out[c] = np.concatenate(filled) if numeric else np.concatenate([f.astype(object) for f in filled])
-    out["part"] = np.concatenate([np.full(len(df), name, dtype=object) for name, df in parts.items()])
+    out["part"] = np.concatenate([np.full(sizes[name], name, dtype=object) for name in parts])
     return pd.DataFrame(out)
 
 
