@@ -21,7 +21,7 @@ from ui.controls import seed as seed_control
 from ui.controls import sentence
 from ui.i18n import current_lang, lesson, t
 from ui.positional_charts import (
-    gap_chart,
+    gap_spec,
     offset_chart,
     rotation_chart,
     wave_chart,
@@ -194,7 +194,7 @@ def shuffle_section() -> tuple[dict | None, int]:
 
     gaps = {e: float(res[e]["gap"].max()) for e in pl.ENCODINGS}
     st.markdown(f"**{t('positional.gap_heading')}**")
-    anatomy.show_chart(lambda: gap_chart(
+    anatomy.show_chart(lambda: gap_spec(
         [gaps[e] for e in pl.ENCODINGS], [t(f"positional.enc_{e}") for e in pl.ENCODINGS],
         x_title=t("positional.gap_axis"), y_title=t("positional.gap_axis"),
         highlight=pl.ENCODINGS.index(enc)), key="gaps", cache=(*state, enc))
@@ -216,7 +216,7 @@ def shuffle_section() -> tuple[dict | None, int]:
     row = st.session_state.get("_shuf_row")
     row = 0 if row is None or row >= len(tokens) else row
     st.caption(t("positional.gap_row_caption", enc=t(f"positional.enc_{enc}")))
-    anatomy.show_chart(lambda: gap_chart(
+    anatomy.show_chart(lambda: gap_spec(
         cur["gap"], unique_labels(shuffled), x_title=t("positional.gap_axis"),
         y_title=t("positional.gap_axis"), highlight=row), key="gap_bars", cache=(*state, enc, row))
 
@@ -256,7 +256,7 @@ def compare_section(base: int, seed: int) -> None:
             fit_x=True), key="cmp_grid", cache=(base, seed, what))
     with right:
         st.markdown(f"**{t('positional.toeplitz_heading')}**")
-        anatomy.show_chart(lambda: gap_chart(
+        anatomy.show_chart(lambda: gap_spec(
             [grids[e][1] for e in GRIDS], [t(f"positional.grid_{e}") for e in GRIDS],
             x_title=t("positional.toeplitz_axis"), y_title=t("positional.toeplitz_axis"),
             highlight=GRIDS.index(what)), key="toeplitz", cache=(base, seed, what))

@@ -6,13 +6,14 @@ similarity of positions by offset, and the rotation of one (q, k) dimension pair
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import altair as alt
 import numpy as np
 import pandas as pd
 
-from .charts import FIT_X, as_numpy, respec
+from .charts import FIT_X, as_numpy, respec, to_spec
 
 ORANGE, BLUE, GREY, GREEN = "#e66101", "#3b528b", "#7f7f7f", "#1b9e77"
 FLOOR = 1e-12   # log-scale floor of gap_chart: an exact 0 is drawn here
@@ -92,12 +93,7 @@ def gap_chart(values: Sequence[float], names: Sequence[str], *, x_title: str, y_
               highlight: int | None = None, height: int | None = None) -> alt.Chart:
     """One horizontal bar per name on a log scale, so rounding-size gaps (1e-8) and real ones (0.2)
     share an axis; exact zeros sit on the floor 1e-12. The exact value is printed next to each bar."""
-    vals = np.asarray(values, dtype=np.float64)
-    shown = np.maximum(vals, FLOOR)
-    frame = pd.DataFrame({"pos": np.arange(len(vals)), "name": list(names), "shown": shown,
-                          "floor": FLOOR, "value": vals, "exact": [_short(v) for v in vals],
-                          "highlight": np.arange(len(vals)) == (-1 if highlight is None else highlight)})
-    top = max(10.0, float(shown.max()) * 10)
+    frame, top = _gap_frame(values, names, highlight)
     base = alt.Chart(frame).encode(
         y=alt.Y("name:N", sort=list(names), title=None, axis=alt.Axis(labelLimit=220)),
         x=alt.X("shown:Q", title=x_title, scale=alt.Scale(type="log", domain=[FLOOR, top]),
@@ -107,7 +103,29 @@ def gap_chart(values: Sequence[float], names: Sequence[str], *, x_title: str, y_
         x2="floor:Q",
         color=alt.when(alt.datum.highlight).then(alt.value(ORANGE)).otherwise(alt.value(BLUE)))
     text = base.mark_text(align="left", dx=4, fontSize=11).encode(text="exact:N")
-    return alt.layer(bars, text).properties(height=height or max(90, 24 * len(vals)), autosize=FIT_X)
+    return alt.layer(bars, text).properties(height=height or max(90, 24 * len(frame)), autosize=FIT_X)
+
+
+def _gap_frame(values: Sequence[float], names: Sequence[str], highlight: int | None) -> tuple[pd.DataFrame, float]:
+    vals = np.asarray(values, dtype=np.float64)
+    shown = np.maximum(vals, FLOOR)
+    frame = pd.DataFrame({"pos": np.arange(len(vals)), "name": list(names), "shown": shown,
+                          "floor": FLOOR, "value": vals, "exact": [_short(v) for v in vals],
+                          "highlight": np.arange(len(vals)) == (-1 if highlight is None else highlight)})
+    return frame, max(10.0, float(shown.max()) * 10)
+
+
+@functools.lru_cache(maxsize=32)
+def _gap_skeleton(x_title: str, y_title: str) -> dict:
+    return to_spec(gap_chart([1.0], ["·"], x_title=x_title, y_title=y_title))
+
+
+def gap_spec(values: Sequence[float], names: Sequence[str], *, x_title: str, y_title: str,
+             highlight: int | None = None, height: int | None = None) -> dict:
+    """``to_spec(gap_chart(...))`` with the same arguments, from a cached skeleton (``ui.charts.respec``)."""
+    frame, top = _gap_frame(values, names, highlight)
+    return respec(_gap_skeleton(x_title, y_title), frame, sort={"name": list(names)}, domain={"x": [FLOOR, top]},
+                  height=height or max(90, 24 * len(frame)))
 
 
 def _short(x: float) -> str:

@@ -268,3 +268,15 @@ def test_wave_respec_equals_a_fresh_wave_chart():
         fresh = to_spec(wave_chart(*curves, series=series, x_title="p", y_title="v", title="w"))
         skeleton = skeletons.setdefault(n <= 64, fresh)
         _same_spec(wave_respec(skeleton, *curves, series=series), fresh)
+
+
+def test_gap_spec_equals_a_fresh_gap_chart():
+    from ui.charts import to_spec
+    from ui.positional_charts import gap_chart, gap_spec
+
+    rng = np.random.default_rng(0)
+    for n, hl, height in ((3, 0, None), (1, None, None), (24, 5, 300), (12, 11, None)):
+        vals = np.where(rng.random(n) < 0.3, 0.0, 10.0 ** rng.uniform(-9, 1, n))
+        names = [["the", "猫", "<b>", "the·1", "👍🏽"][i % 5] + str(i) for i in range(n)]
+        kw = dict(x_title="gap", y_title="差", highlight=hl, height=height)
+        _same_spec(gap_spec(vals, names, **kw), to_spec(gap_chart(vals, names, **kw)))
