@@ -32,7 +32,7 @@ from attention_core.tasks import (
 )
 from ui import alignment_charts as ac
 from ui import anatomy
-from ui.charts import bars, heatmap, heatmap_like, to_spec
+from ui.charts import bars_spec, heatmap_spec, to_spec
 from ui.i18n import current_lang, lesson, t
 from ui.models import curves, model
 
@@ -189,12 +189,10 @@ def heatmap_section(text: str, r: dict) -> int:
     st.subheader(t(f"{NS}.map_title"))
     before = st.session_state.get("_al_row")
     selected = before if before is not None and before < len(rows) else None   # no fading until a click
-    skeleton = chart(("map", w.shape, selected), lambda: heatmap(    # one spec per shape, the data swapped in
-        w, rows, cols, title="", x_title=t(f"{NS}.input_axis"), y_title=t(f"{NS}.output_axis"),
-        value_title=t("common.weight"), selected_row=selected, height=28 * len(rows) + 150))
-    picked = anatomy.show_matrix(
-        heatmap_like(skeleton, w, rows, cols, t(f"{NS}.map_chart", n_out=len(rows), n_in=len(cols))),
-        w, rows, cols, key="map", file_name="date_alignment.csv")
+    picked = anatomy.show_matrix(heatmap_spec(
+        w, rows, cols, title=t(f"{NS}.map_chart", n_out=len(rows), n_in=len(cols)), x_title=t(f"{NS}.input_axis"),
+        y_title=t(f"{NS}.output_axis"), value_title=t("common.weight"), selected_row=selected,
+        height=28 * len(rows) + 150), w, rows, cols, key="map", file_name="date_alignment.csv")
     if picked is not None and picked < len(rows):
         st.session_state["_al_row"] = picked
     row = st.session_state.get("_al_row")
@@ -202,9 +200,9 @@ def heatmap_section(text: str, r: dict) -> int:
     st.caption(t(f"{NS}.map_caption"))
     labels = ac.unique(rows)
     best = int(w[row].argmax())
-    anatomy.show_chart(chart(("row", text, row), lambda: bars(
+    anatomy.show_chart(bars_spec(
         w[row], cols, value_title=t("common.weight"), label_title=t(f"{NS}.input_axis"), highlight=best,
-        height=250).properties(title=t(f"{NS}.row_chart", ch=labels[row], t=row + 1))), key="row")
+        height=250, title=t(f"{NS}.row_chart", ch=labels[row], t=row + 1)), key="row")
     st.dataframe(ac.reading_table(w, out, text, t(f"{NS}.col_out"), t(f"{NS}.col_reads"), t(f"{NS}.col_weight")),
                  hide_index=True, width="stretch")
     return row
@@ -229,12 +227,11 @@ def forms_section() -> tuple[dt.date, list[dict]]:
     cols = st.columns(2)
     for i, r in enumerate(res):
         with cols[i % 2]:
-            skeleton = chart(("form", r["w"].shape), lambda r=r: heatmap(
-                r["w"], list(r["output"]), chars(r["text"]), show_numbers=False, selectable=False, title="",
-                x_title=t(f"{NS}.input_axis"), y_title=t(f"{NS}.output_axis"),
-                value_title=t("common.weight"), height=340))
-            anatomy.show_chart(heatmap_like(skeleton, r["w"], list(r["output"]), chars(r["text"]), t(
-                f"{NS}.form_chart", form=PATTERNS[r["form"]], text=r["text"], out=r["output"])),
+            anatomy.show_chart(heatmap_spec(
+                r["w"], list(r["output"]), chars(r["text"]), show_numbers=False, selectable=False,
+                title=t(f"{NS}.form_chart", form=PATTERNS[r["form"]], text=r["text"], out=r["output"]),
+                x_title=t(f"{NS}.input_axis"), y_title=t(f"{NS}.output_axis"), value_title=t("common.weight"),
+                height=340),
                 key=f"form_{r['form']}")
     st.markdown(f"**{t(f'{NS}.moves_title')}**")
     st.dataframe(ac.moves_table(res, PARTS, {k: t(f"{NS}.part_{k}") for k in PARTS}, PATTERNS,

@@ -22,7 +22,7 @@ from attention_core.seq2seq_lab import (
 from attention_core.tasks import REVERSE_MAX_LEN, REVERSE_MIN_LEN
 from ui import anatomy
 from ui import bottleneck_charts as bc
-from ui.charts import heatmap, heatmap_like, to_spec
+from ui.charts import heatmap_spec, to_spec
 from ui.controls import seed as seed_control
 from ui.i18n import current_lang, lesson, t
 from ui.models import curves, model
@@ -197,11 +197,10 @@ def answers_section(digits: str, res: dict) -> dict:
     if not out_labels:                                   # the model stopped at once: no row to draw
         st.caption(t(f"{NS}.empty_answer"))
         return {"marks": marks, "right": right}
-    skeleton = chart(("align", w.shape), lambda: heatmap(          # one spec per shape, the data swapped in
-        w, out_labels, in_labels, title="", x_title=t(f"{NS}.input_axis"), y_title=t(f"{NS}.output_axis"),
-        value_title=t("common.weight"), selectable=False))
-    anatomy.show_matrix(heatmap_like(skeleton, w, out_labels, in_labels, t(f"{NS}.align_chart", n=len(digits))),
-                        w, out_labels, in_labels, key="align", selectable=False, file_name="reversal_alignment.csv")
+    anatomy.show_matrix(heatmap_spec(
+        w, out_labels, in_labels, title=t(f"{NS}.align_chart", n=len(digits)), x_title=t(f"{NS}.input_axis"),
+        y_title=t(f"{NS}.output_axis"), value_title=t("common.weight"), selectable=False),
+        w, out_labels, in_labels, key="align", selectable=False, file_name="reversal_alignment.csv")
     return {"marks": marks, "right": right}
 
 
