@@ -4,14 +4,13 @@ Every word on a chart is passed in by the page (translated there); nothing here 
 """
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 
 import altair as alt
 import numpy as np
 import pandas as pd
 
-from .charts import as_numpy, heatmap_like, unique_labels
+from .charts import as_numpy, heatmap_frame, respec, unique_labels
 
 QUERY_ORANGE = "#e66101"
 KEY_BLUE = "#3b528b"
@@ -106,49 +105,31 @@ def kernel_fit(x_train, y_train, x_curve, y_true, y_fit, *, query_x: float, quer
         height=height)
 
 
-def _layers(spec: dict):
-    """Every unit spec (one with an encoding) in a layered spec."""
-    for layer in spec.get("layer", []):
-        yield layer
-        yield from _layers(layer)
-
-
 def kernel_fit_like(skeleton: dict, x_train, y_train, x_curve, y_true, y_fit, *, query_x: float, query_weights,
                     query_pred: float, labels: dict[str, str], weight_max: float = 1.0) -> dict:
     """The spec of ``kernel_fit(...)`` made from the finished spec (``ui.charts.to_spec``) of another
     kernel_fit with the same height and labels (``labels["fit"]`` may differ): new frame, new legend
-    entries of the two curves, new domains of the weight size and colour. Building the Altair chart
-    costs tens of ms; this about 1 ms. A test checks the result equals a freshly built spec."""
-    out = copy.deepcopy({k: v for k, v in skeleton.items() if k != "datasets"})
-    domains = {("series", "color"): [labels["truth"], labels["fit"]],
-               ("series", "strokeDash"): [labels["truth"], labels["fit"]],
-               ("weight", "size"): [0, _size_max(query_weights)],
-               ("weight", "color"): [0, weight_max]}
-    for layer in _layers(out):
-        for channel, enc in layer.get("encoding", {}).items():
-            domain = domains.get((enc.get("field"), channel)) if isinstance(enc, dict) else None
-            if domain is not None:
-                enc["scale"]["domain"] = list(domain)
-    out["datasets"] = {"data": _kernel_fit_frame(x_train, y_train, x_curve, y_true, y_fit, query_x,
-                                                 query_weights, query_pred, labels)}
-    return out
+    entries of the two curves, new domains of the weight size and colour (``ui.charts.respec``).
+    A test checks the result equals a freshly built spec."""
+    series = [labels["truth"], labels["fit"]]
+    return respec(skeleton, _kernel_fit_frame(x_train, y_train, x_curve, y_true, y_fit, query_x, query_weights,
+                                              query_pred, labels),
+                  domain={("color", "series"): series, ("strokeDash", "series"): series,
+                          ("size", "weight"): [0, _size_max(query_weights)], ("color", "weight"): [0, weight_max]})
 
 
 def weights_heatmap_like(skeleton: dict, matrix, row_labels: Sequence[str], col_labels: Sequence[str], *,
                          outline: int | None = None, domain: tuple[float, float] = (0.0, 1.0)) -> dict:
     """The spec of a kind="weights" ``ui.charts.heatmap`` (optionally with ``outline_row``) made from the
-    finished spec of another one with the same shape and options (``ui.alignment_charts.heatmap_like``):
-    new data, axis orders, outlined row and colour domain. A test checks it equals a freshly built spec."""
-    out = heatmap_like(skeleton, matrix, row_labels, col_labels)
+    finished spec of another one with the same shape and options (``ui.charts.respec``): new data, axis
+    orders, outlined row and colour domain. A test checks it equals a freshly built spec."""
+    frame, factor = heatmap_frame(matrix, row_labels, col_labels)
+    if factor != 1:
+        raise ValueError("weights_heatmap_like handles unpooled heatmaps only")
+    rows, cols = unique_labels(list(row_labels)), unique_labels(list(col_labels))
     if outline is not None:
-        frame = out["datasets"]["data"]
-        order = unique_labels(list(row_labels))
-        out["datasets"] = {"data": frame.assign(outlined=frame["query"] == order[outline])}
-    for layer in _layers(out):
-        colour = layer.get("encoding", {}).get("color")
-        if isinstance(colour, dict) and colour.get("field") == "value" and "scale" in colour:
-            colour["scale"]["domain"] = list(domain)
-    return out
+        frame = frame.assign(outlined=frame["query"] == rows[outline])
+    return respec(skeleton, frame, sort={"query": rows, "key": cols}, domain={("color", "value"): list(domain)})
 
 
 def outline_row(chart: alt.LayerChart, row_labels: Sequence[str], row: int) -> alt.LayerChart:
