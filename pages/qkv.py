@@ -124,7 +124,9 @@ def pick_token(key: str, label: str, labels: list[str], default: int, clicked: i
         st.session_state[key] = labels[clicked]
     elif st.session_state.get(key) is not None and st.session_state[key] not in labels:
         st.session_state[key] = labels[default]
-    chosen = st.selectbox(label, labels, index=default, key=key, bind="query-params")
+    # a value set through st.session_state must not meet a default as well (Streamlit warns about both)
+    start = {} if st.session_state.get(key) in labels else {"index": default}
+    chosen = st.selectbox(label, labels, key=key, bind="query-params", **start)
     return labels.index(chosen) if chosen in labels else default
 
 
