@@ -54,3 +54,21 @@ def all_text(at: AppTest) -> str:
                  "success", "latex", "text", "code"):
         parts.extend(str(el.value) for el in at.get(kind))
     return "\n".join(parts)
+
+
+def assert_same_spec(made: dict, fresh: dict) -> None:
+    """Two finished Vega-Lite specs (``ui.charts.to_spec``) are the same chart: equal specs and equal data.
+    Altair names each view "view_<hash>_<n>"; those names only link a selection to its view, so they are
+    renamed before comparing."""
+    import re
+
+    import pandas as pd
+
+    def plain(spec: dict) -> dict:
+        text = json.dumps({k: v for k, v in spec.items() if k != "datasets"}, sort_keys=True)
+        return json.loads(re.sub(r"view_[0-9a-f]+_\d+", "view", text))
+
+    assert plain(made) == plain(fresh)
+    assert made.get("datasets", {}).keys() == fresh.get("datasets", {}).keys()
+    for name in fresh.get("datasets", {}):
+        pd.testing.assert_frame_equal(made["datasets"][name], fresh["datasets"][name])

@@ -9,7 +9,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from attention_core import causal_mask, masked_softmax
-from tests.apptest_util import chart_data, chart_spec
+from tests.apptest_util import assert_same_spec, chart_data, chart_spec
 from ui import charts
 
 
@@ -155,14 +155,6 @@ def test_show_chart_builds_a_cached_chart_once_and_keeps_its_data():
     assert pd.concat(chart_data(second).values())["value"].tolist() == [0.5, 0.5]
 
 
-def _plain(spec: dict) -> dict:
-    """A spec without its data, Altair's hash-named views renamed (they name, never draw)."""
-    import json
-    import re
-    text = json.dumps({k: v for k, v in spec.items() if k != "datasets"}, sort_keys=True)
-    return json.loads(re.sub(r"view_[0-9a-f]+_\d+", "view", text))
-
-
 @pytest.mark.parametrize("case", range(40))
 def test_heatmap_spec_equals_the_altair_built_heatmap(case):
     """heatmap_spec fills a cached skeleton; it must give exactly to_spec(heatmap(...)) for any input,
@@ -189,10 +181,9 @@ def test_heatmap_spec_equals_the_altair_built_heatmap(case):
           "x_title": ["key", "键 (K)"][case % 2], "y_title": "query", "value_title": ["weight", "score"][case % 2]}
     fresh = charts.to_spec(charts.heatmap(m, rows, cols, **kw))
     made = charts.heatmap_spec(m, rows, cols, **kw)
-    assert _plain(made) == _plain(fresh)
-    pd.testing.assert_frame_equal(made["datasets"]["data"], fresh["datasets"]["data"])
+    assert_same_spec(made, fresh)
     again = charts.heatmap_spec(m[::-1].copy(), rows[::-1], cols, **kw)    # the cached skeleton is not altered
-    assert _plain(again) == _plain(charts.to_spec(charts.heatmap(m[::-1].copy(), rows[::-1], cols, **kw)))
+    assert_same_spec(again, charts.to_spec(charts.heatmap(m[::-1].copy(), rows[::-1], cols, **kw)))
 
 
 @pytest.mark.parametrize("case", range(8))
@@ -204,6 +195,4 @@ def test_bars_spec_equals_the_altair_built_bars(case):
           "domain": [(0.0, 1.0), None, (-2, 5)][case % 3], "highlight": [None, 0, n - 1][case % 3],
           "height": [220, 180][case % 2], "title": [None, "row 3", ""][case % 3]}
     vals = rng.standard_normal(n)
-    made, fresh = charts.bars_spec(vals, labels, **kw), charts.to_spec(charts.bars(vals, labels, **kw))
-    assert _plain(made) == _plain(fresh)
-    pd.testing.assert_frame_equal(made["datasets"]["data"], fresh["datasets"]["data"])
+    assert_same_spec(charts.bars_spec(vals, labels, **kw), charts.to_spec(charts.bars(vals, labels, **kw)))

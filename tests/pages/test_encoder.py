@@ -10,7 +10,7 @@ from torch import nn
 from attention_core.encoder_lab import encoder_for
 from attention_core.positional import sinusoidal_encoding
 from attention_core.text import embed_tokens, tokenize
-from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page
+from tests.apptest_util import all_text, assert_same_spec, chart_data, chart_spec, charts, exceptions, open_page
 from ui.i18n import catalog
 
 EN, ZH = catalog("en"), catalog("zh")
@@ -266,21 +266,6 @@ def test_every_control_at_its_extremes(en_page):
 
 
 # ------------------------------------------------------------------ specs made from a skeleton
-def _same_spec(made: dict, fresh: dict) -> None:
-    """Equal specs and data; Altair's hash-named views are renamed (they name, never draw)."""
-    import json
-    import re
-
-    import pandas as pd
-
-    def plain(spec):
-        text = json.dumps({k: v for k, v in spec.items() if k != "datasets"}, sort_keys=True)
-        return json.loads(re.sub(r"view_[0-9a-f]+_\d+", "view", text))
-
-    assert plain(made) == plain(fresh)
-    pd.testing.assert_frame_equal(made["datasets"]["data"], fresh["datasets"]["data"])
-
-
 def _stack_weights(tokens, layers=12, heads=4, d=32):
     enc = encoder_for("pre", d, heads, layers, "relu", 0, max_len=32)
     with torch.no_grad():
@@ -318,12 +303,13 @@ def test_respecs_equal_freshly_built_charts():
                                   query_title="q", key_title="k", selected=sel))
         made = respec(skel.setdefault("grid", fresh), head_grid_frame(w[:n_layers], tokens),
                       selection={TILE_GRID: [{"layer": sel[0], "head": sel[1]}]})
-        _same_spec(made, fresh)
+        assert_same_spec(made, fresh)
 
         frame = pd.DataFrame({"layer": np.arange(n_layers + 1), "rms": np.linspace(1, 2, n_layers + 1),
                               "series": "post", "final": False})
         fresh = to_spec(scale_chart(frame, x_title="x", y_title="y", series_title="s", max_layer=n_layers))
-        _same_spec(respec(skel.setdefault("scale", fresh), scale_frame(frame), domain={"x": [0, n_layers]}), fresh)
+        made = respec(skel.setdefault("scale", fresh), scale_frame(frame), domain={"x": [0, n_layers]})
+        assert_same_spec(made, fresh)
 
         rng = np.random.default_rng(len(tokens))
         steps = [DiagramStep(f"step {i}", "f(x)", f"rms {i}", kind, rng.standard_normal((len(tokens), 8 * (1 + wide))),
@@ -334,16 +320,16 @@ def test_respecs_equal_freshly_built_charts():
         frame, width, height = layer_diagram_frame(steps, tokens, [(0, 2)])
         made = respec(skel.setdefault("diagram", fresh), frame, domain={"x": [0, width], "y": [0, height]},
                       width=width, height=height)
-        _same_spec(made, fresh)
+        assert_same_spec(made, fresh)
 
         a, b = rng.random(len(tokens)), rng.random(len(tokens))
         names = dict(first_title="ok", second_title="bug")
         fresh = to_spec(paired_bars(a, b, tokens, **names, label_title="t", value_title="v", series_title="s"))
         made = respec(skel.setdefault("paired", fresh), paired_bars_frame(a, b, tokens, **names),
                       sort={"token": unique_labels(tokens)})
-        _same_spec(made, fresh)
+        assert_same_spec(made, fresh)
         names = dict(eval_title="eval", train_title="train")
         fresh = to_spec(row_sums_chart(a, b, tokens, **names, query_title="q", sum_title="s", mode_title="m"))
         made = respec(skel.setdefault("sums", fresh), row_sums_frame(a, b, tokens, **names),
                       sort={"query": unique_labels(tokens)})
-        _same_spec(made, fresh)
+        assert_same_spec(made, fresh)

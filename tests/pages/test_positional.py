@@ -10,7 +10,7 @@ from attention_core.positional import sinusoidal_encoding
 from attention_core.positional_lab import random_qk, shuffle_permutation, shuffle_test
 from attention_core.rotary import rotary_matrix
 from attention_core.text import tokenize
-from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page
+from tests.apptest_util import all_text, assert_same_spec, chart_data, chart_spec, charts, exceptions, open_page
 from ui.i18n import catalog
 
 # the page's charts, in the order they are drawn when the sentence is usable
@@ -218,20 +218,6 @@ def test_zh_notices_quote_numbers():
 
 
 # ------------------------------------------------------------------ specs made from a skeleton
-def _plain(spec: dict):
-    """A spec without its data and with Altair's hash-named views renamed (they name, never draw)."""
-    import json
-    import re
-    text = json.dumps({k: v for k, v in spec.items() if k != "datasets"}, sort_keys=True)
-    return json.loads(re.sub(r"view_[0-9a-f]+_\d+", "view", text))
-
-
-def _same_spec(made: dict, fresh: dict) -> None:
-    import pandas as pd
-    assert _plain(made) == _plain(fresh)
-    pd.testing.assert_frame_equal(made["datasets"]["data"], fresh["datasets"]["data"])
-
-
 @pytest.mark.parametrize("kind", ["pe", "bits"])
 def test_table_heatmap_specs_equal_fresh_heatmaps(kind):
     """The page draws the table's heatmaps with ui.charts.heatmap_spec(..., fit_x=True) (a cached skeleton
@@ -253,7 +239,7 @@ def test_table_heatmap_specs_equal_fresh_heatmaps(kind):
                     kw = dict(kind="weights", show_numbers=False, title="bits", x_title="bit", y_title="pos",
                               value_title="v", selectable=False)
                 fresh = to_spec(heatmap(m, rows, cols, **kw).properties(autosize=FIT_X))
-                _same_spec(heatmap_spec(m, rows, cols, fit_x=True, **kw), fresh)
+                assert_same_spec(heatmap_spec(m, rows, cols, fit_x=True, **kw), fresh)
 
 
 def test_wave_respec_equals_a_fresh_wave_chart():
@@ -267,7 +253,7 @@ def test_wave_respec_equals_a_fresh_wave_chart():
         series = ["sin · 2", "cos · 3", "bit 1"]
         fresh = to_spec(wave_chart(*curves, series=series, x_title="p", y_title="v", title="w"))
         skeleton = skeletons.setdefault(n <= 64, fresh)
-        _same_spec(wave_respec(skeleton, *curves, series=series), fresh)
+        assert_same_spec(wave_respec(skeleton, *curves, series=series), fresh)
 
 
 def test_gap_spec_equals_a_fresh_gap_chart():
@@ -279,4 +265,4 @@ def test_gap_spec_equals_a_fresh_gap_chart():
         vals = np.where(rng.random(n) < 0.3, 0.0, 10.0 ** rng.uniform(-9, 1, n))
         names = [["the", "猫", "<b>", "the·1", "👍🏽"][i % 5] + str(i) for i in range(n)]
         kw = dict(x_title="gap", y_title="差", highlight=hl, height=height)
-        _same_spec(gap_spec(vals, names, **kw), to_spec(gap_chart(vals, names, **kw)))
+        assert_same_spec(gap_spec(vals, names, **kw), to_spec(gap_chart(vals, names, **kw)))

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from attention_core import qkv_lab as lab
 from attention_core.text import embed_tokens, projection, tokenize
-from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page
+from tests.apptest_util import all_text, assert_same_spec, chart_data, chart_spec, charts, exceptions, open_page
 from ui.i18n import catalog
 
 EN, ZH = catalog("en"), catalog("zh")
@@ -386,20 +386,6 @@ def test_every_chart_builder_is_valid_vega_lite():
         assert to_spec(chart) is not None           # one top-level frame: the page's shared drawing takes it
 
 
-def _same_spec(made: dict, fresh: dict) -> None:
-    """Equal specs: the same frame and the same dict apart from Altair's generated view names."""
-    import json
-
-    import pandas as pd
-
-    pd.testing.assert_frame_equal(made["datasets"]["data"], fresh["datasets"]["data"], check_exact=True)
-
-    def norm(spec):
-        return re.sub(r"view_[0-9a-f]+_", "view_", json.dumps({k: v for k, v in spec.items() if k != "datasets"},
-                                                                 sort_keys=True))
-    assert norm(made) == norm(fresh)
-
-
 def test_kernel_charts_from_a_skeleton_equal_fresh_builds():
     """The kernel tab builds each chart once per shape and swaps in new data and domains for a new h."""
     from ui import qkv_charts as qc
@@ -426,9 +412,9 @@ def test_kernel_charts_from_a_skeleton_equal_fresh_builds():
     for h, row, seed in ((0.05, 0, 0), (1.5, 40, 0), (3.0, 7, 2)):
         curves, pred, w, rows, cols = fit(40, 0.5, seed, h)
         top = max(0.05, float(w.max()))
-        _same_spec(qc.weights_heatmap_like(skel_heat, w, rows, cols, outline=row, domain=(0.0, top)),
+        assert_same_spec(qc.weights_heatmap_like(skel_heat, w, rows, cols, outline=row, domain=(0.0, top)),
                    heat(w, rows, cols, row, top))
         data = dict(query_x=float(rows[row]), query_weights=w[row], query_pred=float(pred[row]),
                     labels=dict(labels, fit=f"fit {h:.2f}"), weight_max=top)
-        _same_spec(qc.kernel_fit_like(skel_fit, *curves, **data),
+        assert_same_spec(qc.kernel_fit_like(skel_fit, *curves, **data),
                    to_spec(qc.kernel_fit(*curves, height=480, **data)))
