@@ -3,8 +3,9 @@ the adjective flip, fresh batches, what the trained heads do from the pronoun, a
 tutorial's ``AttentionAnalyzer`` corrected.
 
 The model is ``pronoun.PronounResolver`` (section 5.2 of the first tutorial: "The animal didn't
-cross the street because it was too tired"); the statistics are those of ``analysis`` (entropy,
-sparsity, head patterns). Nothing here trains: it reads a trained model.
+cross the street because it was too tired"): an encoder whose answer is read, as a word, from the
+pronoun's final vector, so the only attention in it is the encoder's own. The statistics are those
+of ``analysis`` (entropy, sparsity, head patterns). Nothing here trains: it reads a trained model.
 
 The analyser of the second tutorial computes, per layer, on a padded batch::
 
@@ -118,15 +119,12 @@ def fresh_examples(seed: int, n: int, langs: Sequence[str] = PRONOUN_LANGS,
 
 class PronounProfile(NamedTuple):
     """Mean attention from "it"/"它" over a batch, per encoder layer and head (L, h), on the referent,
-    on the other noun and on the adjective (the clue); ``resolution_*`` the same for the resolution
-    head (floats); ``correct`` (b,) whether the model's answer is right."""
+    on the other noun and on the adjective (the clue); ``correct`` (b,) whether the model's answer is
+    right."""
 
     referent: torch.Tensor
     other: torch.Tensor
     adjective: torch.Tensor
-    resolution_referent: float
-    resolution_other: float
-    resolution_adjective: float
     correct: torch.Tensor
 
     @property
@@ -138,8 +136,8 @@ class PronounRows(NamedTuple):
     """One forward pass over a batch, kept per sentence so that any prefix can be averaged later:
     the padded encoder weights (L x (b, h, n, n)) and lengths (b,); from "it", per sentence, layer
     and head (b, L, h), the weight on the referent, the other noun and the adjective, and whether the
-    referent got more than the other noun (``agree``); the same for the resolution head (b,); and
-    ``correct`` (b,) whether the answer is right."""
+    referent got more than the other noun (``agree``); ``correct`` (b,) whether the answer (the more
+    probable of the two nouns' words) is right."""
 
     weights: list[torch.Tensor]
     lengths: torch.Tensor
@@ -147,10 +145,6 @@ class PronounRows(NamedTuple):
     other: torch.Tensor
     adjective: torch.Tensor
     agree: torch.Tensor
-    res_referent: torch.Tensor
-    res_other: torch.Tensor
-    res_adjective: torch.Tensor
-    res_agree: torch.Tensor
     correct: torch.Tensor
 
 
@@ -164,17 +158,13 @@ def pronoun_rows(model: PronounResolver, examples: Sequence[PronounExample], voc
     adj = torch.tensor([e.tokens.index(e.adjective) for e in examples])
     from_it = torch.stack([w[rows, :, batch.pronoun, :] for w in out.weights], 1)     # (b, L, h, n)
     at = lambda pos: from_it[rows, :, :, pos]                                         # noqa: E731
-    res = out.resolution                                                              # (b, n)
     return PronounRows(list(out.weights), batch.lengths, at(right), at(wrong), at(adj), at(right) > at(wrong),
-                       res[rows, right], res[rows, wrong], res[rows, adj], res[rows, right] > res[rows, wrong],
                        out.logits.argmax(-1) == batch.labels)
 
 
 def profile_of(rows: PronounRows) -> PronounProfile:
     """The batch means of ``pronoun_rows`` (slice the rows first for a prefix of the batch)."""
-    return PronounProfile(rows.referent.mean(0), rows.other.mean(0), rows.adjective.mean(0),
-                          float(rows.res_referent.mean()), float(rows.res_other.mean()),
-                          float(rows.res_adjective.mean()), rows.correct)
+    return PronounProfile(rows.referent.mean(0), rows.other.mean(0), rows.adjective.mean(0), rows.correct)
 
 
 def prefix_rows(rows: PronounRows | Sequence[PronounRows], b: int) -> PronounRows:

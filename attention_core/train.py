@@ -37,6 +37,7 @@ from .pronoun import (
     make_pronoun_batch,
     pronoun_loss,
     referent_agreement,
+    referent_ids,
     resolve,
 )
 from .seq2seq import Seq2Seq, Seq2SeqConfig, make_seq2seq_batch, seq2seq_loss, translate
@@ -61,6 +62,7 @@ from .trainer import TrainProgress, TransformerTrainer
 
 MODELS_DIR = Path(__file__).resolve().parent.parent / "assets" / "models"
 CURVES_FILE = "curves.json"
+ABLATION_FILE = "pronoun_ablation.json"   # scripts/pronoun_readout_ablation.py
 CHECKPOINT_FORMAT = 1
 EVAL_SEED = 777_001          # never used by a training run (those use seeds < 100)
 TASKS = ("dates", "dates_noattn", "reverse_attn", "reverse_noattn", "pronoun")
@@ -189,6 +191,11 @@ def load_curves(models_dir: Path | str | None = None) -> dict:
     return json.loads((Path(models_dir or MODELS_DIR) / CURVES_FILE).read_text(encoding="utf-8"))
 
 
+def load_readout_ablation(models_dir: Path | str | None = None) -> dict:
+    """The recorded readout ablation of the pronoun model (``scripts/pronoun_readout_ablation.py``)."""
+    return json.loads((Path(models_dir or MODELS_DIR) / ABLATION_FILE).read_text(encoding="utf-8"))
+
+
 # --------------------------------------------------------------------------------------------------
 # Evaluation
 # --------------------------------------------------------------------------------------------------
@@ -239,10 +246,16 @@ def evaluate_reverse(model: Seq2Seq, lengths: Sequence[int] = tuple(range(REVERS
 
 def evaluate_pronoun(model: PronounResolver, n_per_lang: int = 500, seed: int = EVAL_SEED,
                      split: str | None = "heldout", vocab: Vocab = PRONOUN_VOCAB) -> dict:
-    """Accuracy per language and template, and for each layer and head the fraction of sentences in which
-    the attention from "it"/"它" weighs the correct referent more than the other noun."""
+    """On fresh sentences (held-out noun pairs, ``EVAL_SEED``): accuracy per language and template (the
+    answer is the more probable of the two nouns, as ``pronoun.resolve`` gives it), the stricter
+    ``accuracy_top1`` (the most probable word of the whole vocabulary is the referent), and for each
+    encoder layer and head the fraction of sentences in which its attention from "it"/"它" weighs the
+    referent more than the other noun (``head_agreement``), with its mean weights on the referent, the
+    other noun and the adjective (the clue); ``best_encoder_head`` ([layer, head], 0-based) is the head
+    of the highest fraction."""
     rng = random.Random(seed)
-    out: dict[str, Any] = {"n_per_lang": n_per_lang, "split": split, "accuracy": {}, "by_template": {}}
+    out: dict[str, Any] = {"n_per_lang": n_per_lang, "split": split, "accuracy": {}, "accuracy_top1": {},
+                           "by_template": {}}
     all_examples = []
     by_template: dict[str, list[bool]] = defaultdict(list)
     for lang in PRONOUN_LANGS:
@@ -250,20 +263,24 @@ def evaluate_pronoun(model: PronounResolver, n_per_lang: int = 500, seed: int = 
         all_examples += examples
         batch = make_pronoun_batch(examples, vocab)
         with torch.no_grad():
-            pred = model(batch.tokens, batch.lengths, batch.pronoun, batch.nouns).logits.argmax(-1)
-        right = (pred == batch.labels).tolist()
+            res = model(batch.tokens, batch.lengths, batch.pronoun, batch.nouns)
+        right = (res.logits.argmax(-1) == batch.labels).tolist()
         out["accuracy"][lang] = sum(right) / len(right)
+        out["accuracy_top1"][lang] = float((res.vocab_logits.argmax(-1) == referent_ids(batch)).float().mean())
         for e, r in zip(examples, right):
             by_template[e.template].append(r)
     out["by_template"] = {k: sum(v) / len(v) for k, v in by_template.items()}
     agree = referent_agreement(model, all_examples, vocab)
     enc = agree.encoder                                                  # (layers, heads)
     best = int(enc.argmax())
+    layer, head = divmod(best, enc.size(1))
     out["head_agreement"] = enc.tolist()
-    out["best_encoder_head"] = [best // enc.size(1), best % enc.size(1)]   # [layer, head], 0-based
+    out["best_encoder_head"] = [layer, head]                             # 0-based
     out["best_encoder_head_fraction"] = float(enc.max())
-    out["resolution_head_fraction"] = agree.resolution
-    # where the encoder's heads look from the pronoun instead: mean weight on the adjective (the clue)
+    out["referent_weight"] = agree.referent.tolist()
+    out["other_weight"] = agree.other.tolist()
+    out["best_head_referent_weight"] = float(agree.referent[layer, head])
+    out["best_head_other_weight"] = float(agree.other[layer, head])
     batch = make_pronoun_batch(all_examples, vocab)
     with torch.no_grad():
         weights = model(batch.tokens, batch.lengths, batch.pronoun, batch.nouns).weights
@@ -432,8 +449,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     names = TASKS if args.task == "all" else (() if args.task == "curves" else (args.task,))
     for name in names:
         _, meta = train(name, steps=args.steps, models_dir=args.out)
-        keep = ("exact", "by_lang", "accuracy", "best_encoder_head", "best_encoder_head_fraction",
-                "resolution_head_fraction")
+        keep = ("exact", "by_lang", "accuracy", "accuracy_top1", "best_encoder_head", "best_encoder_head_fraction",
+                "best_head_referent_weight", "best_head_other_weight")
         summary = {k: v for k, v in meta["eval"].items() if k in keep}
         if RECIPES[name].task == "reverse":
             summary = dict(zip(meta["eval"]["lengths"], meta["eval"]["exact"]))
