@@ -32,8 +32,8 @@ from attention_core.tasks import (
 )
 from ui import alignment_charts as ac
 from ui import anatomy
-from ui.charts import bars_spec, heatmap_spec, to_spec
-from ui.i18n import current_lang, lesson, t
+from ui.charts import bars_spec, heatmap_spec
+from ui.i18n import lesson, t
 from ui.models import curves, model
 
 NS = "alignment"
@@ -93,16 +93,6 @@ def tutorial_batch(text: str) -> dict:
     m = model("dates")
     r = decode_as_tutorial(m.model, [text, PITFALL_PARTNER], m.src_vocab, m.tgt_vocab, MAX_LEN)[0]
     return {"output": r.output, "pad": float(r.alignment[:, len(text):].sum(-1).mean()) if len(r.output) else 0.0}
-
-
-@st.cache_resource(max_entries=256, show_spinner=False)
-def spec(key: tuple, _build) -> dict:
-    """The finished Vega-Lite spec of chart ``key`` (plain values + language), built once."""
-    return to_spec(_build())
-
-
-def chart(key: tuple, build) -> dict:
-    return spec((current_lang(),) + key, build)
 
 
 # ------------------------------------------------------------------ helpers

@@ -22,9 +22,9 @@ from attention_core.seq2seq_lab import (
 from attention_core.tasks import REVERSE_MAX_LEN, REVERSE_MIN_LEN
 from ui import anatomy
 from ui import bottleneck_charts as bc
-from ui.charts import heatmap_spec, to_spec
+from ui.charts import heatmap_spec
 from ui.controls import seed as seed_control
-from ui.i18n import current_lang, lesson, t
+from ui.i18n import lesson, t
 from ui.models import curves, model
 
 NS = "bottleneck"
@@ -87,16 +87,6 @@ def tutorial_batch(long: str) -> dict:
             pad_mass = float(padded.alignment[:, len(PITFALL_SHORT):].sum(-1).mean())
         out[kind] = {"alone": alone.output, "batched": padded.output, "pad_mass": pad_mass}
     return out
-
-
-@st.cache_resource(max_entries=256, show_spinner=False)
-def spec(key: tuple, _build) -> dict:
-    """The finished Vega-Lite spec of chart ``key`` (plain values + language), built once."""
-    return to_spec(_build())
-
-
-def chart(key: tuple, build) -> dict:
-    return spec((current_lang(),) + key, build)
 
 
 # ------------------------------------------------------------------ helpers
@@ -162,7 +152,7 @@ def curves_section() -> dict | None:
     per_char = st.toggle(t(f"{NS}.per_char"), value=False, key="per_char", bind="query-params",
                          help=t(f"{NS}.per_char_help"))
     metric = "char" if per_char else "exact"
-    anatomy.show_chart(chart(("curves", metric), lambda: bc.curves_chart(
+    anatomy.show_chart(anatomy.cached_spec(("curves", metric), lambda: bc.curves_chart(
         data, metric, names=names(), title=t(f"{NS}.curves_chart_{metric}"), x_title=t(f"{NS}.length_axis"),
         y_title=t(f"{NS}.acc_{metric}"))), key="curves")
     rev = data["reverse"]
@@ -182,7 +172,7 @@ def answers_section(digits: str, res: dict) -> dict:
             (t(f"{NS}.line_no_attention"), res["no_attention"], marks["no_attention"]),
             (t(f"{NS}.line_attention"), res["attention"], marks["attention"])]
     status = {k: t(f"{NS}.status_{k}") for k in ("reference", "right", "wrong", "missing")}
-    skeleton = chart(("tapes", bc.tape_font(len(digits))), lambda: bc.tapes_chart(
+    skeleton = anatomy.cached_spec(("tapes", bc.tape_font(len(digits))), lambda: bc.tapes_chart(
         rows, status_names=status, x_title=t(f"{NS}.position_axis")))
     anatomy.show_chart(bc.with_data(skeleton, bc.tapes_frame(rows, status)), key="tapes")
     verdict = {k: t(f"{NS}.exact_yes") if res[k] == target else t(f"{NS}.exact_no") for k in MODELS}
@@ -222,12 +212,12 @@ def diagram_section(digits: str, res: dict) -> int:
     names_ = dict(encoder_title=t(f"{NS}.encoder"), decoder_title=t(f"{NS}.decoder"))
     common = dict(weight_title=t("common.weight"), title="", **names_)
     plain = res["no_attention"]
-    skeleton = chart(("arch", bc.architecture_size(digits, plain), False),
+    skeleton = anatomy.cached_spec(("arch", bc.architecture_size(digits, plain), False),
                      lambda: bc.architecture_chart(digits, plain, len(plain), **common))
     anatomy.show_chart(bc.with_data(skeleton, bc.architecture_frame(digits, plain, len(plain), **names_),
                                     t(f"{NS}.arch_no", note=2 * hidden)), key="arch_no")
     weights = res["alignment"][step] if len(out) else None
-    skeleton = chart(("arch", bc.architecture_size(digits, out), weights is not None),
+    skeleton = anatomy.cached_spec(("arch", bc.architecture_size(digits, out), weights is not None),
                      lambda: bc.architecture_chart(digits, out, step, weights, **common))
     anatomy.show_chart(bc.with_data(skeleton, bc.architecture_frame(digits, out, step, weights, **names_),
                                     t(f"{NS}.arch_at", t=step + 1, ch=out[step] if out else "—",
@@ -251,7 +241,7 @@ def check_section(digits: str) -> dict | None:
         return None
     res = check_many(length, seed)
     by_pos = {k: res[k]["by_position"] for k in MODELS}
-    anatomy.show_chart(chart(("pos", length, seed), lambda: bc.position_chart(
+    anatomy.show_chart(anatomy.cached_spec(("pos", length, seed), lambda: bc.position_chart(
         by_pos, names=names(), title=t(f"{NS}.pos_chart", n=CHECK_N, length=length),
         x_title=t(f"{NS}.written_axis"), y_title=t(f"{NS}.share_right"))), key="pos")
     st.caption(t(f"{NS}.check_caption", n=CHECK_N, length=length,

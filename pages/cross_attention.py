@@ -20,7 +20,7 @@ from attention_core.crossmodal import (
 )
 from attention_core.modules import MultiHeadAttention
 from ui import anatomy
-from ui.charts import FIT_X, bars, heatmap_spec, to_spec, unique_labels
+from ui.charts import FIT_X, bars, heatmap_spec, unique_labels
 from ui.controls import seed as seed_control
 from ui.controls import sentence
 from ui.cross_attention_charts import image_attention_chart
@@ -36,12 +36,6 @@ HEADS = (1, 2, 4)
 
 
 # ------------------------------------------------------------------ drawing
-@st.cache_resource(max_entries=64, show_spinner=False)
-def finished(cache_id: tuple, _build) -> dict:
-    """A chart's spec, built once, for show_matrix and the picture (neither takes show_chart's cache yet)."""
-    return to_spec(_build())
-
-
 def clicked(key: str, picked: int | None, n: int, default: int = 0) -> int:
     """The row last clicked in chart ``key`` (kept across reruns), else ``default``."""
     state = f"_{key}_row"
@@ -113,7 +107,7 @@ def decoder_section(seed: int) -> None:
 
     before = st.session_state.get("_xa_row")
     state = (tuple(source), tuple(target), d_model, seed, mode)
-    spec = finished(("xa", current_lang(), *state, before), lambda: heatmap_spec(
+    spec = anatomy.cached_spec(("xa", *state, before), lambda: heatmap_spec(
         w, target, source, title=t("cross_attention.dec_heatmap", n_t=n_t, n_s=n_s),
         x_title=t("cross_attention.source_axis"), y_title=t("cross_attention.target_axis"),
         value_title=t("common.weight"), selected_row=before, height=170 if n_t < 6 else None, fit_x=True))
@@ -193,7 +187,7 @@ def crossmodal_section(seed: int) -> tuple[str, list[str], tuple[int, ...]] | No
     state = (kind, tuple(words), patch, heads, float(sharp), seed)
     labels = unique_labels(words)
     patches = [str(i) for i in range(n_p)]
-    spec = finished(("cm", current_lang(), *state, before), lambda: heatmap_spec(
+    spec = anatomy.cached_spec(("cm", *state, before), lambda: heatmap_spec(
         w, words, patches, title=t("cross_attention.cm_heatmap", n_w=n_w, n_p=n_p),
         x_title=t("cross_attention.patch_axis"), y_title=t("cross_attention.word_axis"),
         value_title=t("common.weight"), selected_row=before, show_numbers=n_p <= 16,
@@ -202,7 +196,7 @@ def crossmodal_section(seed: int) -> tuple[str, list[str], tuple[int, ...]] | No
     st.caption(t("cross_attention.cm_heatmap_caption"))
     row = clicked("cm", picked, n_w, known[0] if known else 0)
 
-    spot = finished(("spot", current_lang(), *state, row), lambda: image_attention_chart(
+    spot = anatomy.cached_spec(("spot", *state, row), lambda: image_attention_chart(
         res["image"], w[row], patch, cov[row] > 0.5, title=t("cross_attention.spot_title", w=labels[row]),
         picture_title=t("cross_attention.picture_title"), weight_title=t("common.weight"),
         patch_title=t("cross_attention.patch_axis")))

@@ -15,7 +15,7 @@ from attention_core.text import embed_tokens
 from attention_core.transformer import PositionWiseFFN, TransformerEncoder, TransformerEncoderLayer
 from ui import anatomy
 from ui.cache import shared_arrays
-from ui.charts import bars_spec, heatmap_spec, respec, to_spec, unique_labels
+from ui.charts import bars_spec, heatmap_spec, respec, unique_labels
 from ui.controls import seed as seed_control
 from ui.controls import sentence
 from ui.encoder_charts import (
@@ -143,7 +143,7 @@ def diagram_chart(key: tuple, variant: str, li: int) -> dict:
                                   rms=f2(el.rms(torch.tensor(steps[name])).item())),
                          kind=KINDS[name], matrix=steps[name], wide=name == "ffn_hidden")
              for name in ORDER[variant]]
-    skeleton = finished(("diagram_skel", current_lang(), variant), lambda: layer_diagram(
+    skeleton = anatomy.cached_spec(("diagram_skel", variant), lambda: layer_diagram(
         boxes, key[0], SKIPS[variant], value_title=t("common.value"), token_title=t("encoder.token"),
         dim_title=t("encoder.dim"), step_title=t("encoder.where")))
     frame, width, height = layer_diagram_frame(boxes, key[0], SKIPS[variant])
@@ -161,7 +161,7 @@ def scale_data(key: tuple, n_layers: int) -> pd.DataFrame:
 
 def scale_figure(key: tuple, n_layers: int) -> dict:
     """Built once per language; another sentence or number of layers only swaps the data in."""
-    skeleton = finished(("scale_skel", current_lang()), lambda: scale_chart(
+    skeleton = anatomy.cached_spec(("scale_skel", current_lang()), lambda: scale_chart(
         scale_data(key, n_layers), x_title=t("encoder.scale_x"), y_title=t("encoder.scale_y"),
         series_title=t("encoder.variant"), max_layer=n_layers))
     return respec(skeleton, scale_frame(scale_data(key, n_layers)), domain={"x": [0, n_layers]})
@@ -171,7 +171,7 @@ def double_residual_chart(key: tuple, li: int) -> dict:
     """Built once per language; another sentence or layer only swaps the data and the token order in."""
     right_u, wrong_u = double_residual(key, li)
     names = dict(first_title=t("encoder.dr_correct"), second_title=t("encoder.dr_tutorial"))
-    skeleton = finished(("dr_skel", current_lang()), lambda: paired_bars(
+    skeleton = anatomy.cached_spec(("dr_skel", current_lang()), lambda: paired_bars(
         right_u, wrong_u, key[0], **names, label_title=t("encoder.token"), value_title=t("encoder.dr_value"),
         series_title=t("encoder.dr_series")))
     return respec(skeleton, paired_bars_frame(right_u, wrong_u, key[0], **names), sort={"token": unique_labels(key[0])})
@@ -180,7 +180,7 @@ def double_residual_chart(key: tuple, li: int) -> dict:
 def grid_chart(key: tuple, variant: str, n_layers: int, selected: tuple[int, int]) -> dict:
     """Built once per language and number of heads; another sentence or N only swaps the data in."""
     weights = run_stacks(key)[variant]["weights"][:n_layers]
-    skeleton = finished(("grid_skel", current_lang(), key[3]), lambda: head_grid(
+    skeleton = anatomy.cached_spec(("grid_skel", key[3]), lambda: head_grid(
         weights, key[0], layer_title=t("encoder.layer"), head_title=t("encoder.head"),
         value_title=t("common.weight"), query_title=t("common.query"), key_title=t("common.key"),
         selected=selected))
@@ -203,24 +203,11 @@ def row_sums_figure(key: tuple, variant: str, p: float, head: int) -> dict:
     """Built once per language; another sentence, p or head only swaps the data and the query order in."""
     ev, tr = matrix_of(key, ("eval", variant, p, head)), matrix_of(key, ("train", variant, p, head))
     names = dict(eval_title=t("encoder.mode_eval"), train_title=t("encoder.mode_train"))
-    skeleton = finished(("rs_skel", current_lang()), lambda: row_sums_chart(
+    skeleton = anatomy.cached_spec(("rs_skel", current_lang()), lambda: row_sums_chart(
         ev.sum(-1), tr.sum(-1), key[0], **names, query_title=t("common.query"), sum_title=t("encoder.row_sum"),
         mode_title=t("encoder.mode")))
     return respec(skeleton, row_sums_frame(ev.sum(-1), tr.sum(-1), key[0], **names),
                   sort={"query": unique_labels(key[0])})
-
-
-@st.cache_resource(max_entries=64, show_spinner=False)
-def finished(cache_id: tuple, _build) -> dict:
-    """A chart's spec, built once, for show_matrix and the fixed-size charts (neither takes show_chart's
-    cache yet)."""
-    return to_spec(_build())
-
-
-def fixed_size(build, *, key: str, cache: tuple, select: bool = False):
-    """A chart at its own pixel size (the diagram, the facet grid): show_chart always stretches."""
-    spec = dict(finished((key, current_lang(), *cache), build))
-    return st.vega_lite_chart(spec, width="content", key=key, on_select="rerun" if select else "ignore")
 
 
 def weights_heatmap(key: tuple, source: tuple, title: str, *, chart_key: str, numbers: bool,
@@ -228,7 +215,7 @@ def weights_heatmap(key: tuple, source: tuple, title: str, *, chart_key: str, nu
                     selectable: bool = False) -> int | None:
     """A cached heatmap drawn by ui.anatomy.show_matrix; returns the clicked query row."""
     titles = (title, x_title or t("common.key"), y_title or t("common.query"), value_title or t("common.weight"))
-    spec = finished((chart_key, current_lang(), key, source, titles, numbers, selectable),
+    spec = anatomy.cached_spec((chart_key, current_lang(), key, source, titles, numbers, selectable),
                     lambda: heat_chart(key, source, titles, numbers, selectable))
     return anatomy.show_matrix(spec, matrix_of(key, source), key[0], key=chart_key, selectable=selectable,
                                file_name=f"{chart_key}.csv")
@@ -307,7 +294,7 @@ li = min(layer_no, n_layers) - 1
 steps = run["steps"][li]
 rms_of = {k: float(np.sqrt(np.mean(v ** 2))) for k, v in steps.items()}
 st.caption(t("encoder.diagram_caption", variant=vname, layer=li + 1, n=n, d=d, dff=4 * d))
-fixed_size(lambda: diagram_chart(key, variant, li), key="diagram", cache=(key, variant, li))
+anatomy.show_chart(lambda: diagram_chart(key, variant, li), key="diagram", cache=(key, variant, li), width="content")
 anatomy.notice([
     t("encoder.notice_ln", rms=f2(rms_of["norm1"]), mean=f"{abs(steps['norm1'].mean(-1)).max():.1e}"),
     t(f"encoder.notice_residual_{variant}", x=f2(rms_of["input"]), a=f2(rms_of["attention"]),
@@ -355,8 +342,8 @@ st.markdown(lesson("encoder/stack"))
 weights = run["weights"][:n_layers]                                        # (L, h, n, n)
 sharpest = np.unravel_index(int(np.argmax(weights.max(-1).mean(-1))), weights.shape[:2])
 default_tile = (int(sharpest[0]) + 1, int(sharpest[1]) + 1)
-event = fixed_size(lambda: grid_chart(key, variant, n_layers, default_tile), key="grid",
-                   cache=(key, variant, n_layers, default_tile), select=True)
+event = anatomy.show_chart(lambda: grid_chart(key, variant, n_layers, default_tile), key="grid",
+                   cache=(key, variant, n_layers, default_tile), select=True, width="content")
 clicked = picked_value(event, TILE_GRID, "layer")
 tile = (int(clicked["layer"]), int(clicked.get("head", 1))) if clicked else default_tile
 if not (1 <= tile[0] <= n_layers and 1 <= tile[1] <= h):

@@ -28,6 +28,7 @@ from attention_core.multihead_lab import (
 )
 from ui import multihead_charts as mc
 from ui.anatomy import (
+    cached_spec,
     exercise,
     formula,
     header,
@@ -40,7 +41,7 @@ from ui.anatomy import (
     show_code,
     show_matrix,
 )
-from ui.charts import ROW_SELECTION, heatmap_spec, to_spec, unique_labels
+from ui.charts import ROW_SELECTION, heatmap_spec, unique_labels
 from ui.controls import seed, sentence
 from ui.i18n import LANGS, catalog, current_lang, lesson, t
 
@@ -97,20 +98,6 @@ def run_heads(tokens: tuple[str, ...], d_model: int, num_heads: int, seed_: int,
 @st.cache_data(max_entries=32, show_spinner=False)
 def gallery(n: int) -> np.ndarray:
     return np.stack([synthetic_pattern(name, n).numpy() for name in PATTERNS])
-
-
-@st.cache_resource(max_entries=MAX_CHARTS, show_spinner=False)
-def finished(cache_id: tuple, _build) -> dict:
-    """A chart's spec, built once, for show_matrix and the fixed-size charts (neither takes show_chart's
-    cache yet)."""
-    return to_spec(_build())
-
-
-def fixed_size(build, *, key: str, cache: tuple, select: bool = False):
-    """A chart at its own width (small multiples, fixed-size planes), optionally clickable: show_chart
-    always stretches."""
-    spec = dict(finished((key, current_lang(), *cache), build))
-    return st.vega_lite_chart(spec, width="content", key=key, on_select="rerun" if select else "ignore")
 
 
 def geometry(r: dict, head: int):
@@ -244,12 +231,12 @@ def shapes_section(r: dict, v: View) -> None:
     })
     st.dataframe(table, hide_index=True, width="stretch")
     st.caption(t(f"{NS}.shape_legend", n=len(v.tokens), d_model=d_model, h=h, d_k=d_model // h))
-    fixed_size(lambda: mc.split_chart(
+    show_chart(lambda: mc.split_chart(
         r["q_proj"][v.query], h,
         top_title=t(f"{NS}.split_top", q=v.labels[v.query], d_model=d_model),
         bottom_title=t(f"{NS}.split_bottom", h=h, d_k=d_model // h),
         dim_title=t(f"{NS}.dim"), head_title=t(f"{NS}.head"), within_title=t(f"{NS}.within"),
-        value_title=t("common.value")), key="mh_split", cache=(v.key, v.query))
+        value_title=t("common.value")), key="mh_split", cache=(v.key, v.query), width="content")
 
     one, many = r["params"][1], r["params"][h]
     st.markdown(f"**{t(f'{NS}.params_title')}**")
@@ -295,11 +282,11 @@ def heads_section(r: dict, v: View) -> None:
     w, h, n, head, query = r["weights"], v.num_heads, len(v.tokens), v.head, v.query
     columns = h if h <= 4 else 4 if h <= 8 else 6            # fits the main column of a 1400 px screen
     size = 170 if h <= 4 else 150 if h <= 8 else 90 if h <= 18 else 80
-    fixed_size(lambda: mc.small_multiples(
+    show_chart(lambda: mc.small_multiples(
         w, v.tokens, columns=columns, selected=head + 1, panel_size=size, title_limit=size + 20,
         titles=[("▶ " if i == head else "") + panel_title(r, i, short=h > 8) for i in range(h)],
         x_title=t("common.key"), y_title=t("common.query"), value_title=t("common.weight"),
-        panel_title=t(f"{NS}.head")), key="mh_grid", cache=(v.key, head), select=True)
+        panel_title=t(f"{NS}.head")), key="mh_grid", cache=(v.key, head), select=True, width="content")
     st.caption(t(f"{NS}.grid_caption") + (" " + t(f"{NS}.grid_pooled") if n > mc.MAX_PANEL_SIDE else ""))
     d_k = v.d_model // h
     if v.mode == "structured" and d_k < 8:
@@ -307,7 +294,7 @@ def heads_section(r: dict, v: View) -> None:
 
     left, right = st.columns(2)
     with left:
-        big = finished(("mh_big", current_lang(), v.key, head, query), lambda: heatmap_spec(
+        big = cached_spec(("mh_big", v.key, head, query), lambda: heatmap_spec(
             w[head], v.tokens, x_title=t("common.key"), y_title=t("common.query"),
             value_title=t("common.weight"),
             selected_row=query, height=hm_height(n),
@@ -337,7 +324,7 @@ def compare_section(r: dict, v: View) -> None:
             height=max(160, (30 if h <= 16 else 560 // h) * h + 120)), key="mh_js", cache=(v.key,))
         st.caption(t(f"{NS}.js_caption"))
     with right:
-        chart = finished(("mh_avg", current_lang(), v.key), lambda: heatmap_spec(
+        chart = cached_spec(("mh_avg", v.key), lambda: heatmap_spec(
             avg, v.tokens, title=t(f"{NS}.avg_title", h=h), x_title=t("common.key"),
             y_title=t("common.query"),
             value_title=t("common.weight"), selectable=False, height=hm_height(n)))
@@ -366,10 +353,11 @@ def gallery_section(r: dict, v: View) -> None:
     """The synthetic patterns and the classifier's verdict on each head."""
     st.markdown(lesson(f"{NS}/gallery"))
     n, h = len(v.tokens), v.num_heads
-    fixed_size(lambda: mc.small_multiples(
+    show_chart(lambda: mc.small_multiples(
         gallery(n), v.tokens, titles=[pattern_name(p) for p in PATTERNS], columns=6, x_title=t("common.key"),
         y_title=t("common.query"), value_title=t("common.weight"), panel_title=t(f"{NS}.pattern"),
-        selectable=False, panel_size=120 if n <= 16 else 100), key="mh_gallery", cache=(tuple(v.tokens),))
+        selectable=False, panel_size=120 if n <= 16 else 100), key="mh_gallery", cache=(tuple(v.tokens),),
+        width="content")
     st.caption(t(f"{NS}.gallery_caption"))
     left, right = st.columns(2)
     with left:
@@ -400,20 +388,20 @@ def geometry_section(r: dict, v: View) -> None:
     var = g.explained_variance_ratio.numpy()
     left, right = st.columns(2)
     with left:
-        fixed_size(lambda: mc.geometry_chart(
+        show_chart(lambda: mc.geometry_chart(
             g.queries, g.keys, v.tokens, w_row, query,
             title=t(f"{NS}.geo_chart", head=head + 1, q=labels[query]),
             x_title=t(f"{NS}.pc", i=1, pct=f"{100 * var[0]:.0f}"),
             y_title=t(f"{NS}.pc", i=2, pct=f"{100 * var[1]:.0f}"), key_name=t("common.key"),
             query_name=t("common.query"), weight_title=t("common.weight"), token_title=t(f"{NS}.token")),
-            key="mh_geo", cache=(v.key, head, query))
+            key="mh_geo", cache=(v.key, head, query), width="content")
     with right:
-        fixed_size(lambda: mc.values_chart(
+        show_chart(lambda: mc.values_chart(
             g.values, v.tokens, w_row, title=t(f"{NS}.values_chart", head=head + 1, q=labels[query]),
             x_title=t(f"{NS}.pc_plain", i=1), y_title=t(f"{NS}.pc_plain", i=2), value_name=t("common.value"),
             output_name=t(f"{NS}.output_point"), weight_title=t("common.weight"),
             token_title=t(f"{NS}.token")),
-            key="mh_values", cache=(v.key, head, query))
+            key="mh_values", cache=(v.key, head, query), width="content")
     dist = np.linalg.norm(g.keys.numpy() - g.queries.numpy()[query], axis=1)
     top = int(w_row.argmax())
     st.caption(t(f"{NS}.geo_caption", q=md_escape(labels[query]), top=md_escape(labels[top]),

@@ -16,10 +16,10 @@ from attention_core import positional_lab as pl
 from attention_core.positional import sinusoidal_encoding
 from attention_core.rotary import rotary_embedding
 from ui import anatomy
-from ui.charts import heatmap_spec, to_spec, unique_labels
+from ui.charts import heatmap_spec, unique_labels
 from ui.controls import seed as seed_control
 from ui.controls import sentence
-from ui.i18n import current_lang, lesson, t
+from ui.i18n import lesson, t
 from ui.positional_charts import (
     gap_spec,
     offset_chart,
@@ -38,12 +38,6 @@ BASES = (10, 100, 1000, 10000, 100000)
 
 
 # ------------------------------------------------------------------ drawing
-@st.cache_resource(max_entries=64, show_spinner=False)
-def finished(cache_id: tuple, _build) -> dict:
-    """A chart's spec, built once, for show_matrix and the rotation plane (neither takes show_chart's cache yet)."""
-    return to_spec(_build())
-
-
 # ------------------------------------------------------------------ cached computations
 @st.cache_data(max_entries=64, show_spinner=False)
 def table(n: int, d: int, base: float):
@@ -102,7 +96,7 @@ def table_section() -> tuple[int, int]:
 
     left, right = st.columns([3, 1])
     with left:
-        spec = finished(("pe", current_lang(), n, d, base, ref_before), lambda: heatmap_spec(
+        spec = anatomy.cached_spec(("pe", n, d, base, ref_before), lambda: heatmap_spec(
             pe, positions, dims, kind="scores", domain=(-1.0, 1.0), title=t("positional.pe_title", n=n, d=d),
             x_title=t("positional.dimension"), y_title=t("positional.position"),
             value_title=t("positional.value"), show_numbers=False, selected_row=ref_before, fit_x=True))
@@ -130,7 +124,7 @@ def table_section() -> tuple[int, int]:
     curves3 = (pe[:, 2 * i], pe[:, 2 * i + 1] if has_cos else [float("nan")] * n,
                pl.binary_counter(n, b + 1)[:, b])
     series = [f"sin · {2 * i}", f"cos · {2 * i + 1}" if has_cos else "—", t("positional.bit", b=b)]
-    wave_skeleton = finished(("wave_skel", current_lang(), d, base, i, n <= 64), lambda: wave_chart(
+    wave_skeleton = anatomy.cached_spec(("wave_skel", d, base, i, n <= 64), lambda: wave_chart(
         *curves3, series=series, x_title=t("positional.position"), y_title=t("positional.value"),
         title=t("positional.wave_title", i=i, period=fmt(float(per[i]), 1), b=b, bit_period=2 ** (b + 1))))
     anatomy.show_chart(lambda: wave_respec(wave_skeleton, *curves3, series=series), key="wave",
@@ -207,7 +201,7 @@ def shuffle_section() -> tuple[dict | None, int]:
             y_title=t("common.query"), value_title=t("common.weight"), selectable=False,
             fit_x=True), key="w_orig", cache=(*state, enc))
     with right:
-        spec = finished(("w_shuf", current_lang(), *state, enc, row_before), lambda: heatmap_spec(
+        spec = anatomy.cached_spec(("w_shuf", *state, enc, row_before), lambda: heatmap_spec(
             cur["w_shuf"], shuffled, title=t("positional.w_shuffled"), x_title=t("common.key"),
             y_title=t("common.query"), value_title=t("common.weight"), selected_row=row_before, fit_x=True))
         picked = anatomy.show_matrix(spec, cur["w_shuf"], shuffled, key="w_shuf", file_name="w_shuf.csv")
@@ -279,7 +273,7 @@ def compare_section(base: int, seed: int) -> None:
                    delta_color="off")
     left, right = st.columns([2, 3])
     with left:   # the first pair turns by theta_0 = base^0 = 1 radian per position
-        plane = finished(("rotation", current_lang(), seed, m, j, s), lambda: rotation_chart(
+        plane = anatomy.cached_spec(("rotation", seed, m, j, s), lambda: rotation_chart(
             q[:2], k[:2], {"q": float(m), "k": float(j), "q_shift": float(m + s), "k_shift": float(j + s)},
             labels={"q": t("positional.arrow_q", m=m), "k": t("positional.arrow_k", j=j),
                     "q_shift": t("positional.arrow_q", m=m + s), "k_shift": t("positional.arrow_k", j=j + s)},

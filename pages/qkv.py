@@ -18,6 +18,7 @@ from attention_core.functional import masked_softmax
 from attention_core.modules import AdditiveAttention
 from ui import qkv_charts
 from ui.anatomy import (
+    cached_spec,
     exercise,
     formula,
     header,
@@ -30,7 +31,7 @@ from ui.anatomy import (
     show_code,
     show_matrix,
 )
-from ui.charts import bars, heatmap, heatmap_spec, to_spec, unique_labels
+from ui.charts import bars, heatmap, heatmap_spec, unique_labels
 from ui.controls import seed, sentence
 from ui.i18n import LANGS, catalog, current_lang, lesson, t
 
@@ -142,13 +143,6 @@ def sized_heatmap(matrix: np.ndarray, rows, cols, *, width: int, cell: int = 26,
     return qkv_charts.outline_row(heatmap(matrix, list(rows), list(cols), **size, **kwargs), list(rows), outline)
 
 
-@st.cache_resource(max_entries=64, show_spinner=False)
-def finished(cache_id: tuple, _build) -> dict:
-    """A chart's spec, built once, for show_matrix, the library plane and the kernel tab's skeletons
-    (neither takes show_chart's cache yet)."""
-    return to_spec(_build())
-
-
 def show_heatmap(matrix: np.ndarray, rows, cols, *, key: str, inputs: tuple, width: int,
                  csv_name: str | None = None, **kwargs) -> None:
     """A sized heatmap drawn by ui.anatomy (show_matrix when it has a CSV; click a cell to pick its query
@@ -161,7 +155,7 @@ def show_heatmap(matrix: np.ndarray, rows, cols, *, key: str, inputs: tuple, wid
 
     selectable = kwargs.get("selectable", True)
     if csv_name:
-        show_matrix(finished((key, current_lang(), *cache), build), np.asarray(matrix), list(rows), list(cols),
+        show_matrix(cached_spec((key, current_lang(), *cache), build), np.asarray(matrix), list(rows), list(cols),
                     key=key, selectable=selectable, file_name=csv_name)
     else:
         show_chart(build, key=key, select=selectable, cache=cache)
@@ -201,7 +195,7 @@ def kernel_tab() -> None:
         heat = dict(width=380, cell=13, kind="weights", x_title=t("qkv.k_keys_axis"),
                     y_title=t("qkv.k_queries_axis"), value_title=t("common.weight"), title=t("qkv.k_heat_title"))
         # built once per shape and language; a new h, n, noise, seed or query only swaps data and domain
-        skeleton = finished(("k_heat", current_lang(), d["w"].shape, *sorted(heat.items())),
+        skeleton = cached_spec(("k_heat", d["w"].shape, *sorted(heat.items())),
                             lambda: sized_heatmap(d["w"], q_labels, k_labels, outline=row, **heat))
         spec = qkv_charts.weights_heatmap_like(skeleton, d["w"], q_labels, k_labels, outline=row,
                                                domain=(0.0, top_w))
@@ -215,7 +209,7 @@ def kernel_tab() -> None:
         fit_data = dict(query_x=float(d["grid"][row]), query_weights=w_row, query_pred=float(d["pred"][row]),
                         labels=fit_labels, weight_max=top_w)
         curves = (d["x"], d["y"], d["curve"], d["truth"], d["fit"])
-        skeleton = finished(("k_fit", current_lang(), *sorted((k, v) for k, v in fit_labels.items() if k != "fit")),
+        skeleton = cached_spec(("k_fit", *sorted((k, v) for k, v in fit_labels.items() if k != "fit")),
                             lambda: qkv_charts.kernel_fit(*curves, height=480, **fit_data))
         show_chart(qkv_charts.kernel_fit_like(skeleton, *curves, **fit_data), key="k_fit")
         st.caption(t("qkv.k_fit_caption"))
@@ -317,7 +311,7 @@ def library_tab() -> None:
         plane = st.selectbox(t("qkv.l_plane"), planes, key="plane", bind="query-params",
                              format_func=lambda p: f"{axis_names[p[0]]} × {axis_names[p[1]]}")
         a, b = plane if plane in planes else planes[0]
-        plane_spec = finished(("l_plane", current_lang(), *inputs, a, b), lambda: qkv_charts.library_plane(
+        plane_spec = cached_spec(("l_plane", *inputs, a, b), lambda: qkv_charts.library_plane(
             keys[:, [a, b]], query[[a, b]], labels, scores, weights, size=360,
             labels={"x": axis_names[a], "y": axis_names[b], "book": t("qkv.l_book"), "score": t("common.score"),
                     "weight": t("common.weight"), "query": t("qkv.l_query_short"),

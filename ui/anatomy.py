@@ -42,23 +42,34 @@ def formula(latex: str, caption: str | None = None) -> None:
         st.caption(caption)
 
 
-@st.cache_resource(max_entries=256, show_spinner=False)
+@st.cache_resource(max_entries=512, show_spinner=False)
 def _cached_spec(cache_id: tuple, _build: Callable):
     """One finished Vega-Lite spec per distinct chart, shared by all sessions of the server."""
     return to_spec(_build())
 
 
-def show_chart(chart, *, key: str | None = None, select: bool = False, cache: tuple | None = None):
-    """Draw a chart full width; with ``select`` return the selection event (``on_select="rerun"``).
+def cached_spec(cache_id: tuple, build: Callable) -> dict | None:
+    """``to_spec(build())``, built once per ``cache_id`` and language and shared by every session.
+
+    ``cache_id``: a name for the chart and every plain value it depends on (the builder itself is not
+    hashed). Use it for specs a page reuses (e.g. a skeleton for ``ui.charts.respec``); to draw a
+    chart, ``show_chart(build, cache=...)`` does the same."""
+    return _cached_spec((current_lang(), *cache_id), build)
+
+
+def show_chart(chart, *, key: str | None = None, select: bool = False, cache: tuple | None = None,
+               width: str = "stretch"):
+    """Draw a chart; with ``select`` return the selection event (``on_select="rerun"``).
 
     ``chart`` is an Altair chart, a Vega-Lite dict, or — with ``cache`` — a function that
     builds the chart: ``cache`` is a tuple of the plain values the chart depends on, and the
     finished spec is then built once per (key, language, cache) and reused on later reruns.
-    Use this instead of st.altair_chart: it also skips Altair's per-rerun schema validation
-    (see ui.charts.to_spec; the builders are validated by the tests).
+    ``width``: "stretch" (the column's width) or "content" (the chart's own pixel width: small
+    multiples, diagrams). Use this instead of st.altair_chart: it also skips Altair's per-rerun
+    schema validation (see ui.charts.to_spec; the builders are validated by the tests).
     """
     if cache is not None:
-        spec = _cached_spec((key, current_lang(), *cache), chart)
+        spec = cached_spec((key, *cache), chart)
         if spec is None:
             chart = chart()
     else:
@@ -71,18 +82,20 @@ def show_chart(chart, *, key: str | None = None, select: bool = False, cache: tu
     else:
         draw, what = st.altair_chart, chart
     if select:
-        return draw(what, width="stretch", on_select="rerun", key=key)
-    draw(what, width="stretch", key=key)
+        return draw(what, width=width, on_select="rerun", key=key)
+    draw(what, width=width, key=key)
     return None
 
 
 def show_matrix(chart, matrix, row_labels: Sequence[str], col_labels: Sequence[str] | None = None, *,
-                key: str, selectable: bool = True, file_name: str = "matrix.csv") -> int | None:
-    """5. Draw a heatmap (from ui.charts.heatmap) with a CSV download; return the clicked query row."""
+                key: str, selectable: bool = True, file_name: str = "matrix.csv",
+                cache: tuple | None = None) -> int | None:
+    """5. Draw a heatmap (ui.charts.heatmap / heatmap_spec, or a builder with ``cache`` as in show_chart)
+    with a CSV download; return the clicked query row."""
     if selectable:
-        picked = _selected_query(show_chart(chart, key=key, select=True))
+        picked = _selected_query(show_chart(chart, key=key, select=True, cache=cache))
     else:
-        picked = show_chart(chart, key=key)
+        picked = show_chart(chart, key=key, cache=cache)
     st.download_button(t("common.download_csv"), lambda: matrix_csv(matrix, row_labels, col_labels),
                        file_name=file_name, mime="text/csv", key=f"{key}_csv",
                        icon=":material/download:", type="tertiary")
