@@ -1,11 +1,11 @@
-"""Attention that resolves "it": a small trained Transformer reads a template sentence and points
-from "it"/"它" at the noun it refers to.
+"""Attention that resolves "it": a small trained Transformer reads a template sentence and names
+the noun "it"/"它" refers to, as a word read from the pronoun's final vector.
 
 First tutorial, section 5.2 ("The animal didn't cross the street because it was too tired": self-
 attention relates "it" to every word). Order: the model and what it is not -> the sentence (picked
 from the grammar's word lists or typed) -> the answer -> attention from "it" in every layer and head,
-next to the same sentence with the other adjective -> one head in full -> fresh sentences: does any
-head point at the referent?
+the resolving head marked, next to the same sentence with the other adjective -> one head in full ->
+fresh sentences: which head points at the referent, and how often -> why the readout matters.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 import streamlit as st
 import torch
 
-from attention_core.pronoun import PronounResolver, resolve
+from attention_core.pronoun import PronounResolver, referent_agreement, resolve
 from attention_core.pronoun_lab import (
     PronounRows,
     adjective_ids,
@@ -33,6 +33,7 @@ from attention_core.tasks import (
     pronoun_template,
     pronoun_text,
 )
+from attention_core.train import load_readout_ablation
 from ui import models
 from ui import pronoun_charts as pc
 from ui.anatomy import (
@@ -60,8 +61,9 @@ SOURCES = ("pick", "type")
 N_DEFAULT, N_MIN, N_MAX = 100, 10, 500
 CHUNK = 200               # fresh sentences per forward pass (the default, 100 per language, is one)
 FORMULA = (r"a^{(\ell,i)}_{\text{it},j}=\mathrm{softmax}_j\Big(\frac{q^{(\ell,i)}_{\text{it}}\cdot k^{(\ell,i)}_j}"
-           r"{\sqrt{d_k}}\Big)\qquad r_j=\mathrm{softmax}_j\Big(\frac{(W_q x_{\text{it}})\cdot(W_k x_j)}{\sqrt{d}}"
-           r"\Big)\qquad P(A)=\frac{e^{s_A}}{e^{s_A}+e^{s_B}}")
+           r"{\sqrt{d_k}}\Big)\qquad h=W_{\text{read}}\,x^{(L)}_{\text{it}}\qquad "
+           r"P(w)=\mathrm{softmax}_w\big(h\cdot E_w+b_w\big)")
+STAR = "★ "
 
 
 # ---------------------------------------------------------------------------------------------
@@ -76,6 +78,16 @@ def model() -> PronounResolver:
     return shipped_model().model
 
 
+def resolving_head() -> dict:
+    """The encoder head that prefers the referent most often, chosen at training time on held-out
+    sentences of ``train.EVAL_SEED`` (the checkpoint's meta), with its figures there."""
+    ev = shipped_model().meta["eval"]
+    layer, head = ev["best_encoder_head"]
+    return {"layer": int(layer), "head": int(head), "fraction": float(ev["best_encoder_head_fraction"]),
+            "n": 2 * int(ev["n_per_lang"]), "referent": float(ev["best_head_referent_weight"]),
+            "other": float(ev["best_head_other_weight"])}
+
+
 def example_key(e: PronounExample) -> tuple:
     return (e.template, e.lang, *example_ids(e))
 
@@ -86,13 +98,14 @@ def example_of(key: tuple) -> PronounExample:
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def run(key: tuple) -> dict:
-    """The model on one sentence: the answer, the answer head's row, the encoder's rows from "it"."""
+    """The model on one sentence: the answer and its probability, the most probable word of the whole
+    vocabulary, the encoder's rows from "it"."""
     e = example_of(key)
     with torch.inference_mode():
         r = resolve(model(), e, shipped_model().src_vocab)
-    return {"answer": r.answer, "token": r.token, "probs": r.probs.numpy(),
-            "resolution": r.resolution.numpy(), "from_it": r.from_pronoun.numpy(),      # (L, h, n)
-            "weights": np.stack([w.numpy() for w in r.weights])}                        # (L, h, n, n)
+    return {"answer": r.answer, "token": r.token, "probs": r.probs.numpy(), "top_token": r.top_token,
+            "top_prob": r.top_prob, "from_it": r.from_pronoun.numpy(),                      # (L, h, n)
+            "weights": np.stack([w.numpy() for w in r.weights])}                            # (L, h, n, n)
 
 
 @st.cache_resource(max_entries=32, show_spinner=False)
@@ -112,10 +125,18 @@ def fresh(seed_: int, n_per_lang: int) -> dict:
     n = 2 * n_per_lang
     rows = prefix_rows([fresh_chunk(seed_, c) for c in range((n - 1) // CHUNK + 1)], n)
     prof = profile_of(rows)
-    return {"agreement": rows.agree.float().mean(0).numpy(), "resolution": float(rows.res_agree.float().mean()),
-            "accuracy": prof.accuracy, "referent": prof.referent.numpy(), "other": prof.other.numpy(),
-            "adjective": prof.adjective.numpy(), "res_referent": prof.resolution_referent,
-            "res_other": prof.resolution_other, "res_adjective": prof.resolution_adjective, "n": n}
+    return {"agreement": rows.agree.float().mean(0).numpy(), "accuracy": prof.accuracy,
+            "referent": prof.referent.numpy(), "other": prof.other.numpy(), "adjective": prof.adjective.numpy(),
+            "n": n}
+
+
+@st.cache_resource(show_spinner=False)
+def ablation() -> dict | None:
+    """The recorded readout ablation (scripts/pronoun_readout_ablation.py); None if it is not shipped."""
+    try:
+        return load_readout_ablation()
+    except (FileNotFoundError, ValueError):
+        return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -123,12 +144,15 @@ def fresh(seed_: int, n_per_lang: int) -> dict:
 # ---------------------------------------------------------------------------------------------
 
 def head_label(layer: int, head: int) -> str:
-    return t(f"{NS}.head_label", layer=layer + 1, head=head + 1)
+    """"L2·H1", with a star for the resolving head."""
+    best = resolving_head()
+    star = STAR if (layer, head) == (best["layer"], best["head"]) else ""
+    return star + t(f"{NS}.head_label", layer=layer + 1, head=head + 1)
 
 
 def row_labels(num_layers: int, num_heads: int) -> list[str]:
-    """The rows of the "from it" heatmaps: every encoder head, then the answer head."""
-    return [head_label(a, b) for a in range(num_layers) for b in range(num_heads)] + [t(f"{NS}.answer_head")]
+    """The rows of the "from it" heatmaps: every encoder head, layer-major."""
+    return [head_label(a, b) for a in range(num_layers) for b in range(num_heads)]
 
 
 def template_label(template_id: str, lang: str) -> str:
@@ -142,6 +166,10 @@ def sentence_text(e: PronounExample) -> str:
 
 def pct(x: float) -> str:
     return f"{100 * x:.0f}%"
+
+
+def pct1(x: float) -> str:
+    return f"{100 * x:.1f}%"
 
 
 def adopt_url_choice(key: str, options, label_of) -> None:
@@ -248,8 +276,7 @@ def model_card() -> None:
     lm = shipped_model()
     cfg, meta = lm.config, lm.meta
     params = sum(p.numel() for p in lm.model.parameters())
-    ev = meta.get("eval", {})
-    acc = ev.get("accuracy", {})
+    acc = meta.get("eval", {}).get("accuracy", {})
     st.warning(t(f"{NS}.model_card", layers=cfg["num_layers"], heads=cfg["num_heads"], d=cfg["d_model"],
                  params=f"{params:,}", words=len(lm.src_vocab) - 4, templates=len(PRONOUN_TEMPLATES),
                  steps=meta.get("recipe", {}).get("steps", "?"), seconds=f"{meta.get('train_seconds', 0):.0f}",
@@ -263,24 +290,24 @@ def answer_box(e: PronounExample, r: dict) -> None:
     st.metric(t(f"{NS}.answer_metric", it=e.tokens[e.pronoun]), r["token"],
               t(f"{NS}.answer_prob", p=f"{float(r['probs'][r['answer']]):.3f}"), delta_color="off",
               delta_arrow="off")
+    st.caption(t(f"{NS}.answer_top", w=md_escape(r["top_token"]), p=f"{r['top_prob']:.3f}"))
     if not right:
         st.error(t(f"{NS}.answer_wrong", right=md_escape(e.tokens[e.referent])), icon=":material/cancel:")
 
 
 def from_it_matrix(r: dict) -> np.ndarray:
-    """(L*h + 1, n): the encoder rows from "it" (layer-major), then the answer head's row."""
+    """(L*h, n): the encoder rows from "it", layer-major."""
     f = r["from_it"]
-    return np.vstack([f.reshape(-1, f.shape[-1]), r["resolution"][None]])
+    return f.reshape(-1, f.shape[-1])
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
 def from_it_spec(key: tuple, lang: str, selected: int | None) -> dict:
     e, r = example_of(key), run(key)
-    m = from_it_matrix(r)
     L, h = r["from_it"].shape[:2]
-    return to_spec(heatmap(m, row_labels(L, h), list(e.tokens), title=sentence_text(e),
+    return to_spec(heatmap(from_it_matrix(r), row_labels(L, h), list(e.tokens), title=sentence_text(e),
                            x_title=t(f"{NS}.token"), y_title=t(f"{NS}.head"), value_title=t("common.weight"),
-                           selected_row=selected, height=30 * (L * h + 1) + 120))
+                           selected_row=selected, height=30 * L * h + 120))
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -314,23 +341,23 @@ def fresh_skeleton(lang: str, L: int, h: int, _build) -> dict:
     return {k: v for k, v in to_spec(_build()).items() if k != "datasets"}
 
 
+def fresh_table(f: dict) -> np.ndarray:
+    """(L*h, 4): per head, the fraction preferring the referent and the mean weights from "it"."""
+    return np.column_stack([f[k].reshape(-1) for k in ("agreement", "referent", "other", "adjective")])
+
+
 @st.cache_data(max_entries=16, show_spinner=False)
 def fresh_spec(seed_: int, n_per_lang: int, lang: str) -> dict:
     """``to_spec(heatmap(table, ...))``, the chart's skeleton cached, so a new n only brings new data."""
     f = fresh(seed_, n_per_lang)
     L, h = f["agreement"].shape
-    table = np.column_stack([
-        np.append(f["agreement"].reshape(-1), f["resolution"]),
-        np.append(f["referent"].reshape(-1), f["res_referent"]),
-        np.append(f["other"].reshape(-1), f["res_other"]),
-        np.append(f["adjective"].reshape(-1), f["res_adjective"]),
-    ])
+    table = fresh_table(f)
     rows = row_labels(L, h)
     cols = [t(f"{NS}.col_agree"), t(f"{NS}.col_referent"), t(f"{NS}.col_other"), t(f"{NS}.col_adjective")]
     title = t(f"{NS}.fresh_title", n=f["n"], seed=seed_)
     build = lambda: heatmap(table, rows, cols, title=title, x_title=t(f"{NS}.measure"),  # noqa: E731
                             y_title=t(f"{NS}.head"), value_title=t(f"{NS}.value"), selectable=False,
-                            height=30 * (L * h + 1) + 120)
+                            height=30 * L * h + 120)
     frame, _ = heatmap_frame(table, rows, cols)
     return {**fresh_skeleton(lang, L, h, build), "title": title, "datasets": {"data": frame}}
 
@@ -355,32 +382,33 @@ def adopt_row_click(chart_key: str, widget_key: str, valid) -> None:
 def facts_of(e: PronounExample, r: dict, e2: PronounExample, r2: dict, f: dict) -> dict:
     """The numbers the notice, the exercise and the pitfall quote."""
     L, h, n = r["from_it"].shape
-    enc = r["from_it"].reshape(L * h, n)
-    nouns = list(e.nouns)
-    top_head, top_tok = np.unravel_index(enc.argmax(), enc.shape)
-    noun_max = enc[:, nouns].max()
-    change = np.abs(r["from_it"][..., e.nouns[0]] - r2["from_it"][..., e2.nouns[0]]).reshape(-1)
-    best = int(f["agreement"].argmax())
-    adj_best = int(f["adjective"].argmax())
+    best = resolving_head()
+    bl, bh = best["layer"], best["head"]
+    a1, b1 = r["from_it"][bl, bh, list(e.nouns)]                       # the resolving head on the two nouns
+    a2, b2 = r2["from_it"][bl, bh, list(e2.nouns)]
+    first_change = np.abs(r["from_it"][0][:, list(e.nouns)] - r2["from_it"][0][:, list(e2.nouns)]).max()
+    agree = f["agreement"]                                             # (L, h) on the fresh sentences
+    first = agree[0]
+    adj_first = f["adjective"][0]
     return {
         "it": e.tokens[e.pronoun], "answer": r["token"], "p": f"{float(r['probs'][r['answer']]):.3f}",
         "adj": e.adjective, "adj2": e2.adjective, "answer2": r2["token"],
         "p2": f"{float(r2['probs'][r2['answer']]):.3f}",
-        "res_ref": f"{float(r['resolution'][e.referent]):.2f}", "ref": e.tokens[e.referent],
-        "noun_max": f"{float(noun_max):.2f}", "top_tok": e.tokens[int(top_tok)],
-        "top_head": head_label(*divmod(int(top_head), h)), "top_w": f"{float(enc.max()):.2f}",
-        "change_head": head_label(*divmod(int(change.argmax()), h)), "change": f"{float(change.max()):.2f}",
-        "res_change": f"{abs(float(r['resolution'][e.nouns[0]] - r2['resolution'][e2.nouns[0]])):.2f}",
-        "n": f["n"], "acc": pct(f["accuracy"]), "res_frac": pct(f["resolution"]),
-        "best_head": head_label(*divmod(best, h)), "best_frac": pct(float(f["agreement"].reshape(-1)[best])),
-        "best_value": float(f["agreement"].reshape(-1)[best]),
-        "adj_head": head_label(*divmod(adj_best, h)), "adj_w": f"{float(f['adjective'].reshape(-1)[adj_best]):.2f}",
-        "ref_w": f"{float(f['referent'].reshape(-1)[adj_best]):.2f}",
-        "other_w": f"{float(f['other'].reshape(-1)[adj_best]):.2f}",
+        "noun1": e.tokens[e.nouns[0]], "noun2": e.tokens[e.nouns[1]],
+        "best_head": head_label(bl, bh), "w1": f"{a1:.2f}", "w2": f"{b1:.2f}", "w1_flip": f"{a2:.2f}",
+        "w2_flip": f"{b2:.2f}",
+        "first_change": f"{float(first_change):.2f}",
+        "n": f["n"], "acc": pct(f["accuracy"]),
+        "best_frac": pct(float(agree[bl, bh])), "best_value": float(agree[bl, bh]),
+        "meta_frac": pct1(best["fraction"]), "meta_n": best["n"],
+        "meta_ref": f"{best['referent']:.2f}", "meta_other": f"{best['other']:.3f}",
+        "first_best": pct(float(first.max())), "first_head": head_label(0, int(first.argmax())),
+        "adj_head": head_label(0, int(adj_first.argmax())), "adj_w": f"{float(adj_first.max()):.2f}",
+        "last_min": pct(float(agree[L - 1].min())),
     }
 
 
-WORDS = ("it", "answer", "adj", "adj2", "answer2", "ref", "top_tok")    # tokens of the sentence: escaped
+WORDS = ("it", "answer", "adj", "adj2", "answer2", "noun1", "noun2")    # tokens of the sentence: escaped
 
 
 def quoted(facts: dict) -> dict:
@@ -406,6 +434,36 @@ def agreement_exercise(facts: dict) -> None:
              answer=answer, explanation=t(f"{NS}.ex_explain", **q))
 
 
+def ablation_facts(record: dict) -> dict | None:
+    """The readout ablation in the words of the pitfall: each readout on the shipped seed, and the
+    range over all recorded seeds."""
+    runs = record.get("runs", [])
+    by = {k: [x for x in runs if x["readout"] == k] for k in ("word", "two_way")}
+    if not by["word"] or not by["two_way"]:
+        return None
+    seed = shipped_model().meta["recipe"]["seed"]
+    main = {k: next((x for x in v if x["seed"] == seed), v[0]) for k, v in by.items()}
+    span = lambda xs: pct(min(xs)) if pct(min(xs)) == pct(max(xs)) else f"{pct(min(xs))}–{pct(max(xs))}"  # noqa: E731
+    out = {"seed": main["word"]["seed"], "steps": main["word"]["steps"], "command": record.get("command", ""),
+           "seeds": ", ".join(str(x["seed"]) for x in by["two_way"])}
+    for k, x in main.items():
+        layer, head = x["best_encoder_head"]
+        out[f"{k}_en"], out[f"{k}_zh"] = pct(x["accuracy"]["en"]), pct(x["accuracy"]["zh"])
+        out[f"{k}_best"] = pct(x["best_encoder_head_fraction"])
+        out[f"{k}_head"] = t(f"{NS}.head_label", layer=layer + 1, head=head + 1)
+        out[f"{k}_acc_range"] = span([min(r["accuracy"].values()) for r in by[k]] +
+                                     [max(r["accuracy"].values()) for r in by[k]])
+        out[f"{k}_best_range"] = span([r["best_encoder_head_fraction"] for r in by[k]])
+    return out
+
+
+def readout_pitfall(facts: dict) -> None:
+    record = ablation()
+    ab = ablation_facts(record) if record else None
+    body = t(f"{NS}.pit_body", **{**quoted(facts), **ab}) if ab else t(f"{NS}.pit_body_unrecorded", **quoted(facts))
+    pitfall(t(f"{NS}.pit_title"), body)
+
+
 # ---------------------------------------------------------------------------------------------
 # the page
 # ---------------------------------------------------------------------------------------------
@@ -414,12 +472,13 @@ header(NS)
 intuition(NS)
 try:
     shipped_model()
-except (FileNotFoundError, ValueError, RuntimeError) as err:
+    resolving_head()
+except (FileNotFoundError, ValueError, RuntimeError, KeyError) as err:
     problem(f"{NS}.err_no_model", detail=md_escape(str(err)))
     st.stop()
 model_card()
 st.markdown(lesson(f"{NS}/tutorial"))
-formula(FORMULA, t(f"{NS}.formula_caption"))
+formula(FORMULA, t(f"{NS}.formula_caption", V=len(shipped_model().src_vocab)))
 
 st.subheader(t(f"{NS}.sentence_title"))
 adopt_url_choice("src", list(SOURCES), lambda o, lg: str(catalog(lg).get(f"{NS}.src_{o}")))
@@ -432,39 +491,42 @@ if example is not None:
     key, other_key = example_key(example), example_key(other)
     result, result2 = run(key), run(other_key)
     lang = current_lang()
+    best = resolving_head()
 
     left, right = st.columns(2)
     with left:
         answer_box(example, result)
     with right:
         answer_box(other, result2)
-    st.caption(t(f"{NS}.answer_caption"))
+    st.caption(t(f"{NS}.answer_caption", V=len(shipped_model().src_vocab)))
 
-    st.subheader(t(f"{NS}.from_it_title", it=example.tokens[example.pronoun]))
+    it = example.tokens[example.pronoun]
+    st.subheader(t(f"{NS}.from_it_title", it=it))
     L, H = result["from_it"].shape[:2]
     adopt_row_click("pr_from_it", "head", range(L * H))
-    clue = int(result["from_it"][..., example.tokens.index(example.adjective)].argmax())   # most on the clue
+    default = best["layer"] * H + best["head"]
     with st.columns([1, 2])[0]:
         pick = st.selectbox(t(f"{NS}.pick_head"), list(range(L * H)), index=None, key="head",
                             bind="query-params", format_func=lambda i: head_label(*divmod(i, H)),
-                            placeholder=t(f"{NS}.pick_head_auto", head=head_label(*divmod(clue, H))),
+                            placeholder=t(f"{NS}.pick_head_auto", head=head_label(best["layer"], best["head"])),
                             help=t(f"{NS}.pick_head_help"))
     chosen = None if pick is None or not 0 <= int(pick) < L * H else int(pick)
-    drilled = clue if chosen is None else chosen
-    show_matrix(from_it_spec(key, lang, chosen), from_it_matrix(result), row_labels(L, H), list(example.tokens),
+    drilled = default if chosen is None else chosen
+    show_matrix(from_it_spec(key, lang, drilled), from_it_matrix(result), row_labels(L, H), list(example.tokens),
                 key="pr_from_it", file_name="from_it.csv")
-    show_chart(from_it_spec(other_key, lang, None), key="pr_from_it_other")
-    st.caption(t(f"{NS}.from_it_caption", it=example.tokens[example.pronoun]))
+    show_chart(from_it_spec(other_key, lang, drilled), key="pr_from_it_other")
+    st.caption(t(f"{NS}.from_it_caption", it=it, best=head_label(best["layer"], best["head"]),
+                 frac=pct1(best["fraction"]), n=best["n"]))
 
     st.subheader(t(f"{NS}.flip_title"))
     show_chart(flip_spec(key, other_key, lang), key="pr_flip")
-    st.caption(t(f"{NS}.flip_caption"))
+    st.caption(t(f"{NS}.flip_caption", best=head_label(best["layer"], best["head"])))
 
     layer, head = divmod(drilled, H)
-    st.subheader(t(f"{NS}.one_head_title", head=head_label(layer, head), it=example.tokens[example.pronoun]))
+    st.subheader(t(f"{NS}.one_head_title", head=head_label(layer, head), it=it))
     show_matrix(head_spec(key, layer, head, lang), result["weights"][layer, head], list(example.tokens),
                 key="pr_head", selectable=False, file_name=f"layer{layer + 1}_head{head + 1}.csv")
-    st.caption(t(f"{NS}.one_head_caption", it=example.tokens[example.pronoun]))
+    st.caption(t(f"{NS}.one_head_caption", it=it))
 
     st.subheader(t(f"{NS}.fresh_heading"))
     st.markdown(lesson(f"{NS}/fresh"))
@@ -477,11 +539,15 @@ if example is not None:
     f = fresh(seed_, n_per_lang)
     show_chart(fresh_spec(seed_, n_per_lang, lang), key="pr_fresh")
     st.caption(t(f"{NS}.fresh_caption", acc=pct(f["accuracy"]), n=f["n"]))
+    m1, m2 = st.columns(2)
+    m1.metric(t(f"{NS}.best_metric", head=head_label(best["layer"], best["head"]), n=f["n"]),
+              pct1(float(f["agreement"][best["layer"], best["head"]])))
+    m2.metric(t(f"{NS}.best_metric_meta", n=best["n"]), pct1(best["fraction"]))
 
     facts = facts_of(example, result, other, result2, f)
     what_to_notice(facts)
     agreement_exercise(facts)
-    pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body", **quoted(facts)))
+    readout_pitfall(facts)
 
-show_code(build_example, flipped, parse_pronoun_sentence, PronounResolver.forward, resolve, pronoun_rows,
-          profile_of)
+show_code(PronounResolver.forward, resolve, referent_agreement, build_example, flipped, parse_pronoun_sentence,
+          pronoun_rows)

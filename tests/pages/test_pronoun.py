@@ -1,6 +1,7 @@
 """The "it" page in AppTest: its charts hold the shipped model's attention computed here independently
 (the sentence parsed by the grammar, the model run on it), the flip, the agreement over fresh held-out
-sentences (generated here from the task's own generator), the notices, typed sentences and their error
+sentences (generated here from the task's own generator), the resolving head and its fraction (recomputed
+here), the notices, the readout pitfall (from the recorded ablation), typed sentences and their error
 messages in both languages, every widget at its extremes, and the URL."""
 import random
 import re
@@ -12,7 +13,7 @@ import torch
 from attention_core.pronoun import referent_agreement, resolve
 from attention_core.pronoun_lab import fresh_examples, pronoun_profile
 from attention_core.tasks import make_pronoun_example, parse_pronoun_sentence, pronoun_text
-from attention_core.train import load_model
+from attention_core.train import evaluate_pronoun, load_model, load_readout_ablation
 from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page
 from ui.i18n import catalog
 
@@ -56,7 +57,12 @@ def matrix(chart) -> np.ndarray:
 
 def from_it(r) -> np.ndarray:
     L, h, n = r.from_pronoun.shape
-    return np.vstack([r.from_pronoun.reshape(L * h, n).numpy(), r.resolution.numpy()[None]])
+    return r.from_pronoun.reshape(L * h, n).numpy()
+
+
+def best_head(lm) -> tuple[int, int]:
+    layer, head = lm.meta["eval"]["best_encoder_head"]
+    return layer, head
 
 
 def notice(at) -> str:
@@ -80,10 +86,16 @@ def test_attention_from_it_is_the_models_own_for_both_adjectives(lm, lang, tired
     for text, want in ((tired, 0), (wide, 1)):
         e, r = oracle(lm, text, lang)
         m = matrix(titled(at, text))
-        assert m.shape == (9, len(e.tokens))
-        assert np.allclose(m, from_it(r), atol=1e-5)                    # every layer, head, and the answer head
+        assert m.shape == (8, len(e.tokens))
+        assert np.allclose(m, from_it(r), atol=1e-5)                    # every layer and head, nothing else
         assert np.allclose(m.sum(-1), 1.0, atol=1e-5)
         assert r.answer == want and r.token in answers
+        assert cat["pronoun.answer_top"].format(w=r.top_token, p=f"{r.top_prob:.3f}") in all_text(at)
+    layer, head = best_head(lm)
+    (frame,) = chart_data(titled(at, tired)).values()                   # the resolving head is starred
+    starred = frame[frame["query"].str.startswith("★")]["query_pos"].unique().tolist()
+    assert starred == [4 * layer + head]
+    assert f"★ L{layer + 1}·H{head + 1}" in all_text(at)
 
 
 def test_flip_chart_and_notice_quote_the_weights_on_the_nouns(lm):
@@ -93,7 +105,7 @@ def test_flip_chart_and_notice_quote_the_weights_on_the_nouns(lm):
     for s, text in enumerate((TIRED, WIDE)):
         e, r = oracle(lm, text, "en")
         rows = frame[frame["sentence_pos"] == s].sort_values(["head_pos", "noun_pos"])
-        got = rows["weight"].to_numpy().reshape(9, 2)
+        got = rows["weight"].to_numpy().reshape(8, 2)
         assert np.allclose(got, from_it(r)[:, list(e.nouns)], atol=1e-5)
         assert (rows[rows["referent"]]["noun_pos"] == e.label).all()
     text = notice(at)
@@ -101,11 +113,18 @@ def test_flip_chart_and_notice_quote_the_weights_on_the_nouns(lm):
     e2, r2 = oracle(lm, WIDE, "en")
     m = re.search(r"answers \*\*animal\*\* \(probability \*\*([\d.]+)\*\*\).*it answers \*\*street\*\*", text)
     assert m and float(m.group(1)) == pytest.approx(float(r.probs[0]), abs=5e-4)
-    m = re.search(r"The answer head puts \*\*([\d.]+)\*\*.*at most \*\*([\d.]+)\*\* on either noun", text)
-    assert float(m.group(1)) == pytest.approx(float(r.resolution[1]), abs=0.005)
-    assert float(m.group(2)) == pytest.approx(float(r.from_pronoun[..., [1, 5]].max()), abs=0.005)
-    change = (r.from_pronoun[..., 1] - r2.from_pronoun[..., 1]).abs().max()
-    m = re.search(r"by at most \*\*([\d.]+)\*\*", text)
+    layer, head = best_head(lm)
+    m = re.search(r"resolving head ★ L(\d)·H(\d) puts \*\*([\d.]+)\*\*.* on \*\*animal\*\* and \*\*([\d.]+)\*\* on "
+                  r"\*\*street\*\*", text)
+    assert m and (int(m.group(1)) - 1, int(m.group(2)) - 1) == (layer, head)
+    assert float(m.group(3)) == pytest.approx(float(r.from_pronoun[layer, head, 1]), abs=0.005)
+    assert float(m.group(4)) == pytest.approx(float(r.from_pronoun[layer, head, 5]), abs=0.005)
+    m = re.search(r"the same head puts \*\*([\d.]+)\*\* on the first noun and \*\*([\d.]+)\*\* on the second", text)
+    assert float(m.group(1)) == pytest.approx(float(r2.from_pronoun[layer, head, 1]), abs=0.005)
+    assert float(m.group(2)) == pytest.approx(float(r2.from_pronoun[layer, head, 5]), abs=0.005)
+    assert float(m.group(2)) > float(m.group(1))                         # it follows the referent: street
+    change = (r.from_pronoun[0][..., [1, 5]] - r2.from_pronoun[0][..., [1, 5]]).abs().max()
+    m = re.search(r"layer-1 head on a noun changes by at most \*\*([\d.]+)\*\*", text)
     assert float(m.group(1)) == pytest.approx(float(change), abs=0.005)
 
 
@@ -115,17 +134,27 @@ def test_fresh_sentences_agreement_equals_referent_agreement_computed_here(lm):
     rng = random.Random(7)       # the page's batch: languages taking turns, held-out noun pairs only
     examples = [make_pronoun_example(rng, lang=("en", "zh")[i % 2], split="heldout") for i in range(80)]
     agree = referent_agreement(lm.model, examples, lm.src_vocab)
-    table = matrix(titled(at, EN["pronoun.fresh_title"].format(n=80, seed=7)))   # 9 heads x 4 measures
-    assert np.allclose(table[:8, 0], agree.encoder.reshape(-1).numpy(), atol=1e-6)
-    assert table[8, 0] == pytest.approx(agree.resolution)
+    table = matrix(titled(at, EN["pronoun.fresh_title"].format(n=80, seed=7)))   # 8 heads x 4 measures
+    assert table.shape == (8, 4)
+    assert np.allclose(table[:, 0], agree.encoder.reshape(-1).numpy(), atol=1e-6)
+    assert np.allclose(table[:, 1], agree.referent.reshape(-1).numpy(), atol=1e-6)
+    assert np.allclose(table[:, 2], agree.other.reshape(-1).numpy(), atol=1e-6)
     # the mean weight from "it" on the adjective, recomputed sentence by sentence
     adj = np.mean([resolve(lm.model, e, lm.src_vocab).from_pronoun[..., e.tokens.index(e.adjective)].numpy()
                    for e in examples[:80]], axis=0)
     assert np.allclose(table[:8, 3], adj.reshape(-1), atol=1e-5)
-    best = int(table[:8, 0].argmax())
-    m = re.search(r"the best encoder head \((L\d·H\d)\) in only \*\*(\d+)%\*\*", notice(at))
-    assert m and m.group(1) == f"L{best // 4 + 1}·H{best % 4 + 1}"
-    assert int(m.group(2)) == round(100 * table[best, 0])
+    layer, head = best_head(lm)
+    m = re.search(r"★ L(\d)·H(\d) prefers the referent in \*\*(\d+)%\*\* of them", notice(at))
+    assert m and (int(m.group(1)) - 1, int(m.group(2)) - 1) == (layer, head)
+    assert int(m.group(3)) == round(100 * float(agree.encoder[layer, head]))
+    # the two numbers under the table: this batch, recomputed here; training time, recomputed here too
+    metrics = {x.label: x.value for x in at.metric}
+    label = EN["pronoun.best_metric"].format(head=f"★ L{layer + 1}·H{head + 1}", n=80)
+    assert metrics[label] == f"{100 * float(agree.encoder[layer, head]):.1f}%"
+    ev = evaluate_pronoun(lm.model)
+    assert ev["best_encoder_head"] == [layer, head] and ev["best_encoder_head_fraction"] >= 0.9
+    assert metrics[EN["pronoun.best_metric_meta"].format(n=2 * ev["n_per_lang"])] == \
+        f"{100 * ev['best_encoder_head_fraction']:.1f}%"
 
 
 def test_a_new_n_beyond_the_first_chunk_is_that_prefix_of_the_fresh_sentences(lm):
@@ -138,19 +167,17 @@ def test_a_new_n_beyond_the_first_chunk_is_that_prefix_of_the_fresh_sentences(lm
     agree = referent_agreement(lm.model, examples, lm.src_vocab)
     prof = pronoun_profile(lm.model, examples, lm.src_vocab)
     table = matrix(titled(at, EN["pronoun.fresh_title"].format(n=220, seed=0)))
-    assert np.allclose(table[:8, 0], agree.encoder.reshape(-1).numpy(), atol=1e-6)
-    assert table[8, 0] == pytest.approx(agree.resolution)
-    for col, (enc, res) in enumerate([(prof.referent, prof.resolution_referent), (prof.other, prof.resolution_other),
-                                      (prof.adjective, prof.resolution_adjective)], start=1):
-        assert np.allclose(table[:8, col], enc.reshape(-1).numpy(), atol=1e-6)
-        assert table[8, col] == pytest.approx(res, abs=1e-6)
+    assert np.allclose(table[:, 0], agree.encoder.reshape(-1).numpy(), atol=1e-6)
+    for col, enc in enumerate([prof.referent, prof.other, prof.adjective], start=1):
+        assert np.allclose(table[:, col], enc.reshape(-1).numpy(), atol=1e-6)
     assert EN["pronoun.fresh_caption"].format(acc=f"{100 * prof.accuracy:.0f}%", n=220) in all_text(at)
 
 
-def test_the_exercise_answer_follows_the_measured_fraction():
+def test_the_exercise_answer_follows_the_measured_fraction(lm):
     at = open_page("pronoun", "en")
     table = matrix(titled(at, EN["pronoun.fresh_title"].format(n=200, seed=0)))
-    best = table[:8, 0].max()
+    layer, head = best_head(lm)
+    best = table[4 * layer + head, 0]
     answer = 0 if best > 0.9 else 1 if best > 0.65 else 2 if best > 0.35 else 3
     at.radio(key="pr_ex_guess").set_value(answer).run()
     at.button(key="pr_ex_reveal").click().run()
@@ -221,7 +248,7 @@ def test_sweep_every_widget_over_its_extremes(lm):
                 box.select_index(index % len(box.options)).run()
                 assert exceptions(at) == [], (tpl, key, index)
         sentence = next(c for c in charts(at) if str(chart_spec(c).get("title", "")).startswith("The "))
-        assert matrix(sentence).shape[0] == 9
+        assert matrix(sentence).shape[0] == 8
     for n in (10, 500, 100):
         at.slider(key="n").set_value(n).run()
         assert exceptions(at) == []
@@ -252,6 +279,22 @@ def test_url_reproduces_the_view_and_survives_the_other_language(lm):
         lazy = sentence.replace("clever", "lazy").replace("聪明", "懒")
         assert titled(at, lazy) is not None
     assert all_text(at)
+
+
+# ---------------------------------------------------------------- the readout pitfall quotes the recorded ablation
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_pitfall_quotes_the_recorded_readout_ablation(lang):
+    record = load_readout_ablation()
+    seed = load_model("pronoun").meta["recipe"]["seed"]
+    runs = {r["readout"]: r for r in record["runs"] if r["seed"] == seed}
+    assert runs["word"]["best_encoder_head_fraction"] >= 0.9 > runs["two_way"]["best_encoder_head_fraction"]
+    at = open_page("pronoun", lang)
+    assert exceptions(at) == []
+    body = next(m.value for m in at.markdown if record["command"] in m.value)
+    tw, w = runs["two_way"], runs["word"]
+    for x in (tw["accuracy"]["en"], tw["accuracy"]["zh"], tw["best_encoder_head_fraction"],
+              w["best_encoder_head_fraction"]):
+        assert f"**{100 * x:.0f}%**" in body, (x, body)
 
 
 # ---------------------------------------------------------------- the page's chart builder
