@@ -22,7 +22,7 @@ from attention_core.seq2seq_lab import (
 from attention_core.tasks import REVERSE_MAX_LEN, REVERSE_MIN_LEN
 from ui import anatomy
 from ui import bottleneck_charts as bc
-from ui.charts import heatmap_spec
+from ui.charts import heatmap_spec, respec
 from ui.controls import seed as seed_control
 from ui.i18n import lesson, t
 from ui.models import curves, model
@@ -174,7 +174,7 @@ def answers_section(digits: str, res: dict) -> dict:
     status = {k: t(f"{NS}.status_{k}") for k in ("reference", "right", "wrong", "missing")}
     skeleton = anatomy.cached_spec(("tapes", bc.tape_font(len(digits))), lambda: bc.tapes_chart(
         rows, status_names=status, x_title=t(f"{NS}.position_axis")))
-    anatomy.show_chart(bc.with_data(skeleton, bc.tapes_frame(rows, status)), key="tapes")
+    anatomy.show_chart(respec(skeleton, bc.tapes_frame(rows, status)), key="tapes")
     verdict = {k: t(f"{NS}.exact_yes") if res[k] == target else t(f"{NS}.exact_no") for k in MODELS}
     right = {k: sum(marks[k][:len(target)]) for k in MODELS}
     st.markdown(t(f"{NS}.verdict", no=verdict["no_attention"], at=verdict["attention"],
@@ -214,13 +214,13 @@ def diagram_section(digits: str, res: dict) -> int:
     plain = res["no_attention"]
     skeleton = anatomy.cached_spec(("arch", bc.architecture_size(digits, plain), False),
                      lambda: bc.architecture_chart(digits, plain, len(plain), **common))
-    anatomy.show_chart(bc.with_data(skeleton, bc.architecture_frame(digits, plain, len(plain), **names_),
-                                    t(f"{NS}.arch_no", note=2 * hidden)), key="arch_no")
+    anatomy.show_chart(respec(skeleton, bc.architecture_frame(digits, plain, len(plain), **names_),
+                              title=t(f"{NS}.arch_no", note=2 * hidden)), key="arch_no")
     weights = res["alignment"][step] if len(out) else None
     skeleton = anatomy.cached_spec(("arch", bc.architecture_size(digits, out), weights is not None),
                      lambda: bc.architecture_chart(digits, out, step, weights, **common))
-    anatomy.show_chart(bc.with_data(skeleton, bc.architecture_frame(digits, out, step, weights, **names_),
-                                    t(f"{NS}.arch_at", t=step + 1, ch=out[step] if out else "—",
+    anatomy.show_chart(respec(skeleton, bc.architecture_frame(digits, out, step, weights, **names_),
+                              title=t(f"{NS}.arch_at", t=step + 1, ch=out[step] if out else "—",
                                       big=f"{len(digits) * hidden:,}")), key="arch_at")
     st.caption(t(f"{NS}.arch_caption"))
     return step

@@ -179,7 +179,7 @@ def architecture_frame(source: str, output: str, step: int, weights=None, *, enc
 
 def architecture_size(source: str, output: str) -> str:
     """The diagram's size class ("s", "m", "l"): the only thing its spec depends on besides the
-    texts, so a page can reuse one spec per class and swap in the data (``with_data``)."""
+    texts, so a page can reuse one spec per class and swap in the data (``ui.charts.respec``)."""
     width = max(len(source) + 1.5, len(output))
     return "s" if width <= 20 else ("m" if width <= 40 else "l")
 
@@ -224,13 +224,3 @@ def architecture_chart(source: str, output: str, step: int, weights=None, *, tit
         align="left", fontSize=11, color="#555555").encode(x=x, y=y, text="label:N"))
     return alt.layer(*layers, data=frame).properties(title=title, height=height, autosize=FIT_X).configure_view(
         stroke=None)
-
-
-def with_data(spec: dict, frame: pd.DataFrame, title: str | None = None) -> dict:
-    """A copy of a finished spec (``ui.charts.to_spec``) with another table and title: for charts whose
-    spec depends only on a size class, building it once and swapping the data skips Altair."""
-    out = dict(spec)
-    out["datasets"] = {"data": frame}
-    if title is not None:
-        out["title"] = title
-    return out

@@ -385,8 +385,10 @@ def respec(skeleton: dict, frame: pd.DataFrame, *, sort: dict | None = None, dom
     ``selection``: parameter name -> its new initial value. ``top``: top-level properties (title,
     width, height; None removes one). Each page's use is checked by a test against a freshly built spec.
     """
-    out = copy.deepcopy({k: v for k, v in skeleton.items() if k != "datasets"})
     sort, domain = sort or {}, domain or {}
+    out = {k: v for k, v in skeleton.items() if k != "datasets"}   # top-level changes only: a shallow copy
+    if sort or domain or selection:
+        out = copy.deepcopy(out)
 
     def walk(node) -> None:
         if isinstance(node, dict):
@@ -407,7 +409,8 @@ def respec(skeleton: dict, frame: pd.DataFrame, *, sort: dict | None = None, dom
             for value in node:
                 walk(value)
 
-    walk(out)
+    if sort or domain:
+        walk(out)
     for param in out.get("params", []):
         if selection and param.get("name") in selection:
             param["value"] = selection[param["name"]]
