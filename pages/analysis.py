@@ -129,8 +129,10 @@ def stats(b: int, seed_: int, mix: str, tau: float, normalize: bool) -> dict:
 def patterns(b: int, seed_: int, mix: str) -> dict:
     _, rows = full_batch(seed_, mix)
     labels = torch.cat([chunk_labels(seed_, mix, c) for c in range((b - 1) // CHUNK + 1)])[:b]
-    prof = profile_of(prefix_rows(rows, b))
-    return {"counts": count_labels(labels).numpy(), "adjective": prof.adjective.numpy()}
+    part = prefix_rows(rows, b)
+    prof = profile_of(part)
+    return {"counts": count_labels(labels).numpy(), "adjective": prof.adjective.numpy(),
+            "agree": part.agree.float().mean(0).numpy()}     # (L, h): "it" weighs the referent over the other noun
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -361,6 +363,9 @@ def facts_of(st_: dict, pats: dict, s: dict, layer: int, head: int, query: int, 
         "roll_k": labels[int(others.argmax())], "roll_w": f"{others.max():.2f}",
         "last_k": labels[int(last.argmax())], "last_w": f"{last.max():.2f}", "L": L,
         "roll_self": f"{roll[query]:.2f}",
+        "adj_head": head_label(*divmod(int(pats["adjective"].argmax()), h)),
+        "adj_w": f"{float(pats['adjective'].max()):.2f}",
+        "ref_head": head_label(*divmod(int(pats["agree"].argmax()), h)), "ref_frac": pct(float(pats["agree"].max())),
     }
 
 
@@ -451,7 +456,7 @@ st.vega_lite_chart(heads_spec(seed_, mix, idx, lang), key="an_heads", width="con
 st.caption(t(f"{NS}.heads_caption"))
 
 L, H = s["weights"].shape[:2]
-clue = int(pats["adjective"].argmax())                # the head that looks most at the clue, over the batch
+clue = int(pats["agree"].argmax())     # the head whose attention from "it" most often prefers the referent
 st.subheader(t(f"{NS}.geometry_heading"))
 st.markdown(lesson(f"{NS}/geometry"))
 layer, head, query = head_and_query(s, clue, H, L)

@@ -208,6 +208,28 @@ def test_geometry_of_a_trained_head_from_the_models_own_projections(lm):
     assert np.allclose(w.numpy(), resolve(lm.model, e, lm.src_vocab).weights[0][2].numpy(), atol=1e-5)
 
 
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_default_head_is_the_one_that_finds_the_referent_over_the_batch(lm, lang):
+    """Without a choice, the geometry shows the head whose attention from "it" most often weighs the
+    referent more than the other noun over the page's batch (recomputed here sentence by sentence), and
+    the patterns notice quotes it and its fraction."""
+    at = open_page("analysis", lang)
+    assert exceptions(at) == []
+    agree = np.zeros((2, 4))
+    exs = examples(0, 64)
+    for e in exs:
+        f = resolve(lm.model, e, lm.src_vocab).from_pronoun
+        agree += (f[..., e.referent] > f[..., e.nouns[1 - e.label]]).double().numpy()
+    agree /= len(exs)
+    layer, head = divmod(int(agree.argmax()), 4)
+    assert agree.max() >= 0.9 and layer == 1
+    name = f"L{layer + 1}·H{head + 1}"
+    assert at.selectbox(key="head").placeholder == catalog(lang)["analysis.auto"].format(x=name)
+    assert titled(at, catalog(lang)["analysis.geo_title"].format(head=name, q="it")) is not None
+    text = "\n".join(m.value for m in at.markdown if m.value.startswith("- "))
+    assert f"**{name}**" in text and f"**{100 * agree.max():.0f}%**" in text
+
+
 def test_rollout_equals_a_numpy_rollout_of_the_models_weights(lm):
     at = open_page("analysis", "en")
     w = per_sentence(lm, examples(0, 1))[0]                  # (L, h, n, n)
