@@ -138,3 +138,23 @@ def test_deep_link_on_a_fresh_server_goes_through_the_router(browser):
     assert catalog("zh")[f"{key}.title"] in body          # the page, in the language of the link
     assert "中文" in sidebar and catalog("zh")["nav.home"] in sidebar  # router's switch and navigation
     assert outside == []
+
+
+def test_clicking_a_heatmap_cell_selects_its_query_row(server, browser):
+    """A real click on a heatmap cell (Vega's point selection, returned by st.vega_lite_chart with
+    on_select="rerun") makes that cell's query the row the page explains below the heatmap."""
+    page, _outside, _console, _took = visit(browser, f"{server}/masking?lang=en", "masking_click")
+
+    def row_captions():
+        return [c for c in page.locator("[data-testid='stCaptionContainer']").all_inner_texts()
+                if c.startswith("Row of query")]
+
+    assert any("“The”" in c for c in row_captions()), row_captions()        # the default: first visible row
+    chart = page.locator("[data-testid='stVegaLiteChart']").nth(1)        # the padding section's weights
+    cell = chart.locator("g.mark-rect path[aria-label*='query: sat;']").first
+    cell.scroll_into_view_if_needed()
+    cell.click(position={"x": 4, "y": 4})                                  # a corner: the number sits mid-cell
+    page.wait_for_function("[...document.querySelectorAll('[data-testid=stCaptionContainer]')]"
+                           ".some(e => e.innerText.startsWith('Row of query “sat”'))", timeout=30_000)
+    assert any("“sat”" in c and "exactly 0" in c for c in row_captions()), row_captions()
+    page.close()
