@@ -375,7 +375,11 @@ def live_run(task: str = "dates", *, attention: bool = True, seed: int = 0, batc
 
     Seq2seq models use hidden size 64 here (128 in the shipped ones). Measured on the shared 2-core
     machine: 200 date steps take about 15 s and end near loss 0.13 with "march 5, 2017" already
-    decoded right and a readable alignment; the pronoun model resolves the probe within 200 steps.
+    decoded right and a readable alignment. The pronoun model (the shipped encoder and word readout)
+    learns better at lr 3e-3 than at the default 1e-2 (batch 32, one thread: 300-step runs at 1e-2 end
+    near loss 1.5-1.7, 400-step runs at 3e-3 near 0.5-0.6, in about 5 s); after those 400 steps it names
+    the tutorial's probe right and a last-layer head puts 0.76-0.94 of the attention from "it" on the
+    referent (seeds 0 and 1).
     """
     recipe = {"dates": RECIPES["dates"], "reverse": RECIPES["reverse_attn"], "pronoun": RECIPES["pronoun"]}[task]
     config = dict(recipe.config)

@@ -1,9 +1,11 @@
-"""Training live: a short, capped training run of a small Seq2Seq model in the app, with the loss
-curve and alignment snapshots, so the learner watches attention learn where to look.
+"""Training live: a short, capped training run of a small model in the app, with the loss curve and
+attention snapshots, so the learner watches attention learn where to look.
 
 Second tutorial's TransformerTrainer (fixed: AdamW, a schedule that ends with the run, seeded) on
-the first tutorial's Seq2Seq with Bahdanau attention. A run starts only when the button is pressed,
-never on a rerun; its results stay in the session so the page stays responsive afterwards.
+the first tutorial's Seq2Seq with Bahdanau attention (dates, reversal: the snapshot is the alignment)
+or on the "it" page's encoder with its word readout (pronoun: the snapshot is the attention from "it"
+in every layer and head, and nothing but the answer's word is supervised). A run starts only when the
+button is pressed, never on a rerun; its results stay in the session so the page stays responsive.
 """
 from __future__ import annotations
 
@@ -14,26 +16,40 @@ import numpy as np
 import streamlit as st
 import torch
 
+from attention_core.pronoun import pronoun_loss
 from attention_core.seq2seq import seq2seq_loss
 from attention_core.seq2seq_lab import clean_digits, matching_form, smooth
-from attention_core.tasks import MAX_DATE_INPUT, normalize_date_text, unknown_chars
+from attention_core.tasks import (
+    MAX_DATE_INPUT,
+    PronounExample,
+    normalize_date_text,
+    parse_pronoun_sentence,
+    pronoun_text,
+    unknown_chars,
+)
 from attention_core.train import LIVE_PROBES, live_run
 from attention_core.trainer import TransformerTrainer, seed_warmup_cosine, warmup_cosine
 from ui import anatomy
 from ui import training_charts as tc
 from ui.alignment_charts import visible_chars
-from ui.charts import heatmap, heatmap_like, to_spec
+from ui.charts import heatmap, heatmap_like, to_spec, unique_labels
 from ui.controls import seed as seed_control
 from ui.i18n import current_lang, lesson, t
 
 NS = "training"
-TASKS = {"dates": "march 5, 2017 → 2017-03-05", "reverse": "12345 → 54321"}   # same label in both languages
+TASKS = {"dates": "march 5, 2017 → 2017-03-05", "reverse": "12345 → 54321",     # same label in both languages
+         "pronoun": "“it” → animal / street"}
 TIME_CAP = 20.0           # seconds: the run stops here whatever the step count (2-core machine)
 STEPS = (10, 600, 250)    # min, max, default
 EVERY = (5, 100, 25)
 MAX_REVERSE_PROBE = 20
 KEEP_RUNS = 4             # runs kept in the session for comparison
 LR, WARMUP = 1e-2, 20     # live_run's defaults: a fast schedule for a short run
+LRS = {"dates": LR, "reverse": LR, "pronoun": 3e-3}   # the encoder learns less steadily at 1e-2 (loss ~1.7 after
+#                                                      300 steps, against ~0.5 at 3e-3, seeds 0-2 measured)
+PRONOUN_PARSE_ERRORS = {"empty": "err_empty", "too_long": "err_too_long", "unknown_word": "err_unknown_word",
+                        "no_template": "err_no_template", "bad_noun": "err_bad_noun",
+                        "bad_adjective": "err_bad_adjective", "same_noun": "err_same_noun"}
 FORMULA = (r"\mathcal{L} = -\frac{1}{T}\sum_{t=1}^{T}\log p_\theta\big(y_t \mid y_{<t},\, x\big),\qquad "
            r"\eta_s = \eta\cdot\begin{cases}\dfrac{s+1}{w} & s < w\\[4pt]"
            r"\tfrac12\big(1+\cos\big(\pi\,\frac{s-w}{S-1-w}\big)\big) & s \ge w\end{cases}")
@@ -83,7 +99,9 @@ def controls() -> dict | None:
                                 format_func=TASKS.get, key="task", bind="query-params", help=t(f"{NS}.task_help"))
     task = task if task in TASKS else "dates"
     attention = c2.toggle(t(f"{NS}.attention"), value=True, key="attn", bind="query-params",
-                          help=t(f"{NS}.attention_help"))
+                          help=t(f"{NS}.attention_help_pronoun" if task == "pronoun" else f"{NS}.attention_help"),
+                          disabled=task == "pronoun")
+    attention = True if task == "pronoun" else attention      # the encoder is made of attention
     with c3:
         seed = seed_control()
     c4, c5 = st.columns(2)
@@ -105,6 +123,14 @@ def controls() -> dict | None:
         if bad:
             anatomy.problem(f"{NS}.err_unknown", chars=quoted(bad))
             return None
+    elif task == "pronoun":
+        typed = st.text_input(t(f"{NS}.probe_pronoun"), value=t(f"{NS}.probe_pronoun_default"), key="probe_pronoun",
+                              bind="query-params", max_chars=400, help=t(f"{NS}.probe_pronoun_help"))
+        example = pronoun_probe(typed)
+        if example is None:
+            return None
+        return {"task": task, "attention": True, "seed": int(seed), "steps": int(steps), "every": int(every),
+                "probe": typed, "referent": example.tokens[example.referent]}
     else:
         typed = st.text_input(t(f"{NS}.probe_reverse"), value=LIVE_PROBES["reverse"], key="probe_reverse",
                               bind="query-params", max_chars=400, help=t(f"{NS}.probe_help"))
@@ -122,9 +148,36 @@ def controls() -> dict | None:
             "every": int(every), "probe": probe}
 
 
+def sentence_language(text: str) -> str:
+    """Chinese if the text holds any CJK character, else English (as on the "it" page)."""
+    return "zh" if any("\u3000" <= c <= "\u9fff" or "\uff00" <= c <= "\uffef" for c in text) else "en"
+
+
+def pronoun_probe(text: str) -> PronounExample | None:
+    """The typed probe sentence parsed by the grammar; None after the "it" page's message for it."""
+    lang = sentence_language(text)
+    parsed = parse_pronoun_sentence(text, lang)
+    if parsed.ok:
+        return parsed.example
+    anatomy.problem(f"pronoun.{PRONOUN_PARSE_ERRORS[parsed.error]}", word=anatomy.md_escape(parsed.detail),
+                    max=parsed.detail, lang=t(f"pronoun.lang_{lang}"))
+    return None
+
+
 def quoted(chars: list[str], limit: int = 8) -> str:
     shown = t(f"{NS}.sep").join(f"«{anatomy.md_escape(c)}»" for c in visible_chars("".join(chars[:limit])))
     return shown + ("…" if len(chars) > limit else "")
+
+
+def snap_title(task: str, step: int, out: str) -> str:
+    return t(f"{NS}.snap_title_pronoun" if task == "pronoun" else f"{NS}.snap_title", step=step, out=out)
+
+
+def axis(task: str, which: str) -> str:
+    """Axis titles of the snapshot heatmaps: input x output characters, or tokens x heads."""
+    if task == "pronoun":
+        return t(f"{NS}.token_axis") if which == "x" else t(f"{NS}.head_axis")
+    return t(f"{NS}.input_axis") if which == "x" else t(f"{NS}.output_axis")
 
 
 def run_name(cfg: dict, number: int) -> str:
@@ -134,20 +187,43 @@ def run_name(cfg: dict, number: int) -> str:
 
 
 def is_right(cfg: dict, out: str) -> bool:
-    """Reversal: the digits backwards. Dates: the answer is a date that the probe is a supported form of."""
+    """Reversal: the digits backwards. Dates: the answer is a date that the probe is a supported form of.
+    Pronoun: the referent's word."""
+    if cfg["task"] == "pronoun":
+        return out == cfg["referent"]
     if cfg["task"] == "reverse":
         return out == cfg["probe"][::-1]
     return matching_form(cfg["probe"], out) is not None
 
 
+def snap_of(task: str, snapshot) -> tuple[str, np.ndarray | None]:
+    """(what the model answers, its attention matrix) from a live_run snapshot: the alignment (output x
+    input characters) of a Translation; for the pronoun task the answer's word and the attention from
+    "it" of every layer and head ((L * h) x tokens) of a Resolution."""
+    if task == "pronoun":
+        f = snapshot.from_pronoun.numpy()
+        return snapshot.token, f.reshape(-1, f.shape[-1])
+    return snapshot.output, snapshot.alignment.numpy() if snapshot.alignment is not None else None
+
+
+def head_rows(n_layers: int, n_heads: int) -> list[str]:
+    return [t("pronoun.head_label", layer=a + 1, head=b + 1) for a in range(n_layers) for b in range(n_heads)]
+
+
 @st.cache_data(max_entries=16, show_spinner=False)
 def untrained(task: str, seed: int, probe: str) -> dict:
     """The probe through a freshly initialised attention model (step 0): how attention starts out."""
-    run = live_run(task, attention=True, seed=seed, lr=LR, warmup_steps=WARMUP, probe=probe)
+    run = live_run(task, attention=True, seed=seed, lr=LRS[task], warmup_steps=WARMUP, probe=probe)
     with torch.inference_mode():
         snap = run.snapshot(run.model)
-    w = snap.alignment.numpy()
-    return {"peak": float(w.max(-1).mean()) if w.size else float("nan"), "uniform": 1 / max(len(probe), 1)}
+    _, w = snap_of(task, snap)
+    n = w.shape[-1] if task == "pronoun" else len(probe)
+    out = {"peak": float(w.max(-1).mean()) if w.size else float("nan"), "uniform": 1 / max(n, 1)}
+    if task == "pronoun":
+        e = run.probe
+        out.update(ref=float(w[:, e.referent].mean()), other=float(w[:, e.nouns[1 - e.label]].mean()),
+                   ref_word=e.tokens[e.referent])
+    return out
 
 
 # ------------------------------------------------------------------ the run (only on the button)
@@ -158,7 +234,8 @@ def train(cfg: dict, number: int) -> dict | None:
         anatomy.problem(f"{NS}.err_busy")
         return None
     try:
-        run = live_run(cfg["task"], attention=cfg["attention"], seed=cfg["seed"], lr=LR, warmup_steps=WARMUP,
+        task = cfg["task"]
+        run = live_run(task, attention=cfg["attention"], seed=cfg["seed"], lr=LRS[task], warmup_steps=WARMUP,
                        probe=cfg["probe"])
         bar = st.progress(0.0, text=t(f"{NS}.progress_start"))
         loss_box, snap_box = st.empty(), st.empty()
@@ -167,7 +244,13 @@ def train(cfg: dict, number: int) -> dict | None:
         skeleton = chart(("loss_live", cfg["steps"], name), lambda: tc.loss_chart(   # built once per run
             [(name, [1.0])], title="", x_title=t(f"{NS}.step_axis"), y_title=t(f"{NS}.loss_axis"),
             smooth_title=t(f"{NS}.smooth", k=tc.SMOOTH), max_step=cfg["steps"]))
-        source = visible_chars(run.probe)
+        if task == "pronoun":
+            e = run.probe
+            source = unique_labels(list(e.tokens))
+            rows = head_rows(len(run.model.encoder.layers), run.model.config.num_heads)
+            shown = pronoun_text(e.tokens, e.lang)
+        else:
+            source, rows, shown = visible_chars(run.probe), None, run.probe
 
         def on_step(p) -> None:
             losses.append(p.loss)
@@ -175,13 +258,12 @@ def train(cfg: dict, number: int) -> dict | None:
             bar.progress(min(p.step / p.steps, 1.0), text=t(f"{NS}.progress", step=p.step, steps=p.steps,
                                                             loss=f"{p.loss:.3f}", s=f"{p.elapsed:.1f}"))
             if p.snapshot is not None:
-                out = p.snapshot.output
-                w = p.snapshot.alignment.numpy() if p.snapshot.alignment is not None else None
+                out, w = snap_of(task, p.snapshot)
                 snaps.append((p.step, out, w))
                 if w is not None and len(out):
                     snap_box.vega_lite_chart(to_spec(heatmap(
-                        w, list(out), source, title=t(f"{NS}.snap_title", step=p.step, out=out),
-                        x_title=t(f"{NS}.input_axis"), y_title=t(f"{NS}.output_axis"),
+                        w, rows or list(out), source, title=snap_title(task, p.step, out),
+                        x_title=axis(task, "x"), y_title=axis(task, "y"),
                         value_title=t("common.weight"), selectable=False, show_numbers=False,
                         height=320)), width="stretch")
                 else:
@@ -195,14 +277,13 @@ def train(cfg: dict, number: int) -> dict | None:
                         snapshot_every=cfg["every"], max_seconds=TIME_CAP)
         seconds = time.perf_counter() - start
         if not snaps or snaps[-1][0] != len(losses):          # a capped run: one last look at the probe
-            final = run.snapshot(run.model)
-            snaps.append((len(losses), final.output,
-                          final.alignment.numpy() if final.alignment is not None else None))
+            snaps.append((len(losses), *snap_of(task, run.snapshot(run.model))))
         bar.progress(1.0, text=t(f"{NS}.progress_done", steps=len(losses), s=f"{seconds:.1f}"))
         loss_box.empty()
         snap_box.empty()
         return {"cfg": cfg, "name": name, "losses": losses, "lrs": lrs, "snaps": snaps, "seconds": seconds,
-                "capped": len(losses) < cfg["steps"], "source": run.probe}
+                "capped": len(losses) < cfg["steps"], "source": shown, "cols": source, "rows": rows,
+                "probe": run.probe}
     finally:
         lock.release()
 
@@ -220,7 +301,8 @@ def results_section(run: dict) -> dict:
                        key="loss")
     st.caption(t(f"{NS}.loss_caption", k=tc.SMOOTH))
 
-    st.subheader(t(f"{NS}.snaps_title", name=run["name"]))
+    task = run["cfg"]["task"]
+    st.subheader(t(f"{NS}.snaps_title_pronoun" if task == "pronoun" else f"{NS}.snaps_title", name=run["name"]))
     snaps = run["snaps"]
     steps = [s for s, _, _ in snaps]
     with_w = [(s, o, w) for s, o, w in snaps if w is not None and len(o)]
@@ -228,21 +310,22 @@ def results_section(run: dict) -> dict:
         st.session_state["snap_pick"] = steps[-1]
     picked = st.select_slider(t(f"{NS}.snap_pick"), steps, key="snap_pick") if len(steps) > 1 else steps[0]
     step, out, w = next(x for x in snaps if x[0] == picked)
-    source = visible_chars(run["source"])
+    source = run["cols"]
+    rows = run["rows"] or list(out)
     if w is not None and len(out):
-        skeleton = chart(("snap", w.shape), lambda: heatmap(          # one spec per shape, the data swapped in
-            w, list(out), source, title="", x_title=t(f"{NS}.input_axis"), y_title=t(f"{NS}.output_axis"),
+        skeleton = chart(("snap", task, w.shape), lambda: heatmap(    # one spec per shape, the data swapped in
+            w, rows, source, title="", x_title=axis(task, "x"), y_title=axis(task, "y"),
             value_title=t("common.weight"), selectable=False, show_numbers=len(source) <= 16,
-            height=28 * len(out) + 150))
-        anatomy.show_matrix(heatmap_like(skeleton, w, list(out), source, t(f"{NS}.snap_title", step=step, out=out)),
-                            w, list(out), source, key="snap", selectable=False, file_name=f"alignment_step_{step}.csv")
+            height=28 * len(rows) + 150))
+        anatomy.show_matrix(heatmap_like(skeleton, w, rows, source, snap_title(task, step, out)),
+                            w, rows, source, key="snap", selectable=False, file_name=f"attention_step_{step}.csv")
     else:
         st.info(t(f"{NS}.no_alignment", out=anatomy.md_escape(out) or "—"), icon=":material/info:")
     if len(with_w) > 1:
         st.markdown(f"**{t(f'{NS}.grid_title')}**")
         anatomy.show_chart(chart(("grid", run["name"]), lambda: tc.snapshots_chart(
-            with_w[-12:], run["source"], label=t(f"{NS}.panel"), weight_title=t("common.weight"),
-            x_title=t(f"{NS}.input_axis"), y_title=t(f"{NS}.output_axis"))), key="grid")
+            with_w[-12:], run["cols"], label=t(f"{NS}.panel"), weight_title=t("common.weight"),
+            x_title=axis(task, "x"), y_title=axis(task, "y"), row_labels=run["rows"])), key="grid")
     table = {t(f"{NS}.col_step"): steps, t(f"{NS}.col_output"): [o or "—" for _, o, _ in snaps],
              t(f"{NS}.col_right"): ["✓" if is_right(run["cfg"], o) else "✗" for _, o, _ in snaps]}
     if with_w:
@@ -274,6 +357,13 @@ def notices(run: dict) -> None:
         items.append(t(f"{NS}.notice_not_yet", out=anatomy.md_escape(final) or "—", probe=probe))
     if not run["cfg"]["attention"]:
         items.append(t(f"{NS}.notice_try_attention"))
+    if run["cfg"]["task"] == "pronoun" and with_w:
+        e, (s1, _, w1) = run["probe"], with_w[-1]
+        ref, other = w1[:, e.referent], w1[:, e.nouns[1 - e.label]]
+        best = int((ref - other).argmax())
+        items.append(t(f"{NS}.notice_pronoun_head", step=s1, head=run["rows"][best], ref=anatomy.md_escape(
+            e.tokens[e.referent]), w=f"{ref[best]:.2f}", other=anatomy.md_escape(e.tokens[e.nouns[1 - e.label]]),
+            wo=f"{other[best]:.2f}"))
     others = [r for r in runs() if r is not run and r["cfg"]["task"] == run["cfg"]["task"]
               and r["cfg"]["attention"] != run["cfg"]["attention"]]
     if others:
@@ -308,7 +398,9 @@ st.markdown(lesson(f"{NS}/run"))
 anatomy.formula(FORMULA, t(f"{NS}.formula_caption"))
 
 cfg = controls()
-st.caption(t(f"{NS}.facts", cap=f"{TIME_CAP:.0f}", lr=LR, warmup=WARMUP))
+task_now = cfg["task"] if cfg else None
+st.caption(t(f"{NS}.facts_pronoun" if task_now == "pronoun" else f"{NS}.facts", cap=f"{TIME_CAP:.0f}",
+             lr=LRS.get(task_now, LR), warmup=WARMUP))
 if cfg is not None and st.button(t(f"{NS}.train"), key="train", type="primary", icon=":material/play_arrow:"):
     number = st.session_state.get("_train_count", 0) + 1
     result = train(cfg, number)
@@ -333,10 +425,18 @@ else:
     notices(run)
 
 start = untrained(cfg["task"], cfg["seed"], cfg["probe"]) if cfg else None
-explain = t(f"{NS}.ex_explain")
-if start is not None:
-    explain += " " + t(f"{NS}.ex_numbers", peak=f"{start['peak']:.3f}", uniform=f"{start['uniform']:.3f}")
-anatomy.exercise("tr_ex", t(f"{NS}.ex_question"), [t(f"{NS}.ex_a"), t(f"{NS}.ex_b"), t(f"{NS}.ex_c")], 1, explain)
+if task_now == "pronoun":
+    explain = t(f"{NS}.ex_explain_pronoun", peak=f"{start['peak']:.3f}", uniform=f"{start['uniform']:.3f}",
+                ref=anatomy.md_escape(start["ref_word"]), wr=f"{start['ref']:.3f}", wo=f"{start['other']:.3f}")
+    anatomy.exercise("tr_ex_pr", t(f"{NS}.ex_question_pronoun"),
+                     [t(f"{NS}.ex_pr_a"), t(f"{NS}.ex_pr_b"), t(f"{NS}.ex_pr_c")], 1, explain)
+else:
+    explain = t(f"{NS}.ex_explain")
+    if start is not None:
+        explain += " " + t(f"{NS}.ex_numbers", peak=f"{start['peak']:.3f}", uniform=f"{start['uniform']:.3f}")
+    anatomy.exercise("tr_ex", t(f"{NS}.ex_question"), [t(f"{NS}.ex_a"), t(f"{NS}.ex_b"), t(f"{NS}.ex_c")], 1,
+                     explain)
 anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=TUTORIAL_SCHEDULE,
                 demo=lambda: schedule_demo(cfg["steps"] if cfg else STEPS[2]))
-anatomy.show_code(live_run, TransformerTrainer.fit, TransformerTrainer.train_step, warmup_cosine, seq2seq_loss)
+anatomy.show_code(live_run, TransformerTrainer.fit, TransformerTrainer.train_step, warmup_cosine,
+                  pronoun_loss if task_now == "pronoun" else seq2seq_loss)

@@ -52,17 +52,21 @@ def loss_chart(runs: Sequence[tuple[str, Sequence[float]]], *, title: str, x_tit
     return alt.layer(raw, mean, data=frame).properties(title=title, height=height, autosize=FIT_X)
 
 
-def snapshots_frame(snapshots: Sequence[tuple[int, str, np.ndarray]], source: str, label: str) -> pd.DataFrame:
+def snapshots_frame(snapshots: Sequence[tuple[int, str, np.ndarray]], source: str | Sequence[str], label: str,
+                    row_labels: Sequence[str] | None = None) -> pd.DataFrame:
     """Long form of every snapshot's alignment: (step, output row, input column, weight).
 
-    ``label`` is a format string with {step} and {out} for the panel titles."""
+    ``label`` is a format string with {step} and {out} for the panel titles. ``source``: the input's
+    characters (a string) or tokens; ``row_labels``: the rows' names when they are not the output's
+    characters (e.g. the heads of an encoder, with the attention from one token in each row)."""
     parts = []
     for step, output, w in snapshots:
         w = np.asarray(w, dtype=np.float64)
         r, c = np.meshgrid(np.arange(w.shape[0]), np.arange(w.shape[1]), indexing="ij")
         parts.append(pd.DataFrame({"step": step, "panel": label.format(step=step, out=output or "—"),
                                    "row": r.ravel(), "col": c.ravel(), "weight": w.ravel(),
-                                   "out_char": np.repeat(list(output), w.shape[1]) if w.size else [],
+                                   "out_char": np.repeat(list(output) if row_labels is None else list(row_labels),
+                                                         w.shape[1]) if w.size else [],
                                    "in_char": np.tile([" " if ch == " " else ch for ch in source], w.shape[0])}))
     if not parts:
         return pd.DataFrame({"step": [], "panel": [], "row": [], "col": [], "weight": [], "out_char": [],
@@ -70,11 +74,12 @@ def snapshots_frame(snapshots: Sequence[tuple[int, str, np.ndarray]], source: st
     return pd.concat(parts, ignore_index=True)
 
 
-def snapshots_chart(snapshots: Sequence[tuple[int, str, np.ndarray]], source: str, *, label: str,
-                    weight_title: str, x_title: str, y_title: str, columns: int = 4) -> alt.FacetChart:
+def snapshots_chart(snapshots: Sequence[tuple[int, str, np.ndarray]], source: str | Sequence[str], *, label: str,
+                    weight_title: str, x_title: str, y_title: str, columns: int = 4,
+                    row_labels: Sequence[str] | None = None) -> alt.FacetChart:
     """Every snapshot as a small heatmap (rows: output position, columns: input position), in the
     order they were taken, so the alignment can be seen forming; 0..1 colour scale as everywhere."""
-    frame = snapshots_frame(snapshots, source, label)
+    frame = snapshots_frame(snapshots, source, label, row_labels)
     order = list(dict.fromkeys(frame.sort_values("step")["panel"]))
     n_in = max(len(source), 1)
     cell = max(4, min(14, 220 // n_in))

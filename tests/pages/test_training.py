@@ -23,9 +23,9 @@ def one_thread():
     torch.set_num_threads(n)
 
 
-def reference(task="dates", attention=True, seed=0, steps=STEPS, every=EVERY, probe=None):
+def reference(task="dates", attention=True, seed=0, steps=STEPS, every=EVERY, probe=None, lr=1e-2):
     """The page's run, done here: live_run + TransformerTrainer.fit with the page's settings."""
-    run = live_run(task, attention=attention, seed=seed, lr=1e-2, warmup_steps=20, probe=probe)
+    run = live_run(task, attention=attention, seed=seed, lr=lr, warmup_steps=20, probe=probe)
     snaps = []
     losses = run.trainer.fit(run.batches, steps, lambda p: snaps.append((p.step, p.snapshot)) if p.snapshot else None,
                              snapshot_fn=run.snapshot, snapshot_every=every)
@@ -140,6 +140,62 @@ def test_reversal_run_and_snapshot_slider():
     hm = frame(titled(at, EN["training.snap_title"].format(step=10, out=first.output)))
     grid = hm.pivot(index="query_pos", columns="key_pos", values="value").to_numpy()
     assert np.allclose(grid, first.alignment.numpy(), atol=1e-6) and grid.shape[1] == 5
+
+
+@pytest.mark.parametrize("lang,probe", [("en", "The trophy didn't fit in the suitcase because it was too big."),
+                                        ("zh", "动物没有过马路，因为它太宽了")])
+def test_pronoun_run_lowers_the_loss_and_snapshots_the_attention_from_it(lang, probe):
+    """The "it" task: the encoder with its word readout, lr 3e-3; the snapshots are the attention from
+    "it" of every layer and head, exactly those of the same seeded run done here."""
+    cat = catalog(lang)
+    at = open_page("training", lang, params={"task": "“it” → animal / street", "probe_pronoun": probe})
+    assert exceptions(at) == []
+    assert at.toggle(key="attn").disabled
+    at = short_run(at, steps=60, every=20)
+    losses, snaps = reference("pronoun", steps=60, every=20, probe=probe, lr=3e-3)
+    name = cat["training.run_name"].format(n=1, task=cat["training.task_pronoun"], attn=cat["training.with_attn"],
+                                           seed=0, steps=60)
+    loss = frame(titled(at, cat["training.loss_chart"]))
+    assert np.allclose(loss[loss["run"] == name].sort_values("step")["loss"], losses, atol=1e-6)
+    assert np.mean(losses[-10:]) < 0.7 * np.mean(losses[:10])                  # training lowered the loss
+    step, last = snaps[-1]
+    hm = frame(titled(at, cat["training.snap_title_pronoun"].format(step=step, out=last.token)))
+    grid = hm.pivot(index="query_pos", columns="key_pos", values="value").to_numpy()
+    assert grid.shape == (8, len(last.from_pronoun[0, 0]))                     # 2 layers x 4 heads, every token
+    assert np.allclose(grid, last.from_pronoun.reshape(8, -1).numpy(), atol=1e-6)
+    assert np.allclose(grid.sum(1), 1.0, atol=1e-5)
+    panels = frame([c for c in charts(at) if "facet" in chart_spec(c)][0])
+    assert sorted(panels["step"].unique()) == [s for s, _ in snaps]
+    # the notice names the head whose attention from "it" most prefers the referent at the last snapshot
+    e = live_run("pronoun", probe=probe).probe
+    w = last.from_pronoun.reshape(8, -1).numpy()
+    best = int((w[:, e.referent] - w[:, e.nouns[1 - e.label]]).argmax())
+    text = notices(at)
+    assert f"**L{best // 4 + 1}·H{best % 4 + 1}**" in text and f"**{w[best, e.referent]:.2f}**" in text
+
+
+def test_pronoun_exercise_quotes_the_untrained_model():
+    at = open_page("training", "en", params={"task": "“it” → animal / street"})
+    run = live_run("pronoun", seed=0, lr=3e-3, warmup_steps=20)
+    with torch.no_grad():
+        w = run.snapshot(run.model).from_pronoun.reshape(8, -1).numpy()
+    at.radio(key="tr_ex_pr_guess").set_value(1).run()
+    at.button(key="tr_ex_pr_reveal").click().run()
+    assert [x.value for x in at.success] == [EN["common.correct"]]
+    assert f"**{w.max(-1).mean():.3f}**" in all_text(at)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("text,key", [
+    ("", "err_empty"), ("<b>it</b> was too tired", "err_unknown_word"),
+    ("The dog didn't cross the street because it was too heavy", "err_bad_adjective")])
+def test_bad_pronoun_probes_give_the_it_pages_message(lang, text, key):
+    at = open_page("training", lang, params={"task": "“it” → animal / street", "probe_pronoun": text})
+    assert exceptions(at) == []
+    head = catalog(lang)[f"pronoun.{key}"].split("“")[0].split("{")[0]
+    assert head in "\n".join(w.value for w in at.warning)
+    assert not [b for b in at.button if b.key == "train"]
+    assert "<b>" not in "".join(m.value for m in at.markdown)
 
 
 # ---------------------------------------------------------------- bad input, URL, pitfall, exercise
