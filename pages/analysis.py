@@ -38,6 +38,7 @@ from ui import analysis_charts as ac
 from ui import models
 from ui import multihead_charts as mc
 from ui.anatomy import (
+    cached_spec,
     exercise,
     formula,
     header,
@@ -50,7 +51,7 @@ from ui.anatomy import (
     show_code,
     show_matrix,
 )
-from ui.charts import heatmap, heatmap_frame, to_spec, unique_labels
+from ui.charts import heatmap_spec, respec, to_spec, unique_labels
 from ui.controls import seed as seed_control
 from ui.i18n import current_lang, lesson, t
 
@@ -179,26 +180,6 @@ def spec_of(chart) -> dict:
     return to_spec(chart) or chart.to_dict(validate=False)
 
 
-@st.cache_resource(max_entries=64, show_spinner=False)
-def skeleton(cache_id: tuple, _build) -> dict:
-    """A chart's Vega-Lite spec without its data, built once per ``cache_id`` (every plain value the
-    encoding depends on: shape, labels, titles, domain): a new batch size only brings new data."""
-    return {k: v for k, v in to_spec(_build()).items() if k != "datasets"}
-
-
-def filled(cache_id: tuple, build, frame: pd.DataFrame, title: str) -> dict:
-    """The cached skeleton with this chart's title and data (the same frame the builder makes)."""
-    return {**skeleton(cache_id, build), "title": title, "datasets": {"data": frame}}
-
-
-def heatmap_spec(m: np.ndarray, rows: list[str], cols: list[str], title: str, **kwargs) -> dict:
-    """``to_spec(heatmap(m, rows, cols, title=title, **kwargs))`` for weight-like matrices without masks,
-    whose encoding does not depend on the values."""
-    frame, _ = heatmap_frame(m, rows, cols)
-    cache_id = ("heatmap", tuple(rows), tuple(cols), *sorted(kwargs.items()))
-    return filled(cache_id, lambda: heatmap(m, rows, cols, title=title, **kwargs), frame, title)
-
-
 @st.cache_data(max_entries=32, show_spinner=False)
 def stat_spec(kind: str, b: int, seed_: int, mix: str, tau: float, normalize: bool, lang: str) -> dict:
     s = stats(b, seed_, mix, tau, normalize)
@@ -211,7 +192,7 @@ def stat_spec(kind: str, b: int, seed_: int, mix: str, tau: float, normalize: bo
     else:
         top, title, value = 1.0, t(f"{NS}.sparsity_title", tau=f"{tau:.2f}"), t(f"{NS}.sparsity_unit")
     return heatmap_spec(m, [t(f"{NS}.layer_n", i=i + 1) for i in range(L)],
-                        [t(f"{NS}.head_n", i=i + 1) for i in range(h)], title,
+                        [t(f"{NS}.head_n", i=i + 1) for i in range(h)], title=title,
                         x_title=t(f"{NS}.head"), y_title=t(f"{NS}.layer"), value_title=value,
                         selectable=False, domain=(0.0, top), height=90 * L + 170)
 
@@ -222,7 +203,7 @@ def pattern_spec(b: int, seed_: int, mix: str, lang: str) -> dict:
     L, h, _ = counts.shape
     share = counts.reshape(L * h, -1) / np.maximum(counts.sum(-1).reshape(-1, 1), 1)
     return heatmap_spec(share, [head_label(a, c) for a in range(L) for c in range(h)],
-                        [pattern_name(p) for p in PATTERNS], t(f"{NS}.patterns_title", b=b),
+                        [pattern_name(p) for p in PATTERNS], title=t(f"{NS}.patterns_title", b=b),
                         x_title=t(f"{NS}.pattern"), y_title=t(f"{NS}.head"), value_title=t(f"{NS}.share"),
                         selectable=False, height=30 * L * h + 130)
 
@@ -268,9 +249,9 @@ def rollout_spec(seed_: int, mix: str, idx: int, which: str, lang: str) -> dict:
     L = s["weights"].shape[0]
     m = s["rollout"][-1] if which == "rollout" else s["weights"][-1].mean(0)
     title = t(f"{NS}.rollout_title", n=L) if which == "rollout" else t(f"{NS}.last_title", n=L)
-    return every_label(to_spec(heatmap(m, s["tokens"], x_title=t(f"{NS}.rollout_x"),
-                                       y_title=t(f"{NS}.rollout_y"), value_title=t(f"{NS}.share"), title=title,
-                                       selectable=False, height=28 * s["n"] + 130)))
+    return every_label(heatmap_spec(m, s["tokens"], x_title=t(f"{NS}.rollout_x"),
+                                    y_title=t(f"{NS}.rollout_y"), value_title=t(f"{NS}.share"), title=title,
+                                    selectable=False, height=28 * s["n"] + 130))
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
@@ -285,7 +266,8 @@ def compare_spec(kind: str, b: int, seed_: int, mix: str, tau: float, lang: str)
         values, versions, layers, title=title, layer_title=t(f"{NS}.layer"),
         value_title=t(f"{NS}.{kind}_unit"), version_title=t(f"{NS}.version"),
         domain=(0.0, 1.0) if kind == "sparsity" else None)
-    return filled(("compare", kind, lang, L), build, ac.compare_frame(values, versions, layers), title)
+    return respec(cached_spec(("compare", kind, L), build), ac.compare_frame(values, versions, layers),
+                  title=title)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -49,7 +49,7 @@ from ui.anatomy import (
     show_code,
     show_matrix,
 )
-from ui.charts import ROW_SELECTION, heatmap, heatmap_frame, to_spec
+from ui.charts import ROW_SELECTION, heatmap_spec, to_spec
 from ui.controls import MAX_CHARS
 from ui.controls import seed as seed_control
 from ui.i18n import LANGS, catalog, current_lang, lesson, t
@@ -305,9 +305,9 @@ def from_it_matrix(r: dict) -> np.ndarray:
 def from_it_spec(key: tuple, lang: str, selected: int | None) -> dict:
     e, r = example_of(key), run(key)
     L, h = r["from_it"].shape[:2]
-    return to_spec(heatmap(from_it_matrix(r), row_labels(L, h), list(e.tokens), title=sentence_text(e),
-                           x_title=t(f"{NS}.token"), y_title=t(f"{NS}.head"), value_title=t("common.weight"),
-                           selected_row=selected, height=30 * L * h + 120))
+    return heatmap_spec(from_it_matrix(r), row_labels(L, h), list(e.tokens), title=sentence_text(e),
+                        x_title=t(f"{NS}.token"), y_title=t(f"{NS}.head"), value_title=t("common.weight"),
+                        selected_row=selected, height=30 * L * h + 120)
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
@@ -329,16 +329,10 @@ def flip_spec(key: tuple, other: tuple, lang: str) -> dict:
 def head_spec(key: tuple, layer: int, head: int, lang: str) -> dict:
     e, r = example_of(key), run(key)
     n = len(e.tokens)
-    return to_spec(heatmap(r["weights"][layer, head], list(e.tokens), x_title=t("common.key"),
-                           y_title=t("common.query"), value_title=t("common.weight"),
-                           selected_row=e.pronoun, title=t(f"{NS}.head_title", head=head_label(layer, head)),
-                           height=28 * n + 130))
-
-
-@st.cache_resource(max_entries=16, show_spinner=False)
-def fresh_skeleton(lang: str, L: int, h: int, _build) -> dict:
-    """The agreement chart's spec without data: its encoding depends only on the language and the shape."""
-    return {k: v for k, v in to_spec(_build()).items() if k != "datasets"}
+    return heatmap_spec(r["weights"][layer, head], list(e.tokens), x_title=t("common.key"),
+                        y_title=t("common.query"), value_title=t("common.weight"),
+                        selected_row=e.pronoun, title=t(f"{NS}.head_title", head=head_label(layer, head)),
+                        height=28 * n + 130)
 
 
 def fresh_table(f: dict) -> np.ndarray:
@@ -348,18 +342,13 @@ def fresh_table(f: dict) -> np.ndarray:
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def fresh_spec(seed_: int, n_per_lang: int, lang: str) -> dict:
-    """``to_spec(heatmap(table, ...))``, the chart's skeleton cached, so a new n only brings new data."""
+    """The agreement table of the learner's fresh sentences as a heatmap (heads x measures)."""
     f = fresh(seed_, n_per_lang)
     L, h = f["agreement"].shape
-    table = fresh_table(f)
-    rows = row_labels(L, h)
     cols = [t(f"{NS}.col_agree"), t(f"{NS}.col_referent"), t(f"{NS}.col_other"), t(f"{NS}.col_adjective")]
-    title = t(f"{NS}.fresh_title", n=f["n"], seed=seed_)
-    build = lambda: heatmap(table, rows, cols, title=title, x_title=t(f"{NS}.measure"),  # noqa: E731
-                            y_title=t(f"{NS}.head"), value_title=t(f"{NS}.value"), selectable=False,
-                            height=30 * L * h + 120)
-    frame, _ = heatmap_frame(table, rows, cols)
-    return {**fresh_skeleton(lang, L, h, build), "title": title, "datasets": {"data": frame}}
+    return heatmap_spec(fresh_table(f), row_labels(L, h), cols, title=t(f"{NS}.fresh_title", n=f["n"], seed=seed_),
+                        x_title=t(f"{NS}.measure"), y_title=t(f"{NS}.head"), value_title=t(f"{NS}.value"),
+                        selectable=False, height=30 * L * h + 120)
 
 
 def adopt_row_click(chart_key: str, widget_key: str, valid) -> None:

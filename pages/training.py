@@ -32,9 +32,9 @@ from attention_core.trainer import TransformerTrainer, seed_warmup_cosine, warmu
 from ui import anatomy
 from ui import training_charts as tc
 from ui.alignment_charts import visible_chars
-from ui.charts import heatmap, heatmap_like, to_spec, unique_labels
+from ui.charts import heatmap_spec, respec, unique_labels
 from ui.controls import seed as seed_control
-from ui.i18n import current_lang, lesson, t
+from ui.i18n import lesson, t
 
 NS = "training"
 TASKS = {"dates": "march 5, 2017 → 2017-03-05", "reverse": "12345 → 54321",     # same label in both languages
@@ -68,23 +68,6 @@ def lr_lambda(step):
 def run_lock() -> threading.Lock:
     """One training run at a time per server: the CPU is small and shared by every session."""
     return threading.Lock()
-
-
-@st.cache_resource(max_entries=64, show_spinner=False)
-def spec(key: tuple, _build) -> dict:
-    return to_spec(_build())
-
-
-def chart(key: tuple, build) -> dict:
-    return spec((current_lang(),) + key, build)
-
-
-def with_data(skeleton: dict, frame, title: str | None = None) -> dict:
-    out = dict(skeleton)
-    out["datasets"] = {"data": frame}
-    if title is not None:
-        out["title"] = title
-    return out
 
 
 def runs() -> list[dict]:
@@ -241,7 +224,7 @@ def train(cfg: dict, number: int) -> dict | None:
         loss_box, snap_box = st.empty(), st.empty()
         losses, lrs, snaps = [], [], []
         name = run_name(cfg, number)
-        skeleton = chart(("loss_live", cfg["steps"], name), lambda: tc.loss_chart(   # built once per run
+        skeleton = anatomy.cached_spec(("loss_live", cfg["steps"], name), lambda: tc.loss_chart(   # built once per run
             [(name, [1.0])], title="", x_title=t(f"{NS}.step_axis"), y_title=t(f"{NS}.loss_axis"),
             smooth_title=t(f"{NS}.smooth", k=tc.SMOOTH), max_step=cfg["steps"]))
         if task == "pronoun":
@@ -261,16 +244,16 @@ def train(cfg: dict, number: int) -> dict | None:
                 out, w = snap_of(task, p.snapshot)
                 snaps.append((p.step, out, w))
                 if w is not None and len(out):
-                    snap_box.vega_lite_chart(to_spec(heatmap(
+                    snap_box.vega_lite_chart(heatmap_spec(
                         w, rows or list(out), source, title=snap_title(task, p.step, out),
                         x_title=axis(task, "x"), y_title=axis(task, "y"),
                         value_title=t("common.weight"), selectable=False, show_numbers=False,
-                        height=320)), width="stretch")
+                        height=320), width="stretch")
                 else:
                     snap_box.caption(t(f"{NS}.snap_plain", step=p.step, out=anatomy.md_escape(out) or "—"))
             if p.step % 10 == 0 or p.step == p.steps:
-                loss_box.vega_lite_chart(with_data(skeleton, tc.loss_frame([(name, losses)]),
-                                                   t(f"{NS}.loss_live")), width="stretch")
+                loss_box.vega_lite_chart(respec(skeleton, tc.loss_frame([(name, losses)]),
+                                                title=t(f"{NS}.loss_live")), width="stretch")
 
         start = time.perf_counter()
         run.trainer.fit(run.batches, cfg["steps"], on_step, snapshot_fn=run.snapshot,
@@ -294,11 +277,10 @@ def results_section(run: dict) -> dict:
     st.subheader(t(f"{NS}.loss_title"))
     series = [(r["name"], r["losses"]) for r in kept]
     longest = max(len(r["losses"]) for r in kept)
-    anatomy.show_chart(chart(("loss", tuple(r["name"] for r in kept), tuple(len(r["losses"]) for r in kept)),
-                             lambda: tc.loss_chart(series, title=t(f"{NS}.loss_chart"), x_title=t(f"{NS}.step_axis"),
-                                                   y_title=t(f"{NS}.loss_axis"),
-                                                   smooth_title=t(f"{NS}.smooth", k=tc.SMOOTH), max_step=longest)),
-                       key="loss")
+    anatomy.show_chart(lambda: tc.loss_chart(series, title=t(f"{NS}.loss_chart"), x_title=t(f"{NS}.step_axis"),
+                                             y_title=t(f"{NS}.loss_axis"),
+                                             smooth_title=t(f"{NS}.smooth", k=tc.SMOOTH), max_step=longest),
+                       key="loss", cache=(tuple(r["name"] for r in kept), tuple(len(r["losses"]) for r in kept)))
     st.caption(t(f"{NS}.loss_caption", k=tc.SMOOTH))
 
     task = run["cfg"]["task"]
@@ -313,17 +295,16 @@ def results_section(run: dict) -> dict:
     source = run["cols"]
     rows = run["rows"] or list(out)
     if w is not None and len(out):
-        skeleton = chart(("snap", task, w.shape), lambda: heatmap(    # one spec per shape, the data swapped in
-            w, rows, source, title="", x_title=axis(task, "x"), y_title=axis(task, "y"),
+        anatomy.show_matrix(heatmap_spec(
+            w, rows, source, title=snap_title(task, step, out), x_title=axis(task, "x"), y_title=axis(task, "y"),
             value_title=t("common.weight"), selectable=False, show_numbers=len(source) <= 16,
-            height=28 * len(rows) + 150))
-        anatomy.show_matrix(heatmap_like(skeleton, w, rows, source, snap_title(task, step, out)),
-                            w, rows, source, key="snap", selectable=False, file_name=f"attention_step_{step}.csv")
+            height=28 * len(rows) + 150), w, rows, source, key="snap", selectable=False,
+            file_name=f"attention_step_{step}.csv")
     else:
         st.info(t(f"{NS}.no_alignment", out=anatomy.md_escape(out) or "—"), icon=":material/info:")
     if len(with_w) > 1:
         st.markdown(f"**{t(f'{NS}.grid_title')}**")
-        anatomy.show_chart(chart(("grid", run["name"]), lambda: tc.snapshots_chart(
+        anatomy.show_chart(anatomy.cached_spec(("grid", run["name"]), lambda: tc.snapshots_chart(
             with_w[-12:], run["cols"], label=t(f"{NS}.panel"), weight_title=t("common.weight"),
             x_title=axis(task, "x"), y_title=axis(task, "y"), row_labels=run["rows"])), key="grid")
     table = {t(f"{NS}.col_step"): steps, t(f"{NS}.col_output"): [o or "—" for _, o, _ in snaps],
@@ -384,7 +365,7 @@ def schedule_demo(steps: int) -> None:
     ours = [warmup_cosine(s, min(WARMUP, steps), steps) for s in range(steps)]
     theirs = [seed_warmup_cosine(s, WARMUP) for s in range(steps)]
     names = (t(f"{NS}.sched_ours"), t(f"{NS}.sched_tutorial"))
-    anatomy.show_chart(chart(("sched", steps), lambda: tc.schedule_chart(
+    anatomy.show_chart(anatomy.cached_spec(("sched", steps), lambda: tc.schedule_chart(
         ours, theirs, names=names, title=t(f"{NS}.sched_chart", steps=steps), x_title=t(f"{NS}.step_axis"),
         y_title=t(f"{NS}.sched_axis"))), key="sched")
     st.caption(t(f"{NS}.sched_caption", steps=steps, ours=f"{ours[-1]:.4f}", theirs=f"{theirs[-1]:.5f}",

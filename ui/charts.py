@@ -343,38 +343,6 @@ def matrix_csv(matrix, row_labels: Sequence[str], col_labels: Sequence[str] | No
     return frame.to_csv(float_format="%.8g").encode("utf-8-sig")
 
 
-def heatmap_like(skeleton: dict, matrix, row_labels: Sequence[str], col_labels: Sequence[str],
-                 title: str | None = None) -> dict:
-    """The spec of ``heatmap(matrix, row_labels, col_labels, ...)`` made from the finished spec of
-    another heatmap of the same shape and options (``to_spec``): new data, new axis orders,
-    new title. Building the Altair chart costs 30-80 ms for a 30 x 30 matrix; this costs about 1 ms.
-    Only for unpooled matrices (at most ``MAX_CELLS_PER_AXIS`` per axis); a test checks the
-    result equals a freshly built spec."""
-    frame, factor = heatmap_frame(matrix, row_labels, col_labels)
-    if factor != 1:
-        raise ValueError("heatmap_like handles unpooled heatmaps only")
-    orders = {"query": list(dict.fromkeys(frame["query"])), "key": list(dict.fromkeys(frame["key"]))}
-    out = copy.deepcopy({k: v for k, v in skeleton.items() if k != "datasets"})
-
-    def walk(node) -> None:
-        if isinstance(node, dict):
-            for channel in ("x", "y"):
-                enc = node.get(channel)
-                if isinstance(enc, dict) and enc.get("field") in orders and "sort" in enc:
-                    enc["sort"] = orders[enc["field"]]
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk(out)
-    out["datasets"] = {"data": frame}
-    if title is not None:
-        out["title"] = title
-    return out
-
-
 def respec(skeleton: dict, frame: pd.DataFrame, *, sort: dict | None = None, domain: dict | None = None,
            selection: dict | None = None, **top) -> dict:
     """The finished spec of a chart (``to_spec``) with new data: the spec of the same builder called on
