@@ -26,6 +26,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -86,15 +87,41 @@ def bench_page(key: str, repeats: int) -> dict:
 SENTENCE_WORDS = "the cat sat on a mat while it was raining and the dog barked at every passing car".split()
 
 
-def bench_text(key: str, repeats: int) -> dict | None:
-    """Median rerun after typing a new sentence into the page's first text box (None: no text box)."""
-    at = open_page(key, "en")
+def new_sentence(i: int) -> str:
+    """Rerun i's text: 9-10 words, a different sentence (and length) each time."""
+    return " ".join(SENTENCE_WORDS[i % 9:i % 9 + 9 + i % 2]) + f" {i}"
+
+
+def _pronoun_sentence(i: int) -> str:
+    a, b = ("animal", "dog", "cat", "horse")[i % 4], ("street", "river", "road", "bridge")[i % 3]
+    return f"The {a} didn't cross the {b} because it was too {('tired', 'wide', 'scared', 'long')[i % 4]}."
+
+
+def _digits(i: int) -> str:
+    return "".join(str((7 * k + i) % 10) for k in range(8 + i % 17))
+
+
+def text_cases() -> list[tuple[str, str, dict, Callable[[int], str]]]:
+    """(row name, page, URL params, text of rerun i): every place a learner types text. Pages not listed use
+    their first text box at the defaults with ``new_sentence``."""
+    from ui.i18n import catalog
+    en = catalog("en")
+    return [("qkv · tab 3", "qkv", {"tab": en["qkv.tab_tokens"]}, new_sentence),
+            ("qkv · tab 4", "qkv", {"tab": en["qkv.tab_similarity"]}, new_sentence),
+            ("pronoun · typed", "pronoun", {"src": en["pronoun.src_type"]}, _pronoun_sentence),
+            ("bottleneck · own", "bottleneck", {"own": "true"}, _digits)]
+
+
+def bench_text(key: str, repeats: int, params: dict | None = None,
+               text: Callable[[int], str] = new_sentence) -> dict | None:
+    """Median rerun after typing a new text into the page's first text box (None: no text box)."""
+    at = open_page(key, "en", params)
     if not list(at.text_input) + list(at.text_area):
         return None
     times = []
     for i in range(repeats):
         box = (list(at.text_input) + list(at.text_area))[0]
-        box.set_value(" ".join(SENTENCE_WORDS[i % 9:i % 9 + 9]) + f" {i}")
+        box.set_value(text(i))
         t0 = time.perf_counter()
         at.run()
         times.append((time.perf_counter() - t0) * 1000)
@@ -185,13 +212,17 @@ def main() -> int:
               + (f"  EXCEPTION {row['exceptions']}" if row["exceptions"] else ""))
     if a.text:
         print(f"{'page':18s} {'new text ms':>11s} {'max ms':>7s}")
-        for key in keys:
-            row = bench_text(key, a.repeats)
+        cases = [(key, key, None, new_sentence) for key in keys] + text_cases()
+        for name, key, params, text in cases:
+            if key not in keys:
+                continue
+            row = bench_text(key, a.repeats, params, text)
             if row is None:
                 continue
-            rows.append({**row, "control": "new sentence"})
+            rows.append({**row, "page": name, "control": "new text"})
             flag = "" if row["median_ms"] <= BUDGET_MS else "  OVER BUDGET"
-            print(f"{key:18s} {row['median_ms']:11.1f} {row['max_ms']:7.1f}{flag}")
+            print(f"{name:18s} {row['median_ms']:11.1f} {row['max_ms']:7.1f}{flag}"
+                  + (f"  EXCEPTION {row['exceptions']}" if row["exceptions"] else ""))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS of this process after all pages: {peak:.0f} MB (budget {BUDGET_RSS_ONE} MB)")
     out = {"pages": rows, "apptest_peak_rss_mb": round(peak, 1), "budget_ms": BUDGET_MS,
