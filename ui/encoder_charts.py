@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import altair as alt
 import numpy as np
 import pandas as pd
+from pandas.api.types import union_categoricals
 
 from .charts import SIGNED_SCHEME, WEIGHT_SCHEME, as_numpy, unique_labels
 
@@ -74,13 +75,16 @@ def _diagram_parts(steps: Sequence[DiagramStep], tokens: Sequence[str], skips: S
         cw, ch = width / m.shape[1], h / n
         ti, di = np.meshgrid(np.arange(n), np.arange(m.shape[1]), indexing="ij")
         ti, di = ti.ravel(), di.ravel()
-        for k, v in (("step", np.full(ti.size, s)), ("where", np.full(ti.size, step.label, dtype=object)),
-                     ("token", np.asarray(labels, dtype=object)[ti]), ("dim", di),
+        for k, v in (("step", np.full(ti.size, s)), ("where", np.full(ti.size, s)), ("token", ti), ("dim", di),
                      ("x0", x_hm + di * cw), ("x1", x_hm + (di + 1) * cw),
                      ("y0", y0 + ti * ch), ("y1", y0 + (ti + 1) * ch), ("value", m.ravel())):
             cells[k].append(v)
     cells = {k: np.concatenate(v) for k, v in cells.items()}
-    cells["exact"] = np.char.mod("%.6g", cells["value"])
+    # text columns of thousands of cells as categoricals (codes into the few step names and tokens)
+    names = list(dict.fromkeys(step.label for step in steps))
+    cells["where"] = pd.Categorical.from_codes(np.asarray([names.index(step.label) for step in steps])[cells["where"]],
+                                               categories=names)
+    cells["token"] = pd.Categorical.from_codes(cells["token"], categories=labels)
     box = pd.DataFrame(boxes)
     cx = BOX_X0 + BOX_W / 2
     arrows = pd.DataFrame({"x": cx, "y0": box["y1"].iloc[:-1].to_numpy(),
@@ -122,15 +126,23 @@ def _stack_parts(parts: dict[str, pd.DataFrame]) -> pd.DataFrame:
     sizes = {name: len(next(iter(df.values()))) if isinstance(df, dict) else len(df) for name, df in parts.items()}
     out = {}
     for c in columns[:-1]:
-        pieces = [np.asarray(df[c]) if c in df else None for df in parts.values()]
-        kinds = {p.dtype.kind for p in pieces if p is not None}
-        numeric = kinds <= {"i", "f", "u"} and bool(kinds)
-        filled = [p if p is not None else np.full(sizes[name], np.nan, dtype=float if numeric else object)
-                  for p, name in zip(pieces, parts)]
-        if numeric and any(p is None for p in pieces):
-            filled = [f.astype(float) for f in filled]
-        out[c] = np.concatenate(filled) if numeric else np.concatenate([f.astype(object) for f in filled])
-    out["part"] = np.concatenate([np.full(sizes[name], name, dtype=object) for name in parts])
+        pieces = [df[c] if c in df else None for df in parts.values()]
+        kinds = {np.asarray(p).dtype.kind for p in pieces if p is not None and not isinstance(p, pd.Categorical)}
+        numeric = kinds <= {"i", "f", "u"} and bool(kinds) and not any(isinstance(p, pd.Categorical) for p in pieces)
+        if numeric:
+            filled = [np.asarray(p) if p is not None else np.full(sizes[name], np.nan)
+                      for p, name in zip(pieces, parts)]
+            if any(p is None for p in pieces):
+                filled = [f.astype(float) for f in filled]
+            out[c] = np.concatenate(filled)
+        else:   # text: one categorical (an Arrow dictionary), missing rows NaN
+            given = [p if isinstance(p, pd.Categorical) or p is None else pd.Categorical(np.asarray(p, dtype=object))
+                     for p in pieces]
+            none = next(p for p in given if p is not None).categories[:0]
+            out[c] = union_categoricals([p if p is not None else pd.Categorical.from_codes(
+                np.full(sizes[name], -1), categories=none) for p, name in zip(given, parts)])
+    out["part"] = pd.Categorical.from_codes(np.repeat(np.arange(len(parts)), [sizes[name] for name in parts]),
+                                            categories=list(parts))
     return pd.DataFrame(out)
 
 
@@ -171,7 +183,8 @@ def layer_diagram(steps: Sequence[DiagramStep], tokens: Sequence[str], skips: Se
         color=alt.Color("value:Q", title=value_title,
                         scale=alt.Scale(scheme=SIGNED_SCHEME, domain=[-VALUE_CLAMP, VALUE_CLAMP], clamp=True)),
         tooltip=[alt.Tooltip("where:N", title=step_title), alt.Tooltip("token:N", title=token_title),
-                 alt.Tooltip("dim:Q", title=dim_title), alt.Tooltip("exact:N", title=value_title)])
+                 alt.Tooltip("dim:Q", title=dim_title),
+                 alt.Tooltip("value:Q", title=value_title, format=".6~g")])   # thousands of cells: no text column
     return alt.layer(boxes, label, lines, arrows, skips, points, cells, data=frame).properties(
         width=width, height=height, view=alt.ViewBackground(stroke=None)).resolve_scale(color="independent")
 
