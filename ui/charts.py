@@ -94,6 +94,20 @@ def heatmap_frame(matrix, row_labels: Sequence[str], col_labels: Sequence[str],
     Columns: query_pos, key_pos (integers), query, key (unique axis labels), value (float,
     null where masked scores are -inf), exact (the value as text, full precision), masked.
     """
+    data = _heatmap_data(matrix, row_labels, col_labels, masked)
+    return data.frame, data.factor
+
+
+class _HeatmapData(NamedTuple):
+    frame: pd.DataFrame
+    factor: int
+    rows: list            # axis labels in order (after pooling)
+    cols: list
+    any_masked: bool
+    bound: float          # largest |finite value| (1.0 if none)
+
+
+def _heatmap_data(matrix, row_labels: Sequence[str], col_labels: Sequence[str], masked=None) -> _HeatmapData:
     arr = as_numpy(matrix)
     n_q, n_k = arr.shape
     if len(row_labels) != n_q or len(col_labels) != n_k:
@@ -123,7 +137,9 @@ def heatmap_frame(matrix, row_labels: Sequence[str], col_labels: Sequence[str],
         "exact": exact.ravel(),
         "masked": hidden.ravel(),
     })
-    return frame, max(fr, fc)
+    magnitude = np.abs(values[finite]) if finite.any() else np.zeros(0)
+    bound = float(magnitude.max()) if magnitude.size and magnitude.max() > 0 else 1.0
+    return _HeatmapData(frame, max(fr, fc), list(rows), list(cols), bool(hidden.any()), bound)
 
 
 class HeatmapLayout(NamedTuple):
@@ -151,26 +167,23 @@ class HeatmapLayout(NamedTuple):
     col_order: tuple
 
 
-def _heatmap_layout(frame: pd.DataFrame, factor: int, *, kind: str, title, x_title, y_title, value_title,
+def _heatmap_layout(data: _HeatmapData, *, kind: str, title, x_title, y_title, value_title,
                     show_numbers, selected_row, selectable, height, domain, width=None,
                     legend=True, fit_x=False) -> HeatmapLayout:
-    n_rows = frame["query_pos"].nunique()
-    n_cols = frame["key_pos"].nunique()
+    n_rows, n_cols = len(data.rows), len(data.cols)
     if show_numbers is None:
         show_numbers = n_rows <= MAX_NUMBERS and n_cols <= MAX_NUMBERS
     if kind == "weights":
         lo, hi = domain or (0.0, 1.0)
     else:
-        finite = frame["value"].dropna().abs()
-        bound = float(finite.max()) if len(finite) and finite.max() > 0 else 1.0
-        lo, hi = domain or (-bound, bound)
+        lo, hi = domain or (-data.bound, data.bound)
     cell = 30 if n_rows <= MAX_NUMBERS else max(4, min(22, 560 // max(n_rows, 1)))
     return HeatmapLayout(
-        kind, (lo, hi), 0.6 * hi, bool(show_numbers), n_rows <= 48, bool(frame["masked"].any()),
+        kind, (lo, hi), 0.6 * hi, bool(show_numbers), n_rows <= 48, data.any_masked,
         n_cols > 40, n_rows > 40, selectable,
-        None if selected_row is None else int(selected_row) // factor * factor,
+        None if selected_row is None else int(selected_row) // data.factor * data.factor,
         height or max(120, cell * n_rows), width, bool(legend), bool(fit_x), title, x_title, y_title, value_title,
-        tuple(dict.fromkeys(frame["query"])), tuple(dict.fromkeys(frame["key"])))
+        tuple(data.rows), tuple(data.cols))
 
 
 def _heatmap_chart(frame: pd.DataFrame, L: HeatmapLayout) -> alt.Chart:
@@ -241,9 +254,9 @@ def heatmap(matrix, row_labels: Sequence[str], col_labels: Sequence[str] | None 
     chart as a finished spec, about 40 times faster.
     """
     col_labels = row_labels if col_labels is None else col_labels
-    frame, factor = heatmap_frame(matrix, row_labels, col_labels, masked)
-    return _heatmap_chart(frame, _heatmap_layout(
-        frame, factor, kind=kind, title=title, x_title=x_title, y_title=y_title, value_title=value_title,
+    data = _heatmap_data(matrix, row_labels, col_labels, masked)
+    return _heatmap_chart(data.frame, _heatmap_layout(
+        data, kind=kind, title=title, x_title=x_title, y_title=y_title, value_title=value_title,
         show_numbers=show_numbers, selected_row=selected_row, selectable=selectable, height=height,
         domain=domain, width=width, legend=legend, fit_x=fit_x))
 
@@ -284,9 +297,10 @@ def heatmap_spec(matrix, row_labels: Sequence[str], col_labels: Sequence[str] | 
     height and title (about 1 ms). A test checks the result equals ``to_spec(heatmap(...))``.
     """
     col_labels = row_labels if col_labels is None else col_labels
-    frame, factor = heatmap_frame(matrix, row_labels, col_labels, masked)
+    data = _heatmap_data(matrix, row_labels, col_labels, masked)
+    frame = data.frame
     L = _heatmap_layout(
-        frame, factor, kind=kind, title=title, x_title=x_title, y_title=y_title, value_title=value_title,
+        data, kind=kind, title=title, x_title=x_title, y_title=y_title, value_title=value_title,
         show_numbers=show_numbers, selected_row=selected_row, selectable=selectable, height=height,
         domain=domain, width=width, legend=legend, fit_x=fit_x)
     s = _SENTINELS

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 import altair as alt
 import numpy as np
 import pandas as pd
-from pandas.api.types import union_categoricals
 
 from .charts import SIGNED_SCHEME, WEIGHT_SCHEME, as_numpy, unique_labels
 
@@ -49,101 +48,96 @@ def _row_height(n: int) -> int:
     return int(max(56, min(5 * n, 130)))
 
 
-def diagram_frames(steps: Sequence[DiagramStep], tokens: Sequence[str],
-                   skips: Sequence[tuple[int, int]]) -> dict[str, pd.DataFrame]:
-    """The data of ``layer_diagram``: boxes, heatmap cells, down arrows, skip paths (pixel coordinates)."""
-    parts = _diagram_parts(steps, tokens, skips)
-    return {**parts, "cells": pd.DataFrame(parts["cells"])}
-
-
-def _diagram_parts(steps: Sequence[DiagramStep], tokens: Sequence[str], skips: Sequence[tuple[int, int]]) -> dict:
-    n = len(tokens)
-    h = _row_height(n)
-    labels = unique_labels(tokens)
-    x_hm = BOX_X0 + BOX_W + GAP_X
-    boxes, cells = [], {k: [] for k in ("step", "where", "token", "dim", "x0", "x1", "y0", "y1", "value")}
-    for s, step in enumerate(steps):
-        m = as_numpy(step.matrix)
-        if m.shape[0] != n:
-            raise ValueError(f"step {s}: {m.shape[0]} rows for {n} tokens")
-        y0 = s * (h + ARROW_GAP)
-        boxes.append({"step": s, "x0": BOX_X0, "x1": BOX_X0 + BOX_W, "y0": y0, "y1": y0 + h,
-                      "fill": KIND_FILL[step.kind], "label": step.label, "formula": step.formula,
-                      "detail": step.detail, "tx": BOX_X0 + 8, "ty1": y0 + h / 2 - 14, "ty2": y0 + h / 2,
-                      "ty3": y0 + h / 2 + 14})
-        width = HM_W * (2 if step.wide else 1)
-        cw, ch = width / m.shape[1], h / n
-        ti, di = np.meshgrid(np.arange(n), np.arange(m.shape[1]), indexing="ij")
-        ti, di = ti.ravel(), di.ravel()
-        for k, v in (("step", np.full(ti.size, s)), ("where", np.full(ti.size, s)), ("token", ti), ("dim", di),
-                     ("x0", x_hm + di * cw), ("x1", x_hm + (di + 1) * cw),
-                     ("y0", y0 + ti * ch), ("y1", y0 + (ti + 1) * ch), ("value", m.ravel())):
-            cells[k].append(v)
-    cells = {k: np.concatenate(v) for k, v in cells.items()}
-    # text columns of thousands of cells as categoricals (codes into the few step names and tokens)
-    names = list(dict.fromkeys(step.label for step in steps))
-    cells["where"] = pd.Categorical.from_codes(np.asarray([names.index(step.label) for step in steps])[cells["where"]],
-                                               categories=names)
-    cells["token"] = pd.Categorical.from_codes(cells["token"], categories=labels)
-    box = pd.DataFrame(boxes)
-    cx = BOX_X0 + BOX_W / 2
-    arrows = pd.DataFrame({"x": cx, "y0": box["y1"].iloc[:-1].to_numpy(),
-                           "y1": box["y0"].iloc[1:].to_numpy() - 3})
-    paths = []
-    for j, (src, dst) in enumerate(skips):
-        yb = box["y1"].iloc[src] + ARROW_GAP / 2
-        ym = (box["y0"].iloc[dst] + box["y1"].iloc[dst]) / 2
-        for order, (x, y) in enumerate(((cx, yb), (SKIP_X, yb), (SKIP_X, ym), (BOX_X0 - 2, ym))):
-            paths.append({"skip": j, "order": order, "x": x, "y": y})
-    return {"boxes": box, "cells": cells, "arrows": arrows,        # cells: columns as numpy arrays
-            "skips": pd.DataFrame(paths, columns=["skip", "order", "x", "y"])}
-
-
 def layer_diagram_frame(steps: Sequence[DiagramStep], tokens: Sequence[str],
                         skips: Sequence[tuple[int, int]]) -> tuple[pd.DataFrame, int, int]:
-    """The one frame ``layer_diagram`` draws (column ``part`` says which layer draws a row), and its pixel
-    width and height. With ``ui.charts.respec`` a page turns the spec of one diagram into another's."""
-    f = _diagram_parts(steps, tokens, skips)
-    width = int(f["cells"]["x1"].max()) + 4
-    height = int(f["boxes"]["y1"].max()) + 2
-    sub = pd.concat([f["boxes"][["tx", "ty2", "formula"]].set_axis(["tx", "ty", "text"], axis=1),
-                     f["boxes"][["tx", "ty3", "detail"]].set_axis(["tx", "ty", "text"], axis=1)])
-    ends = f["skips"][f["skips"]["order"] == 3]
-    heads = pd.DataFrame({
-        "x": np.concatenate([f["arrows"]["x"].to_numpy(), ends["x"].to_numpy()]),
-        "y": np.concatenate([f["arrows"]["y1"].to_numpy(), ends["y"].to_numpy()]),
-        "shape": ["triangle-down"] * len(f["arrows"]) + ["triangle-right"] * len(ends),
-        "colour": ["#555555"] * len(f["arrows"]) + [SKIP_COLOUR] * len(ends)})
-    parts = {"boxes": f["boxes"], "lines": sub, "arrows": f["arrows"], "skips": f["skips"], "heads": heads,
-             "cells": f["cells"]}
-    return _stack_parts(parts), width, height
+    """The one frame ``layer_diagram`` draws, in pixel coordinates, and its width and height.
 
+    Column ``part`` says which layer draws a row: "boxes" (one per step: x0..y1, fill, label, formula,
+    detail, text anchors tx, ty1..ty3), "lines" (the formula and detail lines: tx, ty, text), "arrows"
+    (x, y0, y1), "skips" (the residual paths: skip, order, x, y), "heads" (arrow heads: x, y, shape,
+    colour) and "cells" (the mini heatmaps: step, where, token, dim, x0..y1, value). Columns a part does
+    not use are NaN there. Text columns are categoricals (Arrow dictionaries: the thousands of cells
+    repeat a few step names and tokens). Built column by column in numpy: a new sentence costs ~2 ms.
+    With ``ui.charts.respec`` a page turns the spec of one diagram into another's."""
+    n, S = len(tokens), len(steps)
+    h = _row_height(n)
+    labels = unique_labels(tokens)
+    mats = [as_numpy(step.matrix) for step in steps]
+    for s_, m in enumerate(mats):
+        if m.shape[0] != n:
+            raise ValueError(f"step {s_}: {m.shape[0]} rows for {n} tokens")
+    x_hm = BOX_X0 + BOX_W + GAP_X
+    y0 = np.arange(S) * (h + ARROW_GAP)                      # top of each step's row
+    cx = BOX_X0 + BOX_W / 2
+    # the residual skips: 4 points each, from below the source box to the left edge of the target box
+    sk = np.asarray(skips, dtype=int).reshape(-1, 2)
+    yb = y0[sk[:, 0]] + h + ARROW_GAP / 2
+    ym = y0[sk[:, 1]] + h / 2
+    skip_x = np.tile([cx, SKIP_X, SKIP_X, BOX_X0 - 2], len(sk)).astype(float)
+    skip_y = np.stack([yb, yb, ym, ym], 1).ravel().astype(float)
+    # the cells of every step's heatmap
+    widths = [m.shape[1] for m in mats]
+    step_of = np.repeat(np.arange(S), [n * w for w in widths])
+    tok = np.concatenate([np.repeat(np.arange(n), w) for w in widths])
+    dim = np.concatenate([np.tile(np.arange(w), n) for w in widths])
+    cw = np.repeat([HM_W * (2 if st.wide else 1) / w for st, w in zip(steps, widths)], [n * w for w in widths])
+    ch = h / n
+    sizes = {"boxes": S, "lines": 2 * S, "arrows": S - 1, "skips": 4 * len(sk), "heads": S - 1 + len(sk),
+             "cells": len(step_of)}
+    at = dict(zip(sizes, np.cumsum([0, *sizes.values()])[:-1]))
+    R = sum(sizes.values())
+    num = {c: np.full(R, np.nan) for c in ("step", "x0", "x1", "y0", "y1", "tx", "ty1", "ty2", "ty3", "ty",
+                                           "x", "skip", "order", "y", "dim", "value")}
 
-def _stack_parts(parts: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """``pd.concat([df.assign(part=name) ...], ignore_index=True)``, column by column (3x faster): a
-    column missing from a part is NaN there, as concat makes it. A part may be a dict of numpy columns."""
-    columns = list(dict.fromkeys(c for df in parts.values() for c in df)) + ["part"]
-    sizes = {name: len(next(iter(df.values()))) if isinstance(df, dict) else len(df) for name, df in parts.items()}
-    out = {}
-    for c in columns[:-1]:
-        pieces = [df[c] if c in df else None for df in parts.values()]
-        kinds = {np.asarray(p).dtype.kind for p in pieces if p is not None and not isinstance(p, pd.Categorical)}
-        numeric = kinds <= {"i", "f", "u"} and bool(kinds) and not any(isinstance(p, pd.Categorical) for p in pieces)
-        if numeric:
-            filled = [np.asarray(p) if p is not None else np.full(sizes[name], np.nan)
-                      for p, name in zip(pieces, parts)]
-            if any(p is None for p in pieces):
-                filled = [f.astype(float) for f in filled]
-            out[c] = np.concatenate(filled)
-        else:   # text: one categorical (an Arrow dictionary), missing rows NaN
-            given = [p if isinstance(p, pd.Categorical) or p is None else pd.Categorical(np.asarray(p, dtype=object))
-                     for p in pieces]
-            none = next(p for p in given if p is not None).categories[:0]
-            out[c] = union_categoricals([p if p is not None else pd.Categorical.from_codes(
-                np.full(sizes[name], -1), categories=none) for p, name in zip(given, parts)])
-    out["part"] = pd.Categorical.from_codes(np.repeat(np.arange(len(parts)), [sizes[name] for name in parts]),
-                                            categories=list(parts))
-    return pd.DataFrame(out)
+    for col, part, values in (
+            ("step", "boxes", np.arange(S)), ("x0", "boxes", BOX_X0), ("x1", "boxes", BOX_X0 + BOX_W),
+            ("y0", "boxes", y0), ("y1", "boxes", y0 + h), ("tx", "boxes", BOX_X0 + 8),
+            ("ty1", "boxes", y0 + h / 2 - 14), ("ty2", "boxes", y0 + h / 2), ("ty3", "boxes", y0 + h / 2 + 14),
+            ("tx", "lines", BOX_X0 + 8), ("ty", "lines", np.concatenate([y0 + h / 2, y0 + h / 2 + 14])),
+            ("x", "arrows", cx), ("y0", "arrows", y0[:-1] + h), ("y1", "arrows", y0[1:] - 3),
+            ("skip", "skips", np.repeat(np.arange(len(sk)), 4)), ("order", "skips", np.tile(np.arange(4), len(sk))),
+            ("x", "skips", skip_x), ("y", "skips", skip_y),
+            ("x", "heads", np.concatenate([np.full(S - 1, cx), skip_x[3::4]])),
+            ("y", "heads", np.concatenate([y0[1:] - 3, skip_y[3::4]])),
+            ("step", "cells", step_of), ("dim", "cells", dim),
+            ("x0", "cells", x_hm + dim * cw), ("x1", "cells", x_hm + (dim + 1) * cw),
+            ("y0", "cells", y0[step_of] + tok * ch), ("y1", "cells", y0[step_of] + (tok + 1) * ch),
+            ("value", "cells", np.concatenate([m.ravel() for m in mats]))):
+        num[col][at[part]:at[part] + sizes[part]] = values
+
+    def text(part_values: dict) -> pd.Categorical:
+        """A categorical column: {part: per-row strings (list) or (codes, categories)}; NaN elsewhere."""
+        cats = list(dict.fromkeys(v for vals in part_values.values()
+                                  for v in (vals[1] if isinstance(vals, tuple) else vals)))
+        index = {v: k for k, v in enumerate(cats)}
+        codes = np.full(R, -1)
+        for part, vals in part_values.items():
+            if isinstance(vals, tuple):
+                local, names = vals
+                codes[at[part]:at[part] + sizes[part]] = np.asarray([index[v] for v in names])[local]
+            else:
+                codes[at[part]:at[part] + sizes[part]] = [index[v] for v in vals]
+        return pd.Categorical.from_codes(codes, categories=cats)
+
+    names = [st.label for st in steps]
+    columns = {
+        "fill": text({"boxes": [KIND_FILL[st.kind] for st in steps]}),
+        "label": text({"boxes": names}),
+        "formula": text({"boxes": [st.formula for st in steps]}),
+        "detail": text({"boxes": [st.detail for st in steps]}),
+        "text": text({"lines": [st.formula for st in steps] + [st.detail for st in steps]}),
+        "shape": text({"heads": ["triangle-down"] * (S - 1) + ["triangle-right"] * len(sk)}),
+        "colour": text({"heads": ["#555555"] * (S - 1) + [SKIP_COLOUR] * len(sk)}),
+        "where": text({"cells": (step_of, names)}),
+        "token": text({"cells": (tok, labels)}),
+    }
+    order = ("step", "x0", "x1", "y0", "y1", "fill", "label", "formula", "detail", "tx", "ty1", "ty2", "ty3",
+             "ty", "text", "x", "skip", "order", "y", "shape", "colour", "where", "token", "dim", "value")
+    frame = {c: num[c] if c in num else columns[c] for c in order}
+    frame["part"] = pd.Categorical.from_codes(np.repeat(np.arange(len(sizes)), list(sizes.values())),
+                                              categories=list(sizes))
+    width = int(np.max(x_hm + np.asarray([HM_W * (2 if st.wide else 1) for st in steps]))) + 4
+    return pd.DataFrame(frame), width, int(y0[-1] + h) + 2
 
 
 def layer_diagram(steps: Sequence[DiagramStep], tokens: Sequence[str], skips: Sequence[tuple[int, int]], *,
