@@ -224,7 +224,8 @@ def main() -> int:
             print(f"{name:18s} {row['median_ms']:11.1f} {row['max_ms']:7.1f}{flag}"
                   + (f"  EXCEPTION {row['exceptions']}" if row["exceptions"] else ""))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"peak RSS of this process after all pages: {peak:.0f} MB (budget {BUDGET_RSS_ONE} MB)")
+    print(f"peak RSS of this benchmark process (AppTest, every page's caches): {peak:.0f} MB; "
+          f"the budget ({BUDGET_RSS_ONE} MB) is the server's, measured with --server")
     out = {"pages": rows, "apptest_peak_rss_mb": round(peak, 1), "budget_ms": BUDGET_MS,
            "recompile": a.recompile}
     if a.server:
