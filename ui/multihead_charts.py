@@ -81,7 +81,7 @@ def split_chart(values, num_heads: int, *, top_title: str, bottom_title: str, di
     top = alt.layer(*layers).properties(title=alt.TitleParams(top_title, offset=18), width=width, height=28)
     bottom = _piece("dims").properties(title=bottom_title).mark_rect(stroke="white", strokeWidth=0.5).encode(
         x=alt.X("within:Q", title=within_title, scale=alt.Scale(domain=[0, d_k], nice=False),
-                axis=alt.Axis(values=list(range(d_k + 1)) if d_k <= 32 else None, labelAngle=0, grid=False)),
+                axis=alt.Axis(values=list(range(d_k + 1)) if d_k <= 32 else alt.Undefined, labelAngle=0, grid=False)),
         x2="within_end:Q",
         y=alt.Y("head:O", title=head_title, axis=alt.Axis(labelOverlap=True)),
         color=colour, tooltip=tooltip,

@@ -241,7 +241,7 @@ def test_heads_not_dividing_d_model_is_explained_not_a_traceback(lang):
 ], ids=["empty", "300-tokens", "emoji", "chinese", "html", "one-token", "dk1", "max", "one-head", "h>d",
         "odd"])
 def test_bad_input_and_extremes(params, message):
-    for name in ("tab_heads", "tab_geometry"):
+    for name in ("tab_heads", "tab_shapes", "tab_compare", "tab_gallery", "tab_geometry"):
         at = open_page("multihead", "en", params | tab("en", name))
         assert exceptions(at) == [], (params, name)
         if message:
@@ -316,6 +316,8 @@ def test_chart_builders_give_valid_vega_lite():
         mc.geometry_chart(g.queries, g.keys, TOKENS, w[0, IT], IT, title="g", key_name="k", query_name="q",
                           **names),
         mc.values_chart(g.values, TOKENS, w[0, IT], title="v", value_name="v", output_name="o", **names),
+        mc.split_chart(torch.randn(64), 1, top_title="a", bottom_title="b", dim_title="d",    # d_k = 64 > 32
+                       head_title="h", within_title="i", value_title="v"),
     ]
     for chart in built:
         spec = chart.to_dict()                     # raises if the spec does not fit the schema
