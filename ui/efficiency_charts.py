@@ -28,6 +28,8 @@ NOW_COLOUR = "#555555"
 METHOD_COLOURS = {"full": "#4c78a8", "linear": "#f58518", "performer": "#54a24b", "linformer": "#b279a2",
                   "window": "#e45756", "flash": "#72b7b2", "sparse_masked": "#9d755d",
                   "torch_sdpa": "#555555"}
+# drawn dashed in the recorded scaling charts: the methods whose time grows like n^2 (flash saves memory, not time)
+QUADRATIC_TIME = ("full", "flash", "sparse_masked", "torch_sdpa")
 # done, current, to do, skipped, hidden
 STATUS_COLOURS = ("#3b528b", "#e66101", "#d9d9d9", MASKED_GREY, "#f7f7f7")
 
@@ -217,7 +219,7 @@ def scaling_chart(frame: pd.DataFrame, *, y: str, title: str, x_title: str, y_ti
         color=alt.Color(f"{label}:N", title=method_title, sort=labels,
                         scale=alt.Scale(domain=labels, range=colours),
                         legend=alt.Legend(orient="bottom", columns=2, labelLimit=320)),
-        strokeDash=alt.condition(alt.FieldOneOfPredicate("method", ["full", "sparse_masked", "torch_sdpa"]),
+        strokeDash=alt.condition(alt.FieldOneOfPredicate("method", list(QUADRATIC_TIME)),
                                  alt.value([5, 3]), alt.value([1, 0])),
         tooltip=[alt.Tooltip(f"{label}:N", title=method_title), alt.Tooltip("n:Q", title=x_title),
                  alt.Tooltip(f"{exact}:N", title=y_title)],
