@@ -49,7 +49,7 @@ PATTERNS = {
     "en_ordinal_of": "the Dth of Month YYYY", "en_weekday_abbr": "Wkd D Mon YYYY",
     "num_ymd_slash": "YYYY/MM/DD", "num_ymd_dot": "YYYY.M.D", "num_compact": "YYYYMMDD",
     "zh_ymd": "YYYY年M月D日", "zh_ymd_padded": "YYYY年MM月DD日", "zh_ymd_hao": "YYYY年M月D号",
-    "zh_numerals": "汉字数字 (Chinese numerals)", "zh_yy": "YY年M月D日", "zh_weekday": "YYYY年M月D日星期W",
+    "zh_numerals": "YYYY年M月D日 · 〇一二三", "zh_yy": "YY年M月D日", "zh_weekday": "YYYY年M月D日星期W",
     "zh_zhou": "YYYY年M月D日(周W)",
 }
 DEFAULT_FORMS = ("en_mdy_long", "en_dmy_abbr_yy", "num_ymd_slash", "zh_numerals")

@@ -9,6 +9,8 @@ fresh sentences: which head points at the referent, and how often -> why the rea
 """
 from __future__ import annotations
 
+import unicodedata
+
 import numpy as np
 import streamlit as st
 import torch
@@ -204,7 +206,9 @@ PARSE_ERRORS = {"empty": "err_empty", "too_long": "err_too_long", "unknown_word"
 
 
 def sentence_language(text: str) -> str:
-    """Chinese if the text holds any CJK character, else English: the model reads both."""
+    """Chinese if the text holds any CJK character, else English: the model reads both. Full-width Latin
+    ("ｔｈｅ　ａｎｉｍａｌ") is Latin: NFKC folds it first."""
+    text = unicodedata.normalize("NFKC", text)
     return "zh" if any("\u3000" <= c <= "\u9fff" or "\uff00" <= c <= "\uffef" for c in text) else "en"
 
 

@@ -507,6 +507,8 @@ def similarity_tab() -> None:
         seed_ = seed("seed")
     if tokens is None:
         return
+    if len(tokens) == 1:
+        problem("qkv.t_one_token")
     res = similarities(tuple(tokens), int(d_k), int(hidden), seed_)
     labels = unique_labels(tokens)
     names = ("additive", "dot", "scaled")

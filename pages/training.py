@@ -38,7 +38,7 @@ from ui.i18n import lesson, t
 
 NS = "training"
 TASKS = {"dates": "march 5, 2017 → 2017-03-05", "reverse": "12345 → 54321",     # same label in both languages
-         "pronoun": "“it” → animal / street"}
+         "pronoun": "it / 它 → ?"}
 TIME_CAP = 20.0           # seconds: the run stops here whatever the step count (2-core machine)
 STEPS = (10, 600, 250)    # min, max, default
 EVERY = (5, 100, 25)

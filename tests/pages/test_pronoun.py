@@ -307,3 +307,13 @@ def test_flip_chart_is_valid_vega_lite():
     spec = chart.to_dict()                          # raises if the spec does not fit the schema
     rows = next(iter(spec["datasets"].values()))
     assert len(rows) == 36 and sum(r["referent"] for r in rows) == 18
+
+
+def test_full_width_latin_is_read_as_english():
+    """Full-width Latin (as a Chinese input method types it) is English after NFKC, not an unknown word."""
+    ascii_text = "the animal didn't cross the street because it was too tired."
+    text = "".join("\u3000" if c == " " else chr(ord(c) + 0xFEE0) if "a" <= c <= "z" else c for c in ascii_text)
+    at = open_page("pronoun", "en", {"src": EN["pronoun.src_type"], "text": text})
+    assert exceptions(at) == []
+    unknown = EN["pronoun.err_unknown_word"].split("{")[0]
+    assert not any(w.value.startswith(unknown) for w in at.warning), [w.value for w in at.warning]

@@ -11,6 +11,8 @@ from tests.apptest_util import all_text, chart_data, chart_spec, charts, excepti
 from ui import training_charts as tc
 from ui.i18n import catalog
 
+PRONOUN_TASK = "it / 它 → ?"      # the task's label in pages/training.py (the URL value, both languages)
+
 EN, ZH = catalog("en"), catalog("zh")
 STEPS, EVERY = 40, 10
 
@@ -148,7 +150,7 @@ def test_pronoun_run_lowers_the_loss_and_snapshots_the_attention_from_it(lang, p
     """The "it" task: the encoder with its word readout, lr 3e-3; the snapshots are the attention from
     "it" of every layer and head, exactly those of the same seeded run done here."""
     cat = catalog(lang)
-    at = open_page("training", lang, params={"task": "“it” → animal / street", "probe_pronoun": probe})
+    at = open_page("training", lang, params={"task": PRONOUN_TASK, "probe_pronoun": probe})
     assert exceptions(at) == []
     assert at.toggle(key="attn").disabled
     at = short_run(at, steps=60, every=20)
@@ -175,7 +177,7 @@ def test_pronoun_run_lowers_the_loss_and_snapshots_the_attention_from_it(lang, p
 
 
 def test_pronoun_exercise_quotes_the_untrained_model():
-    at = open_page("training", "en", params={"task": "“it” → animal / street"})
+    at = open_page("training", "en", params={"task": PRONOUN_TASK})
     run = live_run("pronoun", seed=0, lr=3e-3, warmup_steps=20)
     with torch.no_grad():
         w = run.snapshot(run.model).from_pronoun.reshape(8, -1).numpy()
@@ -190,7 +192,7 @@ def test_pronoun_exercise_quotes_the_untrained_model():
     ("", "err_empty"), ("<b>it</b> was too tired", "err_unknown_word"),
     ("The dog didn't cross the street because it was too heavy", "err_bad_adjective")])
 def test_bad_pronoun_probes_give_the_it_pages_message(lang, text, key):
-    at = open_page("training", lang, params={"task": "“it” → animal / street", "probe_pronoun": text})
+    at = open_page("training", lang, params={"task": PRONOUN_TASK, "probe_pronoun": text})
     assert exceptions(at) == []
     head = catalog(lang)[f"pronoun.{key}"].split("“")[0].split("{")[0]
     assert head in "\n".join(w.value for w in at.warning)
