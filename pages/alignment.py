@@ -33,6 +33,7 @@ from attention_core.tasks import (
 from ui import alignment_charts as ac
 from ui import anatomy
 from ui.charts import bars_spec, heatmap_spec
+from ui.controls import keep_row, kept_row
 from ui.i18n import lesson, t
 from ui.models import curves, model
 
@@ -177,16 +178,12 @@ def heatmap_section(text: str, r: dict) -> int:
     out, w = r["output"], r["w"]
     rows, cols = list(out), chars(text)
     st.subheader(t(f"{NS}.map_title"))
-    before = st.session_state.get("_al_row")
-    selected = before if before is not None and before < len(rows) else None   # no fading until a click
+    selected = kept_row("row_map", len(rows))          # no fading until a click (kept in the URL)
     picked = anatomy.show_matrix(heatmap_spec(
         w, rows, cols, title=t(f"{NS}.map_chart", n_out=len(rows), n_in=len(cols)), x_title=t(f"{NS}.input_axis"),
         y_title=t(f"{NS}.output_axis"), value_title=t("common.weight"), selected_row=selected,
         height=28 * len(rows) + 150), w, rows, cols, key="map", file_name="date_alignment.csv")
-    if picked is not None and picked < len(rows):
-        st.session_state["_al_row"] = picked
-    row = st.session_state.get("_al_row")
-    row = default_row(out) if row is None or row >= len(rows) else row
+    row = keep_row("row_map", picked, len(rows), default_row(out))
     st.caption(t(f"{NS}.map_caption"))
     labels = ac.unique(rows)
     best = int(w[row].argmax())

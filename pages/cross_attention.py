@@ -21,8 +21,8 @@ from attention_core.crossmodal import (
 from attention_core.modules import MultiHeadAttention
 from ui import anatomy
 from ui.charts import FIT_X, bars, heatmap_spec, unique_labels
+from ui.controls import keep_row, kept_row, sentence
 from ui.controls import seed as seed_control
-from ui.controls import sentence
 from ui.cross_attention_charts import image_attention_chart
 from ui.i18n import current_lang, lesson, t
 
@@ -36,15 +36,6 @@ HEADS = (1, 2, 4)
 
 
 # ------------------------------------------------------------------ drawing
-def clicked(key: str, picked: int | None, n: int, default: int = 0) -> int:
-    """The row last clicked in chart ``key`` (kept across reruns), else ``default``."""
-    state = f"_{key}_row"
-    if picked is not None and picked < n:
-        st.session_state[state] = picked
-    row = st.session_state.get(state)
-    return default if row is None or row >= n else row
-
-
 def region_names(regions: list[str]) -> list[str]:
     """The picture's words, with the Chinese characters that name them on the Chinese page."""
     if current_lang() != "zh":
@@ -105,7 +96,7 @@ def decoder_section(seed: int) -> None:
     n_t, n_s = w.shape
     st.code(t("cross_attention.shapes", n_t=n_t, n_s=n_s, d=d_model), language=None)
 
-    before = st.session_state.get("_xa_row")
+    before = kept_row("row_xa", len(target))
     state = (tuple(source), tuple(target), d_model, seed, mode)
     spec = anatomy.cached_spec(("xa", *state, before), lambda: heatmap_spec(
         w, target, source, title=t("cross_attention.dec_heatmap", n_t=n_t, n_s=n_s),
@@ -114,7 +105,7 @@ def decoder_section(seed: int) -> None:
     picked = anatomy.show_matrix(spec, w, target, source, key="xa", file_name="xa.csv")
     present = {tok.lower() for tok in source}
     first_known = next((j for j, m in enumerate(meaning) if m in present), 0)
-    row = clicked("xa", picked, n_t, first_known)
+    row = keep_row("row_xa", picked, n_t, first_known)
     tgt_labels, src_labels = unique_labels(target), unique_labels(source)
     st.caption(t("cross_attention.row_caption", tok=anatomy.md_escape(tgt_labels[row]),
                  gloss=anatomy.md_escape(meaning[row] or "—")))
@@ -183,7 +174,7 @@ def crossmodal_section(seed: int) -> tuple[str, list[str], tuple[int, ...]] | No
     st.code(t("cross_attention.cm_shapes", n_w=n_w, n_p=n_p, g=rows, p=patch, v=res["visual_shape"][1],
               d=TEXT_DIM, h=heads), language=None)
 
-    before = st.session_state.get("_cm_row")
+    before = kept_row("row_cm", len(words))
     state = (kind, tuple(words), patch, heads, float(sharp), seed)
     labels = unique_labels(words)
     patches = [str(i) for i in range(n_p)]
@@ -194,7 +185,7 @@ def crossmodal_section(seed: int) -> tuple[str, list[str], tuple[int, ...]] | No
         height=170 if n_w < 6 else None, domain=(0.0, float(max(w.max(), 1e-6))), fit_x=True))
     picked = anatomy.show_matrix(spec, w, words, patches, key="cm", file_name="cm.csv")
     st.caption(t("cross_attention.cm_heatmap_caption"))
-    row = clicked("cm", picked, n_w, known[0] if known else 0)
+    row = keep_row("row_cm", picked, n_w, known[0] if known else 0)
 
     spot = anatomy.cached_spec(("spot", *state, row), lambda: image_attention_chart(
         res["image"], w[row], patch, cov[row] > 0.5, title=t("cross_attention.spot_title", w=labels[row]),

@@ -16,8 +16,8 @@ from attention_core.transformer import PositionWiseFFN, TransformerEncoder, Tran
 from ui import anatomy
 from ui.cache import shared_arrays
 from ui.charts import bars_spec, heatmap_spec, respec, unique_labels
+from ui.controls import keep_row, sentence
 from ui.controls import seed as seed_control
-from ui.controls import sentence
 from ui.encoder_charts import (
     TILE_GRID,
     DiagramStep,
@@ -221,6 +221,16 @@ def weights_heatmap(key: tuple, source: tuple, title: str, *, chart_key: str, nu
                                file_name=f"{chart_key}.csv")
 
 
+def url_tile(n_layers: int, h: int) -> tuple[int, int] | None:
+    """The grid tile (layer, head), 1-based, kept in the URL as ?tile=L.H by an earlier click; None if absent
+    or outside the grid now shown."""
+    try:
+        layer, head = (int(v) for v in st.query_params.get("tile", "").split("."))
+    except ValueError:
+        return None
+    return (layer, head) if 1 <= layer <= n_layers and 1 <= head <= h else None
+
+
 def picked_value(event, selection: str, field: str):
     try:
         points = event.selection.get(selection) or []
@@ -342,12 +352,16 @@ st.markdown(lesson("encoder/stack"))
 weights = run["weights"][:n_layers]                                        # (L, h, n, n)
 sharpest = np.unravel_index(int(np.argmax(weights.max(-1).mean(-1))), weights.shape[:2])
 default_tile = (int(sharpest[0]) + 1, int(sharpest[1]) + 1)
-event = anatomy.show_chart(lambda: grid_chart(key, variant, n_layers, default_tile), key="grid",
-                   cache=(key, variant, n_layers, default_tile), select=True, width="content")
+tile = url_tile(n_layers, h) or default_tile                               # a link keeps the clicked tile
+event = anatomy.show_chart(lambda: grid_chart(key, variant, n_layers, tile), key="grid",
+                           cache=(key, variant, n_layers, tile), select=True, width="content")
 clicked = picked_value(event, TILE_GRID, "layer")
-tile = (int(clicked["layer"]), int(clicked.get("head", 1))) if clicked else default_tile
-if not (1 <= tile[0] <= n_layers and 1 <= tile[1] <= h):
-    tile = default_tile
+if clicked and (int(clicked["layer"]), int(clicked.get("head", 1))) != tile:
+    tile = (int(clicked["layer"]), int(clicked.get("head", 1)))
+    if 1 <= tile[0] <= n_layers and 1 <= tile[1] <= h:
+        st.query_params["tile"] = f"{tile[0]}.{tile[1]}"
+    else:
+        tile = default_tile
 st.caption(t("encoder.grid_caption"))
 numbers = n <= HALF_NUMBERS
 left, right = st.columns(2)
@@ -359,7 +373,7 @@ with right:
                             chart_key="rollout", numbers=numbers, x_title=t("encoder.rollout_x"),
                             y_title=t("encoder.rollout_y"), value_title=t("encoder.rollout_value"),
                             selectable=True)
-q = picked if picked is not None and 0 <= picked < n else 0
+q = keep_row("row_rollout", picked, n, 0)
 rollout = run["rollout"][n_layers - 1]
 st.caption(t("encoder.rollout_row", q=anatomy.md_escape(labels[q]), n=n_layers))
 anatomy.show_chart(lambda: bars_spec(run["rollout"][n_layers - 1][q], key[0], value_title=t("encoder.rollout_value"),

@@ -14,6 +14,7 @@ from attention_core.masks import causal_mask, local_mask, padding_mask
 from attention_core.text import tokenize
 from ui import anatomy
 from ui.charts import heatmap_spec, unique_labels
+from ui.controls import keep_row, kept_row
 from ui.controls import seed as seed_control
 from ui.i18n import lesson, t
 from ui.masking_charts import batch_chart, mask_panels, row_bars
@@ -156,12 +157,14 @@ def drill(weights: torch.Tensor, hidden: torch.Tensor, tokens: list[str], *, key
     """Weights heatmap (masked cells grey ×) whose clicked row is drawn as bars below it.
 
     Without a click, the bars show ``default_row`` (else the first row that sees any key)."""
+    n = weights.shape[0]
     chart = heatmap_spec(weights, tokens, kind="weights", masked=hidden, title=title, x_title=t("common.key"),
-                    y_title=t("common.query"), value_title=t("common.weight"), height=hm_height(len(tokens)))
+                         y_title=t("common.query"), value_title=t("common.weight"), height=hm_height(len(tokens)),
+                         selected_row=kept_row(f"row_{key}", n))
     picked = anatomy.show_matrix(chart, weights, tokens, key=key, file_name=f"{key}.csv")
     if default_row is None:
-        default_row = next((i for i in range(weights.shape[0]) if not bool(hidden[i].all())), 0)
-    row = default_row if picked is None or picked >= weights.shape[0] else picked
+        default_row = next((i for i in range(n) if not bool(hidden[i].all())), 0)
+    row = keep_row(f"row_{key}", picked, n, default_row)     # the clicked row, kept in the URL
     labels = unique_labels(tokens)
     st.caption(t("masking.row_caption", q=anatomy.md_escape(labels[row]),
                  total=f"{float(weights[row].sum()):.7f}", hidden=int(hidden[row].sum())))

@@ -17,8 +17,8 @@ from attention_core.positional import sinusoidal_encoding
 from attention_core.rotary import rotary_embedding
 from ui import anatomy
 from ui.charts import heatmap_spec, unique_labels
+from ui.controls import keep_row, kept_row, sentence
 from ui.controls import seed as seed_control
-from ui.controls import sentence
 from ui.i18n import lesson, t
 from ui.positional_charts import (
     gap_spec,
@@ -92,7 +92,7 @@ def table_section() -> tuple[int, int]:
     pe, bits, per = table(n, d, float(base))
     positions = [str(i) for i in range(n)]
     dims = [str(j) for j in range(d)]
-    ref_before = st.session_state.get("_pos_ref")
+    ref_before = kept_row("row_pe", n)
 
     left, right = st.columns([3, 1])
     with left:
@@ -131,12 +131,7 @@ def table_section() -> tuple[int, int]:
                        cache=(n, d, base, i))
 
     # similarity by offset, for the clicked position and one more
-    if picked is not None and picked < n:
-        st.session_state["_pos_ref"] = picked
-    elif ref_before is not None and ref_before >= n:
-        st.session_state["_pos_ref"] = None      # n shrank below the clicked row
-    ref = st.session_state.get("_pos_ref")
-    ref = n // 4 if ref is None else ref
+    ref = keep_row("row_pe", picked, n, n // 4)
     other = (ref + n // 2) % n
     curves = pl.offset_curves(torch.from_numpy(pe), [ref, other])
     anatomy.show_chart(lambda: offset_chart(
@@ -193,7 +188,7 @@ def shuffle_section() -> tuple[dict | None, int]:
         x_title=t("positional.gap_axis"), y_title=t("positional.gap_axis"),
         highlight=pl.ENCODINGS.index(enc)), key="gaps", cache=(*state, enc))
 
-    row_before = st.session_state.get("_shuf_row")
+    row_before = kept_row("row_shuf", len(tokens))
     left, right = st.columns(2)
     with left:
         anatomy.show_chart(lambda: heatmap_spec(
@@ -205,10 +200,7 @@ def shuffle_section() -> tuple[dict | None, int]:
             cur["w_shuf"], shuffled, title=t("positional.w_shuffled"), x_title=t("common.key"),
             y_title=t("common.query"), value_title=t("common.weight"), selected_row=row_before, fit_x=True))
         picked = anatomy.show_matrix(spec, cur["w_shuf"], shuffled, key="w_shuf", file_name="w_shuf.csv")
-    if picked is not None and picked < len(tokens):
-        st.session_state["_shuf_row"] = picked
-    row = st.session_state.get("_shuf_row")
-    row = 0 if row is None or row >= len(tokens) else row
+    row = keep_row("row_shuf", picked, len(tokens), 0)
     st.caption(t("positional.gap_row_caption", enc=t(f"positional.enc_{enc}")))
     anatomy.show_chart(lambda: gap_spec(
         cur["gap"], unique_labels(shuffled), x_title=t("positional.gap_axis"),

@@ -14,6 +14,7 @@ from attention_core.functional import masked_softmax
 from ui import anatomy
 from ui import scaling_charts as sc
 from ui.charts import heatmap, heatmap_frame, to_spec
+from ui.controls import keep_row, kept_row
 from ui.controls import seed as seed_control
 from ui.i18n import current_lang, lesson, t, tl
 
@@ -168,7 +169,7 @@ with right:
 # ------------------------------------------------------------------ 2. what big scores do to softmax
 st.header(t("scaling.sec_softmax"))
 st.markdown(lesson("scaling/softmax"))
-row = int(st.session_state.get("scaling_row", 0))
+row = kept_row("row", N_SHOW) or 0
 left, right = st.columns([1.7, 1])
 with left:
     st.markdown(f"**{t('scaling.heat_title', mode=mode_now, dk=d_k, tau=tau_txt)}**")
@@ -179,7 +180,7 @@ with left:
              value_title=t("scaling.axis_weight")),
         view["weights"], Q_LABELS, K_LABELS, key="w", file_name=f"weights_dk{d_k}_tau{tau:g}.csv")
     if picked is not None and 0 <= picked < N_SHOW and picked != row:
-        row = st.session_state["scaling_row"] = picked
+        row = keep_row("row", picked, N_SHOW, row)
     st.caption(t("scaling.heat_caption"))
 soft = softmax_view(seed, d_k, tau, scaled, row, modes)
 with right:

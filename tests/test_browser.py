@@ -157,4 +157,5 @@ def test_clicking_a_heatmap_cell_selects_its_query_row(server, browser):
     page.wait_for_function("[...document.querySelectorAll('[data-testid=stCaptionContainer]')]"
                            ".some(e => e.innerText.startsWith('Row of query “sat”'))", timeout=30_000)
     assert any("“sat”" in c and "exactly 0" in c for c in row_captions()), row_captions()
+    page.wait_for_function("location.search.includes('row_pad_w=2')", timeout=10_000)   # a link keeps the row
     page.close()

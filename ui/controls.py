@@ -37,3 +37,23 @@ def sentence(key: str = "text", default: str | None = None, *, max_tokens: int =
 def seed(key: str = "seed") -> int:
     return int(st.number_input(t("common.seed"), min_value=0, max_value=9999, value=0, step=1,
                                key=key, bind="query-params"))
+
+
+def kept_row(name: str, n: int) -> int | None:
+    """The heatmap row the learner clicked earlier, kept in the URL as ``?name=i`` (None if absent or not
+    one of the ``n`` rows now shown)."""
+    try:
+        row = int(st.query_params.get(name, ""))
+    except ValueError:
+        return None
+    return row if 0 <= row < n else None
+
+
+def keep_row(name: str, picked: int | None, n: int, default: int) -> int:
+    """Keep a click on a heatmap row in the URL (``?name=i``) so a shared link shows the same row, and return
+    the row to explain: this click, else the one in the URL, else ``default``."""
+    if picked is not None and 0 <= picked < n:
+        st.query_params[name] = str(picked)
+        return picked
+    row = kept_row(name, n)
+    return default if row is None else row

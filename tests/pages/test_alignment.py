@@ -86,9 +86,7 @@ def test_heatmap_is_the_models_alignment(lang):
 
 
 def test_clicked_row_and_notices_quote_the_numbers():
-    at = open_page("alignment", "en")
-    at.session_state["_al_row"] = 2                                   # as a click on row 3 would
-    at.run()
+    at = open_page("alignment", "en", {"row_map": "2"})                # a click on row 3 keeps ?row_map=2
     out, w = oracle(EN["alignment.default_date"])
     row = frame(titled(at, EN["alignment.row_chart"].format(ch="1", t=3)))
     assert np.allclose(row.sort_values("pos")["value"], w[2], atol=1e-6)

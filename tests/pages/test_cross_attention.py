@@ -220,3 +220,15 @@ def test_zh_defaults_use_chinese_caption():
     _, ref = crossmodal_oracle("circle_square", words)
     np.testing.assert_allclose(w, ref, atol=1e-5)
     assert "把 " in all_text(at) and "红" in all_text(at)
+
+
+def test_a_clicked_row_is_kept_in_the_url():
+    """?row_xa=1 (what a click on the second target row writes) opens the page on that row."""
+    at = open_page("cross_attention", "en")
+    first = [c.value for c in at.caption if c.value.startswith("Where")][0]
+    at = open_page("cross_attention", "en", {"row_xa": "1"})
+    assert exceptions(at) == []
+    second = [c.value for c in at.caption if c.value.startswith("Where")][0]
+    assert second != first
+    heat = charts(at)[0]
+    assert chart_spec(heat)["params"][0]["value"] == [{"query_pos": 1}]

@@ -333,3 +333,17 @@ def test_respecs_equal_freshly_built_charts():
         made = respec(skel.setdefault("sums", fresh), row_sums_frame(a, b, tokens, **names),
                       sort={"query": unique_labels(tokens)})
         assert_same_spec(made, fresh)
+
+
+def test_a_clicked_tile_and_rollout_row_are_kept_in_the_url():
+    """?tile=2.3 and ?row_rollout=1 (what clicks write) open the page on that tile and rollout row; a tile
+    outside the grid falls back to the default one."""
+    at = open_page("encoder", "en", {"tile": "2.3", "row_rollout": "1"})
+    assert exceptions(at) == []
+    titles = [chart_spec(c).get("title") for c in charts(at)]
+    assert EN["encoder.tile_title"].format(layer=2, head=3) in titles
+    tokens = tokenize(EN["common.default_sentence"])
+    assert any(c.value.startswith(EN["encoder.rollout_row"].split("{")[0] + tokens[1]) for c in at.caption)
+    at = open_page("encoder", "en", {"tile": "40.1"})
+    assert exceptions(at) == []
+    assert EN["encoder.tile_title"].format(layer=40, head=1) not in [chart_spec(c).get("title") for c in charts(at)]

@@ -262,3 +262,16 @@ def test_url_reproduces_the_view():
     assert list(frame["key"].unique()) == ["[PAD]·0", "[PAD]·1", "e", "f"]
     _, keep, _, w_ref = oracle([["a", "b", "c", "d"], ["e", "f"]], side="left", causal=True, seed=7)
     assert np.allclose(values, w_ref[1].numpy(), atol=1e-5) and (masked == ~keep[1].numpy()).all()
+
+
+def test_a_clicked_row_is_kept_in_the_url():
+    """?row_pad_w=2 (what a click on the third row writes) opens the page on that row, in the caption, the bars
+    and the heatmap's selection; an index outside the sentence falls back to the first visible row."""
+    at = open_page("masking", "en", {"row_pad_w": "2"})
+    assert exceptions(at) == []
+    captions = [c.value for c in at.caption if c.value.startswith("Row of query")]
+    assert captions and "“sat”" in captions[0], captions
+    heat = next(c for c in charts(at) if chart_spec(c).get("title") == EN["masking.weights_title"].format(i=1))
+    assert chart_spec(heat)["params"][0]["value"] == [{"query_pos": 2}]
+    at = open_page("masking", "en", {"row_pad_w": "99"})
+    assert exceptions(at) == [] and any("“The”" in c.value for c in at.caption if c.value.startswith("Row of"))

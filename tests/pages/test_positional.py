@@ -166,9 +166,8 @@ def test_odd_d_model_shows_the_tutorial_error_and_works():
 
 
 def test_clicked_position_becomes_the_reference():
-    at = open_page("positional", "en")
-    at.session_state["_pos_ref"] = 5
-    at.run()
+    """A clicked position is kept in the URL (?row_pe=5), so a link opens with that reference position."""
+    at = open_page("positional", "en", {"row_pe": "5"})
     assert exceptions(at) == []
     refs = set(frame(by_name(at)["offset"])["reference"])
     assert refs == {"reference p = 5", "reference p = 29"}

@@ -223,9 +223,9 @@ def test_every_widget_at_its_extremes():
 
 
 def test_clicked_row_drives_bars_strip_and_temperature():
-    at = open_page("scaling", "en")
-    at.session_state["scaling_row"] = 5
-    at.run()
+    """A clicked row is kept in the URL (?row=5): a link opens on that row, and the bars, the strip and the
+    temperature chart follow it."""
+    at = open_page("scaling", "en", {"row": "5"})
     assert exceptions(at) == []
     heat = _heatmap(at)["value"].to_numpy().reshape(N_SHOW, N_K)
     bars = _frame(at, "key", "weight", "is_max", without=("d_k",))
