@@ -225,7 +225,7 @@ def geometry_spec(seed_: int, mix: str, idx: int, layer: int, head: int, query: 
     g = qk_geometry(torch.from_numpy(s["q"][layer, head]), torch.from_numpy(s["k"][layer, head]))
     var = g.explained_variance_ratio.numpy()
     labels = unique_labels(s["tokens"])
-    return spec_of(mc.geometry_chart(
+    return spec_of(mc.geometry_spec(
         g.queries, g.keys, s["tokens"], s["weights"][layer, head, query], query,
         title=t(f"{NS}.geo_title", head=head_label(layer, head), q=labels[query]),
         x_title=t(f"{NS}.pc", i=1, pct=f"{100 * var[0]:.0f}"), y_title=t(f"{NS}.pc", i=2, pct=f"{100 * var[1]:.0f}"),

@@ -388,7 +388,7 @@ def geometry_section(r: dict, v: View) -> None:
     var = g.explained_variance_ratio.numpy()
     left, right = st.columns(2)
     with left:
-        show_chart(lambda: mc.geometry_chart(
+        show_chart(lambda: mc.geometry_spec(
             g.queries, g.keys, v.tokens, w_row, query,
             title=t(f"{NS}.geo_chart", head=head + 1, q=labels[query]),
             x_title=t(f"{NS}.pc", i=1, pct=f"{100 * var[0]:.0f}"),
@@ -396,7 +396,7 @@ def geometry_section(r: dict, v: View) -> None:
             query_name=t("common.query"), weight_title=t("common.weight"), token_title=t(f"{NS}.token")),
             key="mh_geo", cache=(v.key, head, query), width="content")
     with right:
-        show_chart(lambda: mc.values_chart(
+        show_chart(lambda: mc.values_spec(
             g.values, v.tokens, w_row, title=t(f"{NS}.values_chart", head=head + 1, q=labels[query]),
             x_title=t(f"{NS}.pc_plain", i=1), y_title=t(f"{NS}.pc_plain", i=2), value_name=t("common.value"),
             output_name=t(f"{NS}.output_point"), weight_title=t("common.weight"),

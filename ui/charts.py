@@ -358,18 +358,19 @@ def matrix_csv(matrix, row_labels: Sequence[str], col_labels: Sequence[str] | No
 
 
 def respec(skeleton: dict, frame: pd.DataFrame, *, sort: dict | None = None, domain: dict | None = None,
-           selection: dict | None = None, **top) -> dict:
+           selection: dict | None = None, titles: dict | None = None, **top) -> dict:
     """The finished spec of a chart (``to_spec``) with new data: the spec of the same builder called on
     other data, when its options are the same. Building an Altair chart costs 10-80 ms; this about 1 ms.
 
     ``sort``: field -> new explicit order (e.g. the tokens of a new sentence) of every encoding of that
     field that has one. ``domain``: channel ("x", "color") or (channel, field) -> new scale domain.
-    ``selection``: parameter name -> its new initial value. ``top``: top-level properties (title,
+    ``selection``: parameter name -> its new initial value. ``titles``: channel -> new axis / legend title
+    (where the encoding has one). ``top``: top-level properties (title,
     width, height; None removes one). Each page's use is checked by a test against a freshly built spec.
     """
-    sort, domain = sort or {}, domain or {}
+    sort, domain, titles = sort or {}, domain or {}, titles or {}
     out = {k: v for k, v in skeleton.items() if k != "datasets"}   # top-level changes only: a shallow copy
-    if sort or domain or selection:
+    if sort or domain or selection or titles:
         out = copy.deepcopy(out)
 
     def walk(node) -> None:
@@ -385,13 +386,15 @@ def respec(skeleton: dict, frame: pd.DataFrame, *, sort: dict | None = None, dom
                     new = domain.get((channel, field), domain.get(channel))
                     if new is not None and isinstance(e.get("scale"), dict) and "domain" in e["scale"]:
                         e["scale"]["domain"] = list(new)
+                    if channel in titles and "title" in e:
+                        e["title"] = titles[channel]
             for value in node.values():
                 walk(value)
         elif isinstance(node, list):
             for value in node:
                 walk(value)
 
-    if sort or domain:
+    if sort or domain or titles:
         walk(out)
     for param in out.get("params", []):
         if selection and param.get("name") in selection:

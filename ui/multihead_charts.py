@@ -6,6 +6,7 @@ in already translated. Weights use the fixed 0..1 viridis domain of ui.charts.he
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -13,7 +14,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from .charts import SIGNED_SCHEME, WEIGHT_SCHEME, as_numpy, unique_labels
+from .charts import SIGNED_SCHEME, WEIGHT_SCHEME, as_numpy, respec, to_spec, unique_labels
 
 HEAD_SELECTION = "head"      # name of the click selection of the head grid (field "head")
 MAX_PANEL_SIDE = 24          # a small multiple shows at most 24 x 24 cells (averaged tiles beyond)
@@ -212,12 +213,9 @@ def equal_aspect(xs, ys, width: int, height: int, pad: float = 0.08) -> tuple[li
     return [cx - unit * width / 2, cx + unit * width / 2], [cy - unit * height / 2, cy + unit * height / 2]
 
 
-def geometry_chart(queries, keys, tokens: Sequence[str], weights_row, query: int, *, title: str,
-                   x_title: str, y_title: str, key_name: str, query_name: str, weight_title: str,
-                   token_title: str, width: int = 420, height: int = 380) -> alt.LayerChart:
-    """Keys (squares) and queries (circles) of one head in one PCA plane, equal scales on both axes;
-    the chosen query is filled and labelled, the other queries are small rings; a line from the
-    chosen query to every key, as thick and opaque as its attention weight."""
+def _geometry_data(queries, keys, tokens: Sequence[str], weights_row, query: int, key_name: str,
+                   query_name: str, width: int, height: int) -> tuple[pd.DataFrame, list[float], list[float]]:
+    """The one frame ``geometry_chart`` draws and its equal-aspect x and y domains."""
     frame = geometry_frame(queries, keys, tokens, weights_row, query)
     frame["kind_name"] = np.where(frame["kind"] == "key", key_name, query_name)
     keys_f = frame[frame["kind"] == "key"]
@@ -233,6 +231,16 @@ def geometry_chart(queries, keys, tokens: Sequence[str], weights_row, query: int
         "exact": np.repeat(keys_f["exact"].to_numpy(), 2),
     })
     dx, dy = equal_aspect(frame["x"], frame["y"], width, height)
+    return _one_frame(keys=keys_f, others=others, chosen=chosen, link=lines), dx, dy
+
+
+def geometry_chart(queries, keys, tokens: Sequence[str], weights_row, query: int, *, title: str,
+                   x_title: str, y_title: str, key_name: str, query_name: str, weight_title: str,
+                   token_title: str, width: int = 420, height: int = 380) -> alt.LayerChart:
+    """Keys (squares) and queries (circles) of one head in one PCA plane, equal scales on both axes;
+    the chosen query is filled and labelled, the other queries are small rings; a line from the
+    chosen query to every key, as thick and opaque as its attention weight."""
+    data, dx, dy = _geometry_data(queries, keys, tokens, weights_row, query, key_name, query_name, width, height)
     x = alt.X("x:Q", title=x_title, scale=alt.Scale(domain=dx, nice=False, zero=False))
     y = alt.Y("y:Q", title=y_title, scale=alt.Scale(domain=dy, nice=False, zero=False))
     tip = [alt.Tooltip("kind_name:N", title=""), alt.Tooltip("token:N", title=token_title),
@@ -256,16 +264,30 @@ def geometry_chart(queries, keys, tokens: Sequence[str], weights_row, query: int
         x=x, y=y, text="label:N", tooltip=tip)
     q_text = _piece("chosen").mark_text(dx=-9, dy=-9, align="right", fontSize=12, fontWeight="bold",
                                          color=QUERY_COLOUR).encode(x=x, y=y, text="label:N", tooltip=tip)
-    return alt.layer(link, rings, key_pts, q_pt, key_text, q_text,
-                     data=_one_frame(keys=keys_f, others=others, chosen=chosen, link=lines)).properties(
+    return alt.layer(link, rings, key_pts, q_pt, key_text, q_text, data=data).properties(
         title=title, width=width, height=height)
 
 
-def values_chart(values, tokens: Sequence[str], weights_row, *, title: str, x_title: str, y_title: str,
-                 value_name: str, output_name: str, weight_title: str, token_title: str,
-                 width: int = 420, height: int = 380) -> alt.LayerChart:
-    """The values of one head in their own PCA plane, sized by the chosen query's weights, and the
-    head's output for that query: the weighted mean of the value points (a star)."""
+@functools.lru_cache(maxsize=16)
+def _geometry_skeleton(key_name: str, query_name: str, weight_title: str, token_title: str, width: int,
+                       height: int) -> dict:
+    plane = np.array([[0.0, 0.0], [1.0, 1.0]])
+    return to_spec(geometry_chart(plane, plane, ["a", "b"], [0.5, 0.5], 0, title="·", x_title="x",
+                                  y_title="y", key_name=key_name, query_name=query_name,
+                                  weight_title=weight_title, token_title=token_title, width=width, height=height))
+
+
+def geometry_spec(queries, keys, tokens: Sequence[str], weights_row, query: int, *, title: str,
+                  x_title: str, y_title: str, key_name: str, query_name: str, weight_title: str,
+                  token_title: str, width: int = 420, height: int = 380) -> dict:
+    """``to_spec(geometry_chart(...))`` from a cached skeleton (``ui.charts.respec``): new data, domains, title."""
+    data, dx, dy = _geometry_data(queries, keys, tokens, weights_row, query, key_name, query_name, width, height)
+    skeleton = _geometry_skeleton(key_name, query_name, weight_title, token_title, width, height)
+    return respec(skeleton, data, domain={"x": dx, "y": dy}, titles={"x": x_title, "y": y_title}, title=title)
+
+
+def _values_data(values, tokens: Sequence[str], weights_row, value_name: str, output_name: str, width: int,
+                 height: int) -> tuple[pd.DataFrame, list[float], list[float]]:
     v = as_numpy(values)
     w = np.asarray(weights_row, dtype=np.float64).reshape(-1)
     labels = unique_labels(list(tokens))
@@ -273,8 +295,17 @@ def values_chart(values, tokens: Sequence[str], weights_row, *, title: str, x_ti
                           "weight": w, "exact": np.char.mod("%.4f", w), "kind": value_name})
     out = w @ v                                                # the output, in the same plane
     star = pd.DataFrame({"x": [out[0]], "y": [out[1]], "kind": [output_name], "label": [output_name]})
-    tip = [alt.Tooltip("token:N", title=token_title), alt.Tooltip("exact:N", title=weight_title)]
     dx, dy = equal_aspect(np.append(v[:, 0], out[0]), np.append(v[:, 1], out[1]), width, height)
+    return _one_frame(values=frame, star=star), dx, dy
+
+
+def values_chart(values, tokens: Sequence[str], weights_row, *, title: str, x_title: str, y_title: str,
+                 value_name: str, output_name: str, weight_title: str, token_title: str,
+                 width: int = 420, height: int = 380) -> alt.LayerChart:
+    """The values of one head in their own PCA plane, sized by the chosen query's weights, and the
+    head's output for that query: the weighted mean of the value points (a star)."""
+    data, dx, dy = _values_data(values, tokens, weights_row, value_name, output_name, width, height)
+    tip = [alt.Tooltip("token:N", title=token_title), alt.Tooltip("exact:N", title=weight_title)]
     xs = alt.Scale(domain=dx, nice=False, zero=False)
     ys = alt.Scale(domain=dy, nice=False, zero=False)
     x = alt.X("x:Q", title=x_title, scale=xs)
@@ -288,5 +319,21 @@ def values_chart(values, tokens: Sequence[str], weights_row, *, title: str, x_ti
         x=x, y=y, tooltip=[alt.Tooltip("kind:N", title="")])
     out_text = _piece("star").mark_text(dx=-10, dy=-10, align="right", fontWeight="bold",
                                          color=QUERY_COLOUR).encode(x=x, y=y, text="label:N")
-    return alt.layer(pts, text, out_pt, out_text, data=_one_frame(values=frame, star=star)).properties(
-        title=title, width=width, height=height)
+    return alt.layer(pts, text, out_pt, out_text, data=data).properties(title=title, width=width, height=height)
+
+
+@functools.lru_cache(maxsize=16)
+def _values_skeleton(value_name: str, output_name: str, weight_title: str, token_title: str, width: int,
+                     height: int) -> dict:
+    return to_spec(values_chart(np.array([[0.0, 0.0], [1.0, 1.0]]), ["a", "b"], [0.5, 0.5], title="·",
+                                x_title="x", y_title="y", value_name=value_name, output_name=output_name,
+                                weight_title=weight_title, token_title=token_title, width=width, height=height))
+
+
+def values_spec(values, tokens: Sequence[str], weights_row, *, title: str, x_title: str, y_title: str,
+                value_name: str, output_name: str, weight_title: str, token_title: str,
+                width: int = 420, height: int = 380) -> dict:
+    """``to_spec(values_chart(...))`` from a cached skeleton (``ui.charts.respec``)."""
+    data, dx, dy = _values_data(values, tokens, weights_row, value_name, output_name, width, height)
+    skeleton = _values_skeleton(value_name, output_name, weight_title, token_title, width, height)
+    return respec(skeleton, data, domain={"x": dx, "y": dy}, titles={"x": x_title, "y": y_title}, title=title)

@@ -12,7 +12,7 @@ from attention_core.analysis import PATTERNS, classify_heads, head_similarity, q
 from attention_core.modules import MultiHeadAttention
 from attention_core.multihead_lab import build_mha, model_input
 from attention_core.text import tokenize
-from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page
+from tests.apptest_util import all_text, assert_same_spec, chart_data, chart_spec, charts, exceptions, open_page
 from ui.i18n import catalog
 
 EN, ZH = catalog("en"), catalog("zh")
@@ -329,3 +329,23 @@ def test_chart_builders_give_valid_vega_lite():
     out = np.asarray(w[0, IT]) @ g.values.numpy()                # the diamond: weighted mean of the values
     star = [row for d in built[4].to_dict()["datasets"].values() for row in d if row.get("piece") == "star"][0]
     assert (star["x"], star["y"]) == pytest.approx((out[0], out[1]), abs=1e-5)
+
+
+def test_geometry_and_values_specs_equal_fresh_charts():
+    """The pages draw the PCA planes with geometry_spec / values_spec (a cached skeleton, new data, domains and
+    titles): they must equal the Altair-built charts for any sentence, query and titles."""
+    from ui import multihead_charts as mc
+    from ui.charts import to_spec
+    rng = np.random.default_rng(0)
+    for n in (2, 5, 13):
+        q, k, v = rng.standard_normal((n, 2)), rng.standard_normal((n, 2)), rng.standard_normal((n, 2))
+        w = rng.random(n)
+        w /= w.sum()
+        tokens = [["it", "猫", "<b>", "it"][i % 4] for i in range(n)]
+        kw = dict(title=f"T{n}", x_title=f"PC1 ({n}%)", y_title=f"PC2 ({n}%)", key_name="key", query_name="query",
+                  weight_title="w", token_title="t")
+        assert_same_spec(mc.geometry_spec(q, k, tokens, w, n - 1, **kw),
+                         to_spec(mc.geometry_chart(q, k, tokens, w, n - 1, **kw)))
+        kw = dict(title=f"V{n}", x_title=f"PC1 {n}", y_title="PC2", value_name="value", output_name="out",
+                  weight_title="w", token_title="t")
+        assert_same_spec(mc.values_spec(v, tokens, w, **kw), to_spec(mc.values_chart(v, tokens, w, **kw)))
