@@ -20,10 +20,10 @@ from attention_core.crossmodal import (
 )
 from attention_core.modules import MultiHeadAttention
 from ui import anatomy
-from ui.charts import FIT_X, bars, heatmap_spec, unique_labels
+from ui.charts import bars_spec, heatmap_spec, unique_labels
 from ui.controls import keep_row, kept_row, sentence
 from ui.controls import seed as seed_control
-from ui.cross_attention_charts import image_attention_chart
+from ui.cross_attention_charts import image_attention_spec
 from ui.i18n import current_lang, lesson, t
 
 NS = "cross_attention"
@@ -109,10 +109,9 @@ def decoder_section(seed: int) -> None:
     tgt_labels, src_labels = unique_labels(target), unique_labels(source)
     st.caption(t("cross_attention.row_caption", tok=anatomy.md_escape(tgt_labels[row]),
                  gloss=anatomy.md_escape(meaning[row] or "—")))
-    anatomy.show_chart(lambda: bars(w[row], source, value_title=t("common.weight"),
-                                    label_title=t("cross_attention.source_axis"),
-                                    highlight=int(w[row].argmax()), height=200).properties(autosize=FIT_X),
-                       key="xa_row", cache=(*state, row))
+    anatomy.show_chart(bars_spec(w[row], source, value_title=t("common.weight"),
+                                 label_title=t("cross_attention.source_axis"),
+                                 highlight=int(w[row].argmax()), height=200, fit_x=True), key="xa_row")
 
     best = int(w[row].argmax())
     items = [t("cross_attention.notice_shape", n_t=n_t, n_s=n_s, lo=fmt(float(w.sum(1).min()), 6),
@@ -187,10 +186,10 @@ def crossmodal_section(seed: int) -> tuple[str, list[str], tuple[int, ...]] | No
     st.caption(t("cross_attention.cm_heatmap_caption"))
     row = keep_row("row_cm", picked, n_w, known[0] if known else 0)
 
-    spot = anatomy.cached_spec(("spot", *state, row), lambda: image_attention_chart(
+    spot = image_attention_spec(
         res["image"], w[row], patch, cov[row] > 0.5, title=t("cross_attention.spot_title", w=labels[row]),
         picture_title=t("cross_attention.picture_title"), weight_title=t("common.weight"),
-        patch_title=t("cross_attention.patch_axis")))
+        patch_title=t("cross_attention.patch_axis"))
     st.vega_lite_chart(dict(spot), width="content", key="spot")     # its own size: show_chart only stretches
     st.caption(t("cross_attention.spot_caption"))
 

@@ -193,6 +193,6 @@ def test_bars_spec_equals_the_altair_built_bars(case):
     labels = [["the", "猫", "<b>", "the", "👍🏽", '"'][int(i)] for i in rng.integers(0, 6, n)]
     kw = {"value_title": ["weight", "权重"][case % 2], "label_title": "key",
           "domain": [(0.0, 1.0), None, (-2, 5)][case % 3], "highlight": [None, 0, n - 1][case % 3],
-          "height": [220, 180][case % 2], "title": [None, "row 3", ""][case % 3]}
+          "height": [220, 180][case % 2], "title": [None, "row 3", ""][case % 3], "fit_x": case % 4 == 1}
     vals = rng.standard_normal(n)
     assert_same_spec(charts.bars_spec(vals, labels, **kw), charts.to_spec(charts.bars(vals, labels, **kw)))

@@ -334,7 +334,7 @@ def _bars_frame(values, labels: Sequence[str], highlight: int | None) -> pd.Data
 
 def bars(values, labels: Sequence[str], *, value_title: str = "weight", label_title: str = "key",
          domain: tuple[float, float] | None = (0.0, 1.0), highlight: int | None = None,
-         height: int = 220, title: str | None = None) -> alt.Chart:
+         height: int = 220, title: str | None = None, fit_x: bool = False) -> alt.Chart:
     """One row of weights (or any vector) as labelled bars, exact value in the tooltip."""
     frame = _bars_frame(values, labels, highlight)
     y = alt.Y("value:Q", title=value_title,
@@ -346,6 +346,8 @@ def bars(values, labels: Sequence[str], *, value_title: str = "weight", label_ti
         color=alt.when(alt.datum.highlight).then(alt.value("#e66101")).otherwise(alt.value("#3b528b")),
         tooltip=[alt.Tooltip("label:N", title=label_title), alt.Tooltip("exact:N", title=value_title)],
     ).properties(height=height)
+    if fit_x:
+        chart = chart.properties(autosize=FIT_X)
     return chart.properties(title=title) if title else chart
 
 
@@ -409,16 +411,16 @@ def respec(skeleton: dict, frame: pd.DataFrame, *, sort: dict | None = None, dom
 
 
 @functools.lru_cache(maxsize=64)
-def _bars_skeleton(value_title: str, label_title: str, has_domain: bool, height: int) -> dict:
+def _bars_skeleton(value_title: str, label_title: str, has_domain: bool, height: int, fit_x: bool) -> dict:
     return to_spec(bars([0.0], ["·"], value_title=value_title, label_title=label_title,
-                        domain=(0.0, 1.0) if has_domain else None, height=height))
+                        domain=(0.0, 1.0) if has_domain else None, height=height, fit_x=fit_x))
 
 
 def bars_spec(values, labels: Sequence[str], *, value_title: str = "weight", label_title: str = "key",
               domain: tuple[float, float] | None = (0.0, 1.0), highlight: int | None = None,
-              height: int = 220, title: str | None = None) -> dict:
+              height: int = 220, title: str | None = None, fit_x: bool = False) -> dict:
     """``to_spec(bars(...))`` with the same arguments, from a cached skeleton (``respec``): ~1 ms."""
     frame = _bars_frame(values, labels, highlight)
-    skeleton = _bars_skeleton(value_title, label_title, domain is not None, height)
+    skeleton = _bars_skeleton(value_title, label_title, domain is not None, height, fit_x)
     return respec(skeleton, frame, sort={"label": list(frame["label"])},
                   domain={"y": list(domain)} if domain is not None else None, title=title or None)
