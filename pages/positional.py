@@ -23,7 +23,7 @@ from ui.i18n import lesson, t
 from ui.positional_charts import (
     gap_spec,
     offset_chart,
-    rotation_chart,
+    rotation_spec,
     wave_chart,
     wave_respec,
 )
@@ -265,12 +265,12 @@ def compare_section(base: int, seed: int) -> None:
                    delta_color="off")
     left, right = st.columns([2, 3])
     with left:   # the first pair turns by theta_0 = base^0 = 1 radian per position
-        plane = anatomy.cached_spec(("rotation", seed, m, j, s), lambda: rotation_chart(
+        plane = rotation_spec(
             q[:2], k[:2], {"q": float(m), "k": float(j), "q_shift": float(m + s), "k_shift": float(j + s)},
             labels={"q": t("positional.arrow_q", m=m), "k": t("positional.arrow_k", j=j),
                     "q_shift": t("positional.arrow_q", m=m + s), "k_shift": t("positional.arrow_k", j=j + s)},
-            title=t("positional.rotation_title")))
-        st.vega_lite_chart(dict(plane), width="content", key="rotation")   # square: show_chart only stretches
+            title=t("positional.rotation_title"))
+        st.vega_lite_chart(plane, width="content", key="rotation")   # square: show_chart only stretches
         st.caption(t("positional.rotation_caption"))
     with right:
         st.markdown(lesson("positional/table"))

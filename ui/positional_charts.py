@@ -132,14 +132,7 @@ def _short(x: float) -> str:
     return "0" if x == 0 else (f"{x:.1e}" if abs(x) < 1e-3 else f"{x:.3g}")
 
 
-def rotation_chart(q_pair, k_pair, angles: dict[str, float], *, labels: dict[str, str], title: str,
-                   height: int = 300) -> alt.Chart:
-    """Dimensions (x_0, x_1) of q and k as unit arrows after rotation by their positions.
-
-    ``angles`` maps "q", "k", "q_shift", "k_shift" to rotation angles (radians); ``labels`` maps the
-    same names to legend text. Only directions matter for the angle, so the pairs are normalised;
-    the angle between q and k is the same before and after the shift.
-    """
+def _rotation_frame(q_pair, k_pair, angles: dict[str, float], labels: dict[str, str]) -> tuple[pd.DataFrame, list]:
     q, k = _vec(q_pair)[:2], _vec(k_pair)[:2]
     q, k = q / max(np.linalg.norm(q), 1e-12), k / max(np.linalg.norm(k), 1e-12)
     rows = []
@@ -149,8 +142,33 @@ def rotation_chart(q_pair, k_pair, angles: dict[str, float], *, labels: dict[str
         x, y = c * v[0] - s * v[1], s * v[0] + c * v[1]
         rows.append({"name": labels[name], "x": 0.0, "y": 0.0, "x2": x, "y2": y,
                      "shifted": name.endswith("shift"), "exact": f"({x:.3f}, {y:.3f})"})
-    frame = pd.DataFrame(rows)
-    order = [labels[n] for n in angles]
+    return pd.DataFrame(rows), [labels[n] for n in angles]
+
+
+@functools.lru_cache(maxsize=16)
+def _rotation_skeleton(names: tuple, title: str, height: int) -> dict:
+    angles = {n: 0.0 for n in names}
+    return to_spec(rotation_chart([1.0, 0.0], [1.0, 0.0], angles, labels={n: f"@{n}" for n in names}, title=title,
+                                  height=height))
+
+
+def rotation_spec(q_pair, k_pair, angles: dict[str, float], *, labels: dict[str, str], title: str,
+                  height: int = 300) -> dict:
+    """``to_spec(rotation_chart(...))`` from a cached skeleton: new data and legend entries (``respec``)."""
+    frame, order = _rotation_frame(q_pair, k_pair, angles, labels)
+    return respec(_rotation_skeleton(tuple(angles), title, height), frame, sort={"name": order},
+                  domain={"color": order})
+
+
+def rotation_chart(q_pair, k_pair, angles: dict[str, float], *, labels: dict[str, str], title: str,
+                   height: int = 300) -> alt.Chart:
+    """Dimensions (x_0, x_1) of q and k as unit arrows after rotation by their positions.
+
+    ``angles`` maps "q", "k", "q_shift", "k_shift" to rotation angles (radians); ``labels`` maps the
+    same names to legend text. Only directions matter for the angle, so the pairs are normalised;
+    the angle between q and k is the same before and after the shift.
+    """
+    frame, order = _rotation_frame(q_pair, k_pair, angles, labels)
     colour = alt.Color("name:N", title=None, sort=order, legend=alt.Legend(orient="bottom", columns=2),
                        scale=alt.Scale(domain=order, range=[ORANGE, BLUE, ORANGE, BLUE][:len(order)]))
     scale = alt.Scale(domain=[-1.15, 1.15], nice=False)

@@ -265,3 +265,16 @@ def test_gap_spec_equals_a_fresh_gap_chart():
         names = [["the", "猫", "<b>", "the·1", "👍🏽"][i % 5] + str(i) for i in range(n)]
         kw = dict(x_title="gap", y_title="差", highlight=hl, height=height)
         assert_same_spec(gap_spec(vals, names, **kw), to_spec(gap_chart(vals, names, **kw)))
+
+
+def test_rotation_spec_equals_a_fresh_rotation_chart():
+    from ui.charts import to_spec
+    from ui.positional_charts import rotation_chart, rotation_spec
+
+    rng = np.random.default_rng(0)
+    for m, j, s in ((3, 1, 2), (0, 0, 0), (7, 2, 5)):
+        q, k = rng.standard_normal(2), rng.standard_normal(2)
+        angles = {"q": float(m), "k": float(j), "q_shift": float(m + s), "k_shift": float(j + s)}
+        labels = {"q": f"q at {m}", "k": f"k at {j}", "q_shift": f"q at {m + s}", "k_shift": f"k at {j + s}"}
+        assert_same_spec(rotation_spec(q, k, angles, labels=labels, title="T"),
+                         to_spec(rotation_chart(q, k, angles, labels=labels, title="T")))
