@@ -95,8 +95,9 @@ class PronounResolver(nn.Module):
         return PronounOutput(logits, vocab_logits, list(weights))
 
 
-def make_pronoun_batch(examples: Sequence[PronounExample], vocab: Vocab) -> PronounBatch:
-    n = max(len(e.tokens) for e in examples)
+def make_pronoun_batch(examples: Sequence[PronounExample], vocab: Vocab, n: int | None = None) -> PronounBatch:
+    """Token ids padded to ``n`` (default: the longest sentence), with lengths, pronoun and noun positions."""
+    n = max(len(e.tokens) for e in examples) if n is None else n
     tokens = torch.zeros(len(examples), n, dtype=torch.long)
     for i, e in enumerate(examples):
         tokens[i, :len(e.tokens)] = torch.tensor(vocab.encode(e.tokens))

@@ -149,8 +149,13 @@ class PronounRows(NamedTuple):
 
 
 @torch.no_grad()
-def pronoun_rows(model: PronounResolver, examples: Sequence[PronounExample], vocab: Vocab) -> PronounRows:
-    batch = make_pronoun_batch(examples, vocab)
+def pronoun_rows(model: PronounResolver, examples: Sequence[PronounExample], vocab: Vocab,
+                 n: int | None = None) -> PronounRows:
+    """One forward pass over ``examples`` padded to ``n`` tokens (default: the longest): per sentence, the
+    encoder weights and the attention from the pronoun on the referent, the other noun and the adjective.
+    A sentence's weights do not depend on the other sentences of the batch (only real keys are attended),
+    so chunks padded to the same ``n`` concatenate into the run over all of them."""
+    batch = make_pronoun_batch(examples, vocab, n)
     out = model(batch.tokens, batch.lengths, batch.pronoun, batch.nouns)
     rows = torch.arange(len(examples))
     right = batch.nouns[rows, batch.labels]

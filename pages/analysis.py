@@ -84,30 +84,43 @@ def shipped_model():
 
 @st.cache_resource(max_entries=8, show_spinner=False)
 def full_batch(seed_: int, mix: str) -> tuple:
-    """The largest batch (B_MAX sentences) and one forward pass over it, padded, kept per sentence:
-    shared, never mutated. A batch of b sentences is its first b (``fresh_examples`` is prefix-stable)."""
+    """The largest batch's sentences (B_MAX, cheap to generate) and the length every forward pass pads to.
+    A batch of b sentences is its first b (``fresh_examples`` is prefix-stable)."""
     examples = fresh_examples(seed_, B_MAX, MIXES[mix], split=None)
+    return examples, max(len(e.tokens) for e in examples)
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def chunk_rows(seed_: int, mix: str, chunk: int):
+    """One forward pass over sentences [chunk * CHUNK, (chunk + 1) * CHUNK), padded to the full batch's
+    length, run only when a batch size first reaches them (a new seed computes one chunk at the default
+    batch, not B_MAX sentences): shared, never mutated."""
+    examples, n = full_batch(seed_, mix)
     lm = shipped_model()
     with torch.inference_mode():
-        rows = pronoun_rows(lm.model, examples, lm.src_vocab)
-    return examples, rows
+        return pronoun_rows(lm.model, examples[chunk * CHUNK:(chunk + 1) * CHUNK], lm.src_vocab, n)
+
+
+def batch_rows(b: int, seed_: int, mix: str) -> list:
+    return [chunk_rows(seed_, mix, c) for c in range((b - 1) // CHUNK + 1)]
 
 
 def batch(b: int, seed_: int, mix: str) -> tuple:
     """The first b sentences and their encoder weights, padded to the longest of them (as if run alone)."""
-    examples, rows = full_batch(seed_, mix)
-    lengths = rows.lengths[:b]
+    examples, _ = full_batch(seed_, mix)
+    rows = batch_rows(b, seed_, mix)
+    lengths = torch.cat([r.lengths for r in rows])[:b]
     m = int(lengths.max())
-    return examples[:b], [w[:b, :, :m, :m] for w in rows.weights], lengths
+    weights = [torch.cat([r.weights[layer] for r in rows])[:b, :, :m, :m] for layer in range(len(rows[0].weights))]
+    return examples[:b], weights, lengths
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
 def chunk_labels(seed_: int, mix: str, chunk: int) -> torch.Tensor:
-    """Pattern labels (CHUNK, L, h) of sentences [chunk * CHUNK, (chunk + 1) * CHUNK) of the full batch,
-    classified only when a batch size first reaches them: shared, never mutated."""
-    _, rows = full_batch(seed_, mix)
-    part = slice(chunk * CHUNK, (chunk + 1) * CHUNK)
-    return sentence_labels([w[part] for w in rows.weights], rows.lengths[part])
+    """Pattern labels (CHUNK, L, h) of the sentences of one chunk, classified only when a batch size first
+    reaches them: shared, never mutated."""
+    rows = chunk_rows(seed_, mix, chunk)
+    return sentence_labels(rows.weights, rows.lengths)
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
@@ -128,9 +141,8 @@ def stats(b: int, seed_: int, mix: str, tau: float, normalize: bool) -> dict:
 
 @st.cache_data(max_entries=16, show_spinner=False)
 def patterns(b: int, seed_: int, mix: str) -> dict:
-    _, rows = full_batch(seed_, mix)
     labels = torch.cat([chunk_labels(seed_, mix, c) for c in range((b - 1) // CHUNK + 1)])[:b]
-    part = prefix_rows(rows, b)
+    part = prefix_rows(batch_rows(b, seed_, mix), b)
     prof = profile_of(part)
     return {"counts": count_labels(labels).numpy(), "adjective": prof.adjective.numpy(),
             "agree": part.agree.float().mean(0).numpy()}     # (L, h): "it" weighs the referent over the other noun
