@@ -5,7 +5,9 @@
     python scripts/bench_pages.py --text       # also: rerun after typing a new sentence (pages with a text box)
 
 Script time: each page is opened at its defaults, then one control is changed back and
-forth; the median wall time of ``AppTest.run()`` for those reruns is reported (budget 100 ms).
+forth; the median wall time of ``AppTest.run()`` for those reruns is reported (budget 100 ms). Then
+every page with a random seed gets a new, never-used seed on each rerun (nothing cached: the worst case of
+a control change).
 
 A server compiles each script once and keeps the bytecode (one ScriptCache per runtime); AppTest
 makes a new ScriptCache on every run(), so each rerun also recompiles app.py and the page (20-70 ms
@@ -108,6 +110,25 @@ def bench_page(key: str, repeats: int) -> dict:
         times.append((time.perf_counter() - t0) * 1000)
     return {"page": key, "control": label, "median_ms": statistics.median(times), "script_ms": _script_median(start),
             "max_ms": max(times), "runs": len(times), "exceptions": [e.value for e in at.exception][:1]}
+
+
+def bench_seed(key: str, repeats: int) -> dict | None:
+    """Median rerun after setting the page's random seed to a value never used before (every cache misses:
+    the page recomputes and redraws everything that depends on the seed). None: the page has no seed."""
+    from ui.i18n import catalog
+    label = catalog("en")["common.seed"]
+    at = open_page(key, "en")
+    if not [w for w in at.number_input if w.label == label]:
+        return None
+    times, start = [], len(SCRIPT_MS)
+    for i in range(repeats):
+        widget = next(w for w in at.number_input if w.label == label)
+        widget.set_value(1000 + 37 * i)
+        t0 = time.perf_counter()
+        at.run()
+        times.append((time.perf_counter() - t0) * 1000)
+    return {"page": key, "median_ms": statistics.median(times), "script_ms": _script_median(start),
+            "max_ms": max(times), "exceptions": [e.value for e in at.exception][:1]}
 
 
 SENTENCE_WORDS = "the cat sat on a mat while it was raining and the dog barked at every passing car".split()
@@ -238,6 +259,15 @@ def main() -> int:
         flag = "" if row["median_ms"] <= BUDGET_MS else "  OVER BUDGET"
         print(f"{key:18s} {row['median_ms']:9.1f} {row['script_ms'] or 0:9.1f} {row['max_ms']:7.1f}  "
               f"{row['control']}{flag}" + (f"  EXCEPTION {row['exceptions']}" if row["exceptions"] else ""))
+    print(f"{'page':18s} {'new seed ms':>11s} {'script ms':>9s} {'max ms':>7s}")
+    for key in keys:
+        row = bench_seed(key, a.repeats)
+        if row is None:
+            continue
+        rows.append({**row, "control": "new seed"})
+        flag = "" if row["median_ms"] <= BUDGET_MS else "  OVER BUDGET"
+        print(f"{key:18s} {row['median_ms']:11.1f} {row['script_ms'] or 0:9.1f} {row['max_ms']:7.1f}{flag}"
+              + (f"  EXCEPTION {row['exceptions']}" if row["exceptions"] else ""))
     if a.text:
         print(f"{'page':18s} {'new text ms':>11s} {'script ms':>9s} {'max ms':>7s}")
         cases = [(key, key, None, new_sentence) for key in keys] + text_cases()
