@@ -227,7 +227,7 @@ def heads_spec(seed_: int, mix: str, idx: int, lang: str) -> dict:
     s = sentence(seed_, mix, idx)
     L, h = s["weights"].shape[:2]
     titles = [f"{head_label(a, c)} · {pattern_name(s['labels'][a][c])}" for a in range(L) for c in range(h)]
-    return spec_of(mc.small_multiples(
+    return spec_of(mc.small_multiples_spec(
         s["weights"].reshape(L * h, s["n"], s["n"]), s["tokens"], titles=titles, columns=h, selectable=False,
         x_title=t("common.key"), y_title=t("common.query"), value_title=t("common.weight"),
         panel_title=t(f"{NS}.head"), panel_size=150))

@@ -282,7 +282,7 @@ def heads_section(r: dict, v: View) -> None:
     w, h, n, head, query = r["weights"], v.num_heads, len(v.tokens), v.head, v.query
     columns = h if h <= 4 else 4 if h <= 8 else 6            # fits the main column of a 1400 px screen
     size = 170 if h <= 4 else 150 if h <= 8 else 90 if h <= 18 else 80
-    show_chart(lambda: mc.small_multiples(
+    show_chart(lambda: mc.small_multiples_spec(
         w, v.tokens, columns=columns, selected=head + 1, panel_size=size, title_limit=size + 20,
         titles=[("▶ " if i == head else "") + panel_title(r, i, short=h > 8) for i in range(h)],
         x_title=t("common.key"), y_title=t("common.query"), value_title=t("common.weight"),
@@ -353,7 +353,7 @@ def gallery_section(r: dict, v: View) -> None:
     """The synthetic patterns and the classifier's verdict on each head."""
     st.markdown(lesson(f"{NS}/gallery"))
     n, h = len(v.tokens), v.num_heads
-    show_chart(lambda: mc.small_multiples(
+    show_chart(lambda: mc.small_multiples_spec(
         gallery(n), v.tokens, titles=[pattern_name(p) for p in PATTERNS], columns=6, x_title=t("common.key"),
         y_title=t("common.query"), value_title=t("common.weight"), panel_title=t(f"{NS}.pattern"),
         selectable=False, panel_size=120 if n <= 16 else 100), key="mh_gallery", cache=(tuple(v.tokens),),

@@ -179,6 +179,34 @@ def small_multiples(matrices, row_labels: Sequence[str], col_labels: Sequence[st
     )
 
 
+_PANEL_SKELETONS: dict[tuple, dict] = {}      # options and size class -> spec (a few dozen at most)
+
+
+def small_multiples_spec(matrices, row_labels: Sequence[str], col_labels: Sequence[str] | None = None, *,
+                         titles: Sequence[str], columns: int = 4, x_title: str = "key", y_title: str = "query",
+                         value_title: str = "weight", panel_title: str = "head", selected: int | None = None,
+                         selectable: bool = True, panel_size: int = 150, title_limit: int = 220,
+                         domain: tuple[float, float] = (0.0, 1.0)) -> dict:
+    """``to_spec(small_multiples(...))`` with the same arguments from a cached skeleton (``ui.charts.respec``):
+    new data, axis orders, panel order and selected panel."""
+    col_labels = row_labels if col_labels is None else col_labels
+    frame, _ = panels_frame(matrices, row_labels, col_labels, titles)
+    options = dict(columns=columns, x_title=x_title, y_title=y_title, value_title=value_title,
+                   panel_title=panel_title, selectable=selectable, panel_size=panel_size, title_limit=title_limit,
+                   domain=tuple(domain))
+    cls = (frame["query_pos"].nunique() <= 16, selected is None, *options.items())
+    if cls not in _PANEL_SKELETONS:            # the spec depends on the data only through this class
+        if len(_PANEL_SKELETONS) > 64:
+            _PANEL_SKELETONS.clear()
+        _PANEL_SKELETONS[cls] = to_spec(small_multiples(matrices, row_labels, col_labels, titles=titles,
+                                                        selected=selected, **options))
+    out = respec(_PANEL_SKELETONS[cls], frame,
+                 sort={"key": list(dict.fromkeys(frame["key"])), "query": list(dict.fromkeys(frame["query"]))},
+                 selection=None if selected is None else {HEAD_SELECTION: [{"head": int(selected)}]})
+    out["facet"] = {**out["facet"], "sort": list(dict.fromkeys(frame["panel"]))}
+    return out
+
+
 # ---------------------------------------------------------------------------------------------
 # query / key geometry of one head
 # ---------------------------------------------------------------------------------------------

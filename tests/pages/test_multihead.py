@@ -349,3 +349,17 @@ def test_geometry_and_values_specs_equal_fresh_charts():
         kw = dict(title=f"V{n}", x_title=f"PC1 {n}", y_title="PC2", value_name="value", output_name="out",
                   weight_title="w", token_title="t")
         assert_same_spec(mc.values_spec(v, tokens, w, **kw), to_spec(mc.values_chart(v, tokens, w, **kw)))
+
+
+def test_small_multiples_spec_equals_a_fresh_chart():
+    """Every head's panel (multihead page, analysis page) is drawn by small_multiples_spec: a cached skeleton
+    per size class with new data, axis and panel orders and selected panel; it must equal the Altair chart."""
+    from ui import multihead_charts as mc
+    from ui.charts import to_spec
+    rng = np.random.default_rng(0)
+    for h, n, selected, selectable in ((3, 4, 2, True), (8, 13, None, True), (4, 20, 1, True), (6, 5, None, False),
+                                       (8, 13, 5, True), (2, 200, 1, True)):
+        m = rng.random((h, n, n))
+        tokens = [["it", "猫", "<b>", "it"][i % 4] for i in range(n)]
+        kw = dict(titles=[f"t{i % 3}" for i in range(h)], selected=selected, selectable=selectable, panel_size=120)
+        assert_same_spec(mc.small_multiples_spec(m, tokens, **kw), to_spec(mc.small_multiples(m, tokens, **kw)))
