@@ -151,6 +151,7 @@ class HeatmapLayout(NamedTuple):
     show_numbers: bool
     fine: bool                # at most 48 rows: cell borders, "×" on masked cells
     any_masked: bool
+    upright_x: bool           # every key label is at most 2 characters (digits, CJK): no need to slant them
     overlap_x: bool           # let Vega drop labels (more than 40 per axis)
     overlap_y: bool
     selectable: bool
@@ -180,7 +181,7 @@ def _heatmap_layout(data: _HeatmapData, *, kind: str, title, x_title, y_title, v
     cell = 30 if n_rows <= MAX_NUMBERS else max(4, min(22, 560 // max(n_rows, 1)))
     return HeatmapLayout(
         kind, (lo, hi), 0.6 * hi, bool(show_numbers), n_rows <= 48, data.any_masked,
-        n_cols > 40, n_rows > 40, selectable,
+        all(len(str(c)) <= 2 for c in data.cols), n_cols > 40, n_rows > 40, selectable,
         None if selected_row is None else int(selected_row) // data.factor * data.factor,
         height or max(120, cell * n_rows), width, bool(legend), bool(fit_x), title, x_title, y_title, value_title,
         tuple(data.rows), tuple(data.cols))
@@ -194,7 +195,8 @@ def _heatmap_chart(frame: pd.DataFrame, L: HeatmapLayout) -> alt.Chart:
     base = alt.Chart(frame).encode(
         # every token label stays up to 40 per axis (Vega would drop every other one when narrow)
         x=alt.X("key:N", sort=list(L.col_order), title=L.x_title,
-                axis=alt.Axis(labelAngle=-45, labelOverlap=L.overlap_x, labelLimit=90, orient="top")),
+                axis=alt.Axis(labelAngle=0 if L.upright_x else -45, labelOverlap=L.overlap_x, labelLimit=90,
+                              orient="top")),
         y=alt.Y("query:N", sort=list(L.row_order), title=L.y_title,
                 axis=alt.Axis(labelOverlap=L.overlap_y, labelLimit=90)),
     )
@@ -337,11 +339,12 @@ def bars(values, labels: Sequence[str], *, value_title: str = "weight", label_ti
          height: int = 220, title: str | None = None, fit_x: bool = False) -> alt.Chart:
     """One row of weights (or any vector) as labelled bars, exact value in the tooltip."""
     frame = _bars_frame(values, labels, highlight)
+    upright = all(len(str(label)) <= 2 for label in frame["label"])     # digits, CJK characters: no slant
     y = alt.Y("value:Q", title=value_title,
               scale=alt.Scale(domain=list(domain)) if domain else alt.Undefined)
     chart = alt.Chart(frame).mark_bar().encode(
         x=alt.X("label:N", sort=list(frame["label"]), title=label_title,
-                axis=alt.Axis(labelAngle=-45, labelOverlap=True)),
+                axis=alt.Axis(labelAngle=0 if upright else -45, labelOverlap=True)),
         y=y,
         color=alt.when(alt.datum.highlight).then(alt.value("#e66101")).otherwise(alt.value("#3b528b")),
         tooltip=[alt.Tooltip("label:N", title=label_title), alt.Tooltip("exact:N", title=value_title)],
@@ -411,8 +414,9 @@ def respec(skeleton: dict, frame: pd.DataFrame, *, sort: dict | None = None, dom
 
 
 @functools.lru_cache(maxsize=64)
-def _bars_skeleton(value_title: str, label_title: str, has_domain: bool, height: int, fit_x: bool) -> dict:
-    return to_spec(bars([0.0], ["·"], value_title=value_title, label_title=label_title,
+def _bars_skeleton(value_title: str, label_title: str, has_domain: bool, height: int, fit_x: bool,
+                   upright: bool) -> dict:
+    return to_spec(bars([0.0], ["·" if upright else "···"], value_title=value_title, label_title=label_title,
                         domain=(0.0, 1.0) if has_domain else None, height=height, fit_x=fit_x))
 
 
@@ -421,6 +425,7 @@ def bars_spec(values, labels: Sequence[str], *, value_title: str = "weight", lab
               height: int = 220, title: str | None = None, fit_x: bool = False) -> dict:
     """``to_spec(bars(...))`` with the same arguments, from a cached skeleton (``respec``): ~1 ms."""
     frame = _bars_frame(values, labels, highlight)
-    skeleton = _bars_skeleton(value_title, label_title, domain is not None, height, fit_x)
+    upright = all(len(str(label)) <= 2 for label in frame["label"])
+    skeleton = _bars_skeleton(value_title, label_title, domain is not None, height, fit_x, upright)
     return respec(skeleton, frame, sort={"label": list(frame["label"])},
                   domain={"y": list(domain)} if domain is not None else None, title=title or None)
