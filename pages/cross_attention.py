@@ -101,7 +101,7 @@ def decoder_section(seed: int) -> None:
     spec = anatomy.cached_spec(("xa", *state, before), lambda: heatmap_spec(
         w, target, source, title=t("cross_attention.dec_heatmap", n_t=n_t, n_s=n_s),
         x_title=t("cross_attention.source_axis"), y_title=t("cross_attention.target_axis"),
-        value_title=t("common.weight"), selected_row=before, height=170 if n_t < 6 else None, fit_x=True))
+        value_title=t("common.weight"), selected_row=before, height=170 if n_t < 6 else None))
     picked = anatomy.show_matrix(spec, w, target, source, key="xa", file_name="xa.csv")
     present = {tok.lower() for tok in source}
     first_known = next((j for j, m in enumerate(meaning) if m in present), 0)
@@ -181,7 +181,7 @@ def crossmodal_section(seed: int) -> tuple[str, list[str], tuple[int, ...]] | No
         w, words, patches, title=t("cross_attention.cm_heatmap", n_w=n_w, n_p=n_p),
         x_title=t("cross_attention.patch_axis"), y_title=t("cross_attention.word_axis"),
         value_title=t("common.weight"), selected_row=before, show_numbers=n_p <= 16,
-        height=170 if n_w < 6 else None, domain=(0.0, float(max(w.max(), 1e-6))), fit_x=True))
+        height=170 if n_w < 6 else None, domain=(0.0, float(max(w.max(), 1e-6)))))
     picked = anatomy.show_matrix(spec, w, words, patches, key="cm", file_name="cm.csv")
     st.caption(t("cross_attention.cm_heatmap_caption"))
     row = keep_row("row_cm", picked, n_w, known[0] if known else 0)
@@ -205,7 +205,7 @@ def crossmodal_section(seed: int) -> tuple[str, list[str], tuple[int, ...]] | No
             title=t("cross_attention.gate_heatmap", n_w=n_w, d=TEXT_DIM),
             x_title=t("cross_attention.channel"), y_title=t("cross_attention.word_axis"),
             value_title=t("cross_attention.gate_value"),
-            selectable=False, height=max(190, 22 * n_w), fit_x=True), key="gate", cache=state)
+            selectable=False, height=max(190, 22 * n_w)), key="gate", cache=state)
 
     inside = cov[row] > 0.5
     mass = float(w[row][inside].sum()) if inside.any() else 0.0

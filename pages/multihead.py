@@ -250,9 +250,10 @@ def shapes_section(r: dict, v: View) -> None:
             (t(f"{NS}.param_output"), fmt_int(one.output), fmt_int(many.output)),
             (t(f"{NS}.param_total"), fmt_int(one.total), fmt_int(many.total)),
             (t(f"{NS}.param_module"), fmt_int(r["module_params"][1]), fmt_int(r["module_params"][h]))]
-    st.dataframe(pd.DataFrame(rows, columns=["", t(f"{NS}.params_one", d_k=one.d_k),
-                                             t(f"{NS}.params_many", h=h, d_k=many.d_k)]),
-                 hide_index=True, width="stretch")
+    table = pd.DataFrame(rows, columns=["", t(f"{NS}.params_one", d_k=one.d_k),
+                                        t(f"{NS}.params_many", h=h, d_k=many.d_k)])
+    # with one head both columns are the same model (and would share a name, which Arrow refuses)
+    st.dataframe(table.iloc[:, :2] if h == 1 else table, hide_index=True, width="stretch")
 
 
 def mode_banner(r: dict, v: View) -> None:

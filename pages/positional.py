@@ -99,14 +99,14 @@ def table_section() -> tuple[int, int]:
         spec = anatomy.cached_spec(("pe", n, d, base, ref_before), lambda: heatmap_spec(
             pe, positions, dims, kind="scores", domain=(-1.0, 1.0), title=t("positional.pe_title", n=n, d=d),
             x_title=t("positional.dimension"), y_title=t("positional.position"),
-            value_title=t("positional.value"), show_numbers=False, selected_row=ref_before, fit_x=True))
+            value_title=t("positional.value"), show_numbers=False, selected_row=ref_before))
         picked = anatomy.show_matrix(spec, pe, positions, dims, key="pe", file_name="pe.csv")
     with right:
         bit_cols = [str(b) for b in range(bits.shape[1])]
         anatomy.show_chart(lambda: heatmap_spec(
             bits, positions, bit_cols, kind="weights",
             show_numbers=False, title=t("positional.bits_title"), x_title=t("positional.bit_axis"),
-            y_title=t("positional.position"), value_title=t("positional.bit_value"), selectable=False, fit_x=True),
+            y_title=t("positional.position"), value_title=t("positional.bit_value"), selectable=False),
             key="bits", cache=(n,))
     st.caption(t("positional.table_caption"))
 
@@ -193,12 +193,12 @@ def shuffle_section() -> tuple[dict | None, int]:
     with left:
         anatomy.show_chart(lambda: heatmap_spec(
             cur["w"], tokens, title=t("positional.w_original"), x_title=t("common.key"),
-            y_title=t("common.query"), value_title=t("common.weight"), selectable=False,
-            fit_x=True), key="w_orig", cache=(*state, enc))
+            y_title=t("common.query"), value_title=t("common.weight"), selectable=False),
+            key="w_orig", cache=(*state, enc))
     with right:
         spec = anatomy.cached_spec(("w_shuf", *state, enc, row_before), lambda: heatmap_spec(
             cur["w_shuf"], shuffled, title=t("positional.w_shuffled"), x_title=t("common.key"),
-            y_title=t("common.query"), value_title=t("common.weight"), selected_row=row_before, fit_x=True))
+            y_title=t("common.query"), value_title=t("common.weight"), selected_row=row_before))
         picked = anatomy.show_matrix(spec, cur["w_shuf"], shuffled, key="w_shuf", file_name="w_shuf.csv")
     row = keep_row("row_shuf", picked, len(tokens), 0)
     st.caption(t("positional.gap_row_caption", enc=t(f"positional.enc_{enc}")))
@@ -238,8 +238,8 @@ def compare_section(base: int, seed: int) -> None:
         anatomy.show_chart(lambda: heatmap_spec(
             grids[what][0], positions, kind="scores", domain=(-1.0, 1.0), show_numbers=False,
             title=t(f"positional.grid_{what}_title"), x_title=t("positional.position_n"),
-            y_title=t("positional.position_m"), value_title=t("positional.similarity"), selectable=False,
-            fit_x=True), key="cmp_grid", cache=(base, seed, what))
+            y_title=t("positional.position_m"), value_title=t("positional.similarity"), selectable=False),
+            key="cmp_grid", cache=(base, seed, what))
     with right:
         st.markdown(f"**{t('positional.toeplitz_heading')}**")
         anatomy.show_chart(lambda: gap_spec(

@@ -137,7 +137,7 @@ def sized_heatmap(matrix: np.ndarray, rows, cols, *, width: int, cell: int = 26,
     plotting width is set and every row gets room for its label), optionally with a row outlined."""
     if len(rows) > 16:                      # long sentences: thinner rows, the page stays scrollable
         cell = max(12, cell * 16 // len(rows))
-    size = dict(width=width, height=max(150, cell * len(rows) + extra), legend=legend)
+    size = dict(width=width, height=max(150, cell * len(rows) + extra), legend=legend, fit_x=False)  # own width
     if outline is None:
         return heatmap_spec(matrix, list(rows), list(cols), **size, **kwargs)
     return qkv_charts.outline_row(heatmap(matrix, list(rows), list(cols), **size, **kwargs), list(rows), outline)

@@ -77,7 +77,7 @@ def runs() -> list[dict]:
 # ------------------------------------------------------------------ controls
 def controls() -> dict | None:
     """The run's settings (all in the URL); None after a message about the probe."""
-    c1, c2, c3 = st.columns([3, 2, 2])
+    c1, c2, c3 = st.columns([4, 2, 2])     # the three task buttons fit on one line
     task = c1.segmented_control(t(f"{NS}.task"), list(TASKS), default="dates", required=True,
                                 format_func=TASKS.get, key="task", bind="query-params", help=t(f"{NS}.task_help"))
     task = task if task in TASKS else "dates"

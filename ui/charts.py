@@ -246,9 +246,12 @@ def heatmap(matrix, row_labels: Sequence[str], col_labels: Sequence[str] | None 
             show_numbers: bool | None = None, selected_row: int | None = None,
             selectable: bool = True, height: int | None = None,
             domain: tuple[float, float] | None = None, width: int | None = None,
-            legend: bool = True, fit_x: bool = False) -> alt.Chart:
+            legend: bool = True, fit_x: bool = True) -> alt.Chart:
     """The one attention heatmap: queries as rows, keys as columns.
 
+    ``height`` is the plot's own height (the rows): with ``fit_x`` (default) the chart stretches to its
+    column's width and grows below for the axis labels and the legend; with fit_x=False Streamlit's
+    "fit" squeezes all of them into ``height``, which can cut a legend.
     kind="weights": fixed 0..1 colour domain (viridis), so two heatmaps compare by colour.
     kind="scores": diverging scheme centred on 0 for raw / scaled scores.
     Masked cells are drawn grey with a "×", never just dark. Clicking a cell selects its
@@ -290,7 +293,7 @@ def heatmap_spec(matrix, row_labels: Sequence[str], col_labels: Sequence[str] | 
                  show_numbers: bool | None = None, selected_row: int | None = None,
                  selectable: bool = True, height: int | None = None,
                  domain: tuple[float, float] | None = None, width: int | None = None,
-                 legend: bool = True, fit_x: bool = False) -> dict:
+                 legend: bool = True, fit_x: bool = True) -> dict:
     """``to_spec(heatmap(...))`` with the same arguments, without building an Altair chart.
 
     Building the chart costs 30-80 ms (Altair copies and validates every piece); here the spec

@@ -363,3 +363,13 @@ def test_small_multiples_spec_equals_a_fresh_chart():
         tokens = [["it", "猫", "<b>", "it"][i % 4] for i in range(n)]
         kw = dict(titles=[f"t{i % 3}" for i in range(h)], selected=selected, selectable=selectable, panel_size=120)
         assert_same_spec(mc.small_multiples_spec(m, tokens, **kw), to_spec(mc.small_multiples(m, tokens, **kw)))
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_one_head_parameter_table_has_distinct_columns(lang):
+    """With h = 1 the 'one head' and 'h heads' columns were the same name: the browser refused the table
+    (Arrow: duplicate column names). AppTest does not serialise it, so check the columns directly."""
+    at = open_page("multihead", lang, {"h": "1"} | tab(lang, "tab_shapes"))
+    assert exceptions(at) == []
+    for frame in at.dataframe:
+        assert frame.value.columns.is_unique, list(frame.value.columns)
