@@ -93,23 +93,36 @@ def _script_median(start: int) -> float | None:
     return statistics.median(runs) if runs else None
 
 
+def time_reruns(key: str, at, repeats: int, change: Callable[[int], object]) -> dict:
+    """Rerun ``at`` ``repeats`` times, calling ``change(i)`` (set a widget) before rerun i: median and max AppTest
+    wall time, median script time, the page's first exception."""
+    times, start = [], len(SCRIPT_MS)
+    for i in range(repeats):
+        change(i)
+        t0 = time.perf_counter()
+        at.run()
+        times.append((time.perf_counter() - t0) * 1000)
+    return {"page": key, "median_ms": statistics.median(times), "script_ms": _script_median(start),
+            "max_ms": max(times), "runs": len(times), "exceptions": [e.value for e in at.exception][:1]}
+
+
 def bench_page(key: str, repeats: int) -> dict:
     """Median script time of reruns that each change one control (alternating two values)."""
     at = open_page(key, "en")
-    label, times, start = None, [], len(SCRIPT_MS)
-    for _ in range(repeats):
+    label = None
+
+    def change(_i: int) -> None:
+        nonlocal label
         for widget, new_value in _candidates(at):
             try:
                 widget.set_value(new_value)
             except Exception:  # a value this widget type does not take: try the next control
                 continue
             label = widget.label
-            break
-        t0 = time.perf_counter()
-        at.run()
-        times.append((time.perf_counter() - t0) * 1000)
-    return {"page": key, "control": label, "median_ms": statistics.median(times), "script_ms": _script_median(start),
-            "max_ms": max(times), "runs": len(times), "exceptions": [e.value for e in at.exception][:1]}
+            return
+
+    row = time_reruns(key, at, repeats, change)
+    return {**row, "control": label}
 
 
 def bench_seed(key: str, repeats: int) -> dict | None:
@@ -120,15 +133,8 @@ def bench_seed(key: str, repeats: int) -> dict | None:
     at = open_page(key, "en")
     if not [w for w in at.number_input if w.label == label]:
         return None
-    times, start = [], len(SCRIPT_MS)
-    for i in range(repeats):
-        widget = next(w for w in at.number_input if w.label == label)
-        widget.set_value(1000 + 37 * i)
-        t0 = time.perf_counter()
-        at.run()
-        times.append((time.perf_counter() - t0) * 1000)
-    return {"page": key, "median_ms": statistics.median(times), "script_ms": _script_median(start),
-            "max_ms": max(times), "exceptions": [e.value for e in at.exception][:1]}
+    return time_reruns(key, at, repeats,
+                       lambda i: next(w for w in at.number_input if w.label == label).set_value(1000 + 37 * i))
 
 
 SENTENCE_WORDS = "the cat sat on a mat while it was raining and the dog barked at every passing car".split()
@@ -166,15 +172,7 @@ def bench_text(key: str, repeats: int, params: dict | None = None,
     at = open_page(key, "en", params)
     if not list(at.text_input) + list(at.text_area):
         return None
-    times, start = [], len(SCRIPT_MS)
-    for i in range(repeats):
-        box = (list(at.text_input) + list(at.text_area))[0]
-        box.set_value(text(i))
-        t0 = time.perf_counter()
-        at.run()
-        times.append((time.perf_counter() - t0) * 1000)
-    return {"page": key, "median_ms": statistics.median(times), "script_ms": _script_median(start),
-            "max_ms": max(times), "exceptions": [e.value for e in at.exception][:1]}
+    return time_reruns(key, at, repeats, lambda i: (list(at.text_input) + list(at.text_area))[0].set_value(text(i)))
 
 
 def free_port() -> int:

@@ -18,6 +18,17 @@ settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _one_thread():
+    """One torch thread for the whole run, as app.py sets for the server: the models are tiny, so thread
+    hand-off costs more than it saves on a shared 2-core machine, and results do not depend on the count."""
+    import torch
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
 @pytest.fixture(autouse=True)
 def _seed_torch():
     import torch

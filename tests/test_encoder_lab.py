@@ -21,15 +21,6 @@ from attention_core.transformer import TransformerEncoderLayer
 D, H = 16, 4
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny ops: thread hand-off costs more than it saves on a shared 2-core machine."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 def test_rms_matches_numpy():
     x = torch.randn(3, 5, 7, dtype=torch.float64)
     a = x.numpy()

@@ -42,14 +42,6 @@ from attention_core.train import (
 TEST_SEED = 31_337   # neither a training seed (< 100) nor EVAL_SEED
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 @pytest.fixture(scope="module")
 def models():
     return {name: load_model(name) for name in TASKS}
@@ -317,12 +309,7 @@ def test_the_recipe_reproduces_the_shipped_pronoun_checkpoint():
     (1500 steps, ~22 s on one thread), rounded to float16 as saved, equals the shipped weights bit for bit.
     (The seq2seq checkpoints take up to 3 minutes each; their recipe is checked for determinism above.)"""
     from attention_core.train import load_model
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        model, _ = train("pronoun", save=False, log_every=0)
-    finally:
-        torch.set_num_threads(old)
+    model, _ = train("pronoun", save=False, log_every=0)          # one thread (tests/conftest.py), as shipped
     shipped = load_model("pronoun").model.state_dict()
     for name, value in model.state_dict().items():
         want = shipped[name]

@@ -18,15 +18,6 @@ from attention_core.tasks import REVERSE_VOCAB, make_reverse_example
 V = REVERSE_VOCAB
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models gain nothing from threads; on a shared 2-core machine extra threads only thrash."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def model(attention: bool, seed: int = 0) -> Seq2Seq:
     torch.manual_seed(seed)
     return Seq2Seq(Seq2SeqConfig(len(V), len(V), embed_dim=8, hidden_dim=16, attention=attention,

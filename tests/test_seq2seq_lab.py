@@ -38,14 +38,6 @@ from attention_core.tasks import (
 V = REVERSE_VOCAB
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def tiny(attention: bool, seed: int = 0, src=V, tgt=V) -> Seq2Seq:
     torch.manual_seed(seed)
     return Seq2Seq(Seq2SeqConfig(len(src), len(tgt), embed_dim=8, hidden_dim=16, attention=attention,

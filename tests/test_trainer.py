@@ -12,15 +12,6 @@ from attention_core.trainer import TransformerTrainer, seed_warmup_cosine, warmu
 V = REVERSE_VOCAB
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models gain nothing from threads; on a shared 2-core machine extra threads only thrash."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def tiny_seq2seq(seed=0, attention=True):
     torch.manual_seed(seed)
     return Seq2Seq(Seq2SeqConfig(len(V), len(V), embed_dim=8, hidden_dim=32, attention=attention, attn_dim=16))

@@ -365,6 +365,23 @@ def matrix_csv(matrix, row_labels: Sequence[str], col_labels: Sequence[str] | No
     return frame.to_csv(float_format="%.8g").encode("utf-8-sig")
 
 
+_SKELETONS: dict[tuple, dict] = {}     # chart class -> finished spec (bounded: cleared past 256 classes)
+
+
+def class_skeleton(cls: tuple, build) -> dict:
+    """The finished spec of the first chart built for ``cls`` (``to_spec(build())``), shared afterwards.
+
+    ``cls`` names everything a chart's spec depends on besides what ``respec`` replaces (options, titles,
+    size class): every chart of the class is the skeleton with new data. For builders whose arguments are
+    arrays, where a skeleton cannot be built from placeholders cheaply."""
+    spec = _SKELETONS.get(cls)
+    if spec is None:
+        if len(_SKELETONS) > 256:
+            _SKELETONS.clear()
+        spec = _SKELETONS[cls] = to_spec(build())
+    return spec
+
+
 def respec(skeleton: dict, frame: pd.DataFrame, *, sort: dict | None = None, domain: dict | None = None,
            selection: dict | None = None, titles: dict | None = None, **top) -> dict:
     """The finished spec of a chart (``to_spec``) with new data: the spec of the same builder called on

@@ -11,7 +11,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from .charts import as_numpy, respec, to_spec
+from .charts import as_numpy, class_skeleton, respec
 
 NAMED_STROKE = "#e66101"   # orange outline: the patches the word names (where it "should" look)
 SHADE = 0.7                # darkest shade, over a patch with no attention (sqrt keeps mid weights visible)
@@ -89,21 +89,15 @@ def image_attention_chart(image, weights, patch: int, named=None, *, title: str,
     return alt.hconcat(picture, spot, spacing=12).configure_view(stroke=None)
 
 
-_IMAGE_SKELETONS: dict[tuple, dict] = {}      # size class and titles -> spec (a few dozen at most)
-
-
 def image_attention_spec(image, weights, patch: int, named=None, *, title: str, picture_title: str,
                          weight_title: str, patch_title: str, size: int = 260) -> dict:
     """``to_spec(image_attention_chart(...))`` from a cached skeleton: new data and the right panel's title."""
     frame = image_attention_frame(image, weights, patch, named)
     h, w = int(frame["y1"].max()), int(frame["x1"].max())
-    cls = (h, w, bool(frame["patch"].max() < 16), picture_title, weight_title, patch_title, size)
-    if cls not in _IMAGE_SKELETONS:            # the spec depends on the data only through this class
-        if len(_IMAGE_SKELETONS) > 64:
-            _IMAGE_SKELETONS.clear()
-        _IMAGE_SKELETONS[cls] = to_spec(image_attention_chart(
-            image, weights, patch, named, title="·", picture_title=picture_title, weight_title=weight_title,
-            patch_title=patch_title, size=size))
-    out = respec(_IMAGE_SKELETONS[cls], frame)
+    cls = ("image_attention", h, w, bool(frame["patch"].max() < 16), picture_title, weight_title, patch_title, size)
+    skeleton = class_skeleton(cls, lambda: image_attention_chart(
+        image, weights, patch, named, title="·", picture_title=picture_title, weight_title=weight_title,
+        patch_title=patch_title, size=size))
+    out = respec(skeleton, frame)
     out["hconcat"] = [out["hconcat"][0], {**out["hconcat"][1], "title": title}]
     return out

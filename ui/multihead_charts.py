@@ -14,7 +14,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from .charts import SIGNED_SCHEME, WEIGHT_SCHEME, as_numpy, respec, to_spec, unique_labels
+from .charts import SIGNED_SCHEME, WEIGHT_SCHEME, as_numpy, class_skeleton, respec, to_spec, unique_labels
 
 HEAD_SELECTION = "head"      # name of the click selection of the head grid (field "head")
 MAX_PANEL_SIDE = 24          # a small multiple shows at most 24 x 24 cells (averaged tiles beyond)
@@ -179,9 +179,6 @@ def small_multiples(matrices, row_labels: Sequence[str], col_labels: Sequence[st
     )
 
 
-_PANEL_SKELETONS: dict[tuple, dict] = {}      # options and size class -> spec (a few dozen at most)
-
-
 def small_multiples_spec(matrices, row_labels: Sequence[str], col_labels: Sequence[str] | None = None, *,
                          titles: Sequence[str], columns: int = 4, x_title: str = "key", y_title: str = "query",
                          value_title: str = "weight", panel_title: str = "head", selected: int | None = None,
@@ -194,13 +191,10 @@ def small_multiples_spec(matrices, row_labels: Sequence[str], col_labels: Sequen
     options = dict(columns=columns, x_title=x_title, y_title=y_title, value_title=value_title,
                    panel_title=panel_title, selectable=selectable, panel_size=panel_size, title_limit=title_limit,
                    domain=tuple(domain))
-    cls = (frame["query_pos"].nunique() <= 16, selected is None, *options.items())
-    if cls not in _PANEL_SKELETONS:            # the spec depends on the data only through this class
-        if len(_PANEL_SKELETONS) > 64:
-            _PANEL_SKELETONS.clear()
-        _PANEL_SKELETONS[cls] = to_spec(small_multiples(matrices, row_labels, col_labels, titles=titles,
-                                                        selected=selected, **options))
-    out = respec(_PANEL_SKELETONS[cls], frame,
+    cls = ("small_multiples", frame["query_pos"].nunique() <= 16, selected is None, *options.items())
+    skeleton = class_skeleton(cls, lambda: small_multiples(matrices, row_labels, col_labels, titles=titles,
+                                                           selected=selected, **options))
+    out = respec(skeleton, frame,
                  sort={"key": list(dict.fromkeys(frame["key"])), "query": list(dict.fromkeys(frame["query"]))},
                  selection=None if selected is None else {HEAD_SELECTION: [{"head": int(selected)}]})
     out["facet"] = {**out["facet"], "sort": list(dict.fromkeys(frame["panel"]))}

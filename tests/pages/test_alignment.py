@@ -7,7 +7,6 @@ import re
 
 import numpy as np
 import pytest
-import torch
 
 from attention_core.seq2seq import translate
 from attention_core.seq2seq_lab import date_forms, decode_as_tutorial, part_focus
@@ -20,14 +19,6 @@ from ui.i18n import catalog
 
 EN, ZH = catalog("en"), catalog("zh")
 M = load_model("dates")
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def oracle(text: str):

@@ -21,14 +21,6 @@ from ui.i18n import catalog
 EN, ZH = catalog("en"), catalog("zh")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 @pytest.fixture(scope="module")
 def lm():
     return load_model("pronoun")

@@ -5,7 +5,6 @@ import re
 
 import numpy as np
 import pytest
-import torch
 
 from attention_core.seq2seq import translate
 from attention_core.seq2seq_lab import compare_chars, decode_as_tutorial, random_digits, reverse_check
@@ -16,14 +15,6 @@ from ui.i18n import catalog
 EN, ZH = catalog("en"), catalog("zh")
 CURVES = load_curves()
 ATT, PLAIN = load_model("reverse_attn"), load_model("reverse_noattn")
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
 
 
 def frame(chart):

@@ -18,14 +18,6 @@ SENTENCE = EN["common.default_sentence"]
 TOKENS = tokenize(SENTENCE)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 def frame_with(at, *columns, part=None):
     """The dataset (DataFrame) of the first chart whose data has all these columns; with ``part``, only
     its rows of that part (the layer diagram keeps its boxes, cells, arrows... in one frame)."""

@@ -8,7 +8,6 @@ import re
 
 import numpy as np
 import pytest
-import torch
 
 from attention_core.pronoun import referent_agreement, resolve
 from attention_core.pronoun_lab import fresh_examples, pronoun_profile
@@ -20,14 +19,6 @@ from ui.i18n import catalog
 EN, ZH = catalog("en"), catalog("zh")
 TIRED = "The animal didn't cross the street because it was too tired."
 WIDE = "The animal didn't cross the street because it was too wide."
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
 
 
 @pytest.fixture(scope="module")

@@ -17,14 +17,6 @@ EN, ZH = catalog("en"), catalog("zh")
 STEPS, EVERY = 40, 10
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)                 # as app.py: the same arithmetic, hence the same losses
-    yield
-    torch.set_num_threads(n)
-
-
 def reference(task="dates", attention=True, seed=0, steps=STEPS, every=EVERY, probe=None, lr=1e-2):
     """The page's run, done here: live_run + TransformerTrainer.fit with the page's settings."""
     run = live_run(task, attention=attention, seed=seed, lr=lr, warmup_steps=20, probe=probe)
