@@ -168,27 +168,56 @@ def save_checkpoint(model: torch.nn.Module, recipe: Recipe, src_vocab: Vocab, tg
     return path
 
 
+class DamagedFile(ValueError):
+    """A shipped file is there but cannot be read (truncated, garbage, another format); ``command``
+    rebuilds it. A missing file raises FileNotFoundError instead."""
+
+    def __init__(self, path: Path, command: str, reason: BaseException | str):
+        self.path, self.command = Path(path), command
+        self.reason = reason if isinstance(reason, str) else (f"{type(reason).__name__}: {reason}".rstrip(": "))
+        super().__init__(f"{self.path} cannot be read ({self.reason}); rebuild it with `{command}`")
+
+
 def load_model(name: str, models_dir: Path | str | None = None) -> LoadedModel:
-    """The shipped model ``name`` (one of TASKS) in eval mode, with its vocabularies and metadata."""
+    """The shipped model ``name`` (one of TASKS) in eval mode, with its vocabularies and metadata.
+
+    Raises FileNotFoundError if the checkpoint is missing and DamagedFile if it cannot be read."""
     path = checkpoint_path(name, models_dir)
     if not path.exists():
         raise FileNotFoundError(f"no checkpoint {path}; run `python -m attention_core.train {name}`")
-    ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    if ckpt.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(f"{path}: checkpoint format {ckpt.get('format')!r}, expected {CHECKPOINT_FORMAT}")
-    if ckpt["kind"] == "seq2seq":
-        src, tgt = CharVocab(ckpt["src_vocab"]), CharVocab(ckpt["tgt_vocab"])
-        model: torch.nn.Module = Seq2Seq(Seq2SeqConfig(**ckpt["config"]))
-    else:
-        src, tgt = Vocab(ckpt["src_vocab"]), None
-        model = PronounResolver(PronounConfig(**ckpt["config"]))
-    model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in ckpt["state_dict"].items()})
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
+            found = ckpt.get("format") if isinstance(ckpt, dict) else type(ckpt).__name__
+            raise ValueError(f"checkpoint format {found!r}, expected {CHECKPOINT_FORMAT}")
+        if ckpt["kind"] == "seq2seq":
+            src, tgt = CharVocab(ckpt["src_vocab"]), CharVocab(ckpt["tgt_vocab"])
+            model: torch.nn.Module = Seq2Seq(Seq2SeqConfig(**ckpt["config"]))
+        else:
+            src, tgt = Vocab(ckpt["src_vocab"]), None
+            model = PronounResolver(PronounConfig(**ckpt["config"]))
+        model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in ckpt["state_dict"].items()})
+        if not isinstance(ckpt["meta"], dict):
+            raise ValueError("meta is not a dict")
+    except Exception as err:    # whatever a damaged file makes the reader raise: EOFError, UnpicklingError, ...
+        raise DamagedFile(path, f"python -m attention_core.train {name}", err) from err
     return LoadedModel(name, model.eval(), ckpt["config"], src, tgt, ckpt["meta"])
 
 
 def load_curves(models_dir: Path | str | None = None) -> dict:
-    """The recorded accuracy curves (``assets/models/curves.json``)."""
-    return json.loads((Path(models_dir or MODELS_DIR) / CURVES_FILE).read_text(encoding="utf-8"))
+    """The recorded accuracy curves (``assets/models/curves.json``).
+
+    Raises FileNotFoundError if the file is missing and DamagedFile if it is not a JSON object."""
+    path = Path(models_dir or MODELS_DIR) / CURVES_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError) as err:                     # JSONDecodeError, UnicodeDecodeError, a directory
+        raise DamagedFile(path, "python -m attention_core.train curves", err) from err
+    if not isinstance(data, dict):
+        raise DamagedFile(path, "python -m attention_core.train curves", "not a JSON object")
+    return data
 
 
 def load_readout_ablation(models_dir: Path | str | None = None) -> dict:

@@ -31,7 +31,7 @@ from attention_core.tasks import (
     unknown_chars,
 )
 from ui import alignment_charts as ac
-from ui import anatomy
+from ui import anatomy, models
 from ui.charts import bars_spec, heatmap_spec
 from ui.controls import keep_row, kept_row
 from ui.i18n import lesson, t
@@ -288,9 +288,8 @@ anatomy.intuition(NS)
 st.markdown(lesson(f"{NS}/decoder"))
 anatomy.formula(FORMULA, t(f"{NS}.formula_caption"))
 
-if model("dates") is None:
-    anatomy.problem(f"{NS}.err_no_model")
-else:
+if not models.unavailable("dates"):
+    models.unavailable("dates_noattn")    # the page runs without it (no comparison), and says why
     facts()
     text = date_input()
     row, res = 0, None

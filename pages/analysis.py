@@ -46,7 +46,6 @@ from ui.anatomy import (
     md_escape,
     notice,
     pitfall,
-    problem,
     show_chart,
     show_code,
     show_matrix,
@@ -399,11 +398,9 @@ def seed_pitfall(st_: dict, b: int, seed_: int, mix: str, tau: float) -> None:
 
 header(NS)
 intuition(NS)
-try:
-    lm = shipped_model()
-except (FileNotFoundError, ValueError, RuntimeError) as err:
-    problem(f"{NS}.err_no_model", detail=md_escape(str(err)))
+if models.unavailable("pronoun"):
     st.stop()
+lm = shipped_model()
 st.markdown(lesson(f"{NS}/analyser"))
 formula(FORMULA, t(f"{NS}.formula_caption"))
 

@@ -20,7 +20,7 @@ from attention_core.seq2seq_lab import (
     translate_one,
 )
 from attention_core.tasks import REVERSE_MAX_LEN, REVERSE_MIN_LEN
-from ui import anatomy
+from ui import anatomy, models
 from ui import bottleneck_charts as bc
 from ui.charts import heatmap_spec, respec
 from ui.controls import seed as seed_control
@@ -146,6 +146,8 @@ def example_controls() -> str | None:
 def curves_section() -> dict | None:
     st.header(t(f"{NS}.curves_title"))
     data = curves()
+    if models.unavailable("curves"):
+        return None
     if "reverse" not in data:
         anatomy.problem(f"{NS}.err_no_curves")
         return None
@@ -301,10 +303,7 @@ anatomy.intuition(NS)
 st.markdown(lesson(f"{NS}/why"))
 anatomy.formula(FORMULA, t(f"{NS}.formula_caption"))
 
-missing = [name for name in MODELS.values() if model(name) is None]
-if missing:
-    anatomy.problem(f"{NS}.err_no_model", names=", ".join(missing))
-else:
+if not models.unavailable(*MODELS.values()):
     facts()
     rev = curves_section()
     st.header(t(f"{NS}.example_title"))

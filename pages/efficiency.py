@@ -7,8 +7,6 @@ with Linformer, Performer and Flash Attention) and the second tutorial's block-l
 """
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -19,21 +17,18 @@ from attention_core import efficiency_lab as el
 from attention_core import efficient as eff
 from attention_core.functional import masked_softmax, scaled_dot_product_attention
 from attention_core.masks import causal_mask
-from ui import anatomy
+from ui import anatomy, models
 from ui import efficiency_charts as ec
 from ui.charts import bars, heatmap_spec, unique_labels
 from ui.controls import seed as seed_control
 from ui.controls import sentence
 from ui.i18n import current_lang, lesson, t
-from ui.registry import ROOT
 
 NS = "efficiency"
 MAX_TOKENS = 32          # the learner's sentence: two 32 x 32 heatmaps side by side stay readable
 N_RANDOM = (4, 64, 16)   # random inputs: min, max, default n
 SWEEP_SEEDS = (0, 1, 2, 3)
 GAINS = (0.25, 0.5, 1.0, 2.0, 4.0)
-BENCH_JSON = ROOT / "assets" / "bench" / "efficient.json"
-LRA_CSV = ROOT / "assets" / "bench" / "lra_table2.csv"
 RECORDED = ("full", "sparse_masked", "torch_sdpa", "flash", "linear", "performer", "linformer", "window")
 LRA_NAMES = {"linear": "Linear Transformer", "performer": "Performer", "linformer": "Linformer",
              "window": "Local Attention"}
@@ -157,14 +152,10 @@ def rnn_view(inp: Inputs) -> dict:
             "y_par": parallel[0, 0].numpy(), "w": w[0, 0].numpy(), "wv": (w @ v)[0, 0].numpy()}
 
 
-@st.cache_data(show_spinner=False)
-def recorded() -> dict:
-    return json.loads(BENCH_JSON.read_text(encoding="utf-8"))
-
-
-@st.cache_data(show_spinner=False)
-def lra_rows() -> list[dict]:
-    return bench.lra_reference(LRA_CSV)
+def recorded() -> dict | None:
+    """assets/bench/efficient.json (ui.models reads it once, checks it, shares it: read-only); None if it
+    is missing or damaged, and models.unavailable("bench") says so."""
+    return models.bench()
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -377,6 +368,8 @@ def method_names() -> dict[str, str]:
 def cost_section() -> None:
     st.markdown(lesson("efficiency/cost"))
     doc = recorded()
+    if models.unavailable("bench"):
+        return
     names = method_names()
     frame = ec.scaling_frame(doc, names, t("efficiency.slope_label"))   # legend labels carry the slopes
     left, right = st.columns(2)
@@ -396,8 +389,9 @@ def cost_section() -> None:
 
     st.subheader(t("efficiency.lra_title"))
     st.markdown(t("efficiency.lra_intro"))
-    lra = lra_table(doc)
-    st.dataframe(lra, hide_index=True, width="stretch", height=35 * (len(lra) + 1) + 3)
+    if not models.unavailable("lra"):
+        lra = lra_table(doc)
+        st.dataframe(lra, hide_index=True, width="stretch", height=35 * (len(lra) + 1) + 3)
     st.warning(lesson("efficiency/lra_caveat"), icon=":material/balance:")
 
     st.subheader(t("efficiency.live_title"))
@@ -443,7 +437,7 @@ def names_short(method: str) -> str:
 
 def lra_table(doc: dict) -> pd.DataFrame:
     ours = {(r["method"], r["n"]): r for r in bench.measured_ratios(doc, LRA_N)}
-    lra = {(r["model"], r["seq_len"]): r for r in lra_rows()}
+    lra = {(r["model"], r["seq_len"]): r for r in models.lra()}
     out = []
     for method, model in LRA_NAMES.items():
         for n in LRA_N:
@@ -678,6 +672,8 @@ def pitfall_first_tutorial(inp: Inputs) -> None:
 
 def pitfall_flash_space() -> None:
     doc = recorded()
+    if models.unavailable("bench"):
+        return
     by = by_method(doc)
     s = doc["slopes"]["flash"]
     rows = [(n, by[("flash", n)]["peak_extra_bytes"] / 2 ** 20, by[("full", n)]["peak_extra_bytes"] / 2 ** 20)
@@ -732,11 +728,14 @@ if tabs[1].open:
                 el.time_method]
 
 doc = recorded()
-by = by_method(doc)
-r_full = by[("full", 8192)]["time_s"] / by[("full", 4096)]["time_s"]
-r_lin = by[("linear", 8192)]["time_s"] / by[("linear", 4096)]["time_s"]
-anatomy.exercise("eff_ex", t("efficiency.ex_question"), [t(f"efficiency.ex_opt{i}") for i in range(4)],
-                 answer=1, explanation=t("efficiency.ex_explain", full=f"{r_full:.1f}", lin=f"{r_lin:.1f}"))
+if doc is None:
+    models.unavailable("bench")        # the exercise's answer is in the recorded figures
+else:
+    by = by_method(doc)
+    r_full = by[("full", 8192)]["time_s"] / by[("full", 4096)]["time_s"]
+    r_lin = by[("linear", 8192)]["time_s"] / by[("linear", 4096)]["time_s"]
+    anatomy.exercise("eff_ex", t("efficiency.ex_question"), [t(f"efficiency.ex_opt{i}") for i in range(4)],
+                     answer=1, explanation=t("efficiency.ex_explain", full=f"{r_full:.1f}", lin=f"{r_lin:.1f}"))
 
 n_now = inp[1] if inp is not None else 12
 block_now = int(st.session_state.get("block", 4) or 4)

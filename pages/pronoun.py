@@ -463,10 +463,11 @@ def readout_pitfall(facts: dict) -> None:
 
 header(NS)
 intuition(NS)
+if models.unavailable("pronoun"):
+    st.stop()
 try:
-    shipped_model()
     resolving_head()
-except (FileNotFoundError, ValueError, RuntimeError, KeyError) as err:
+except (ValueError, TypeError, KeyError) as err:       # a readable checkpoint whose meta lacks the evaluation
     problem(f"{NS}.err_no_model", detail=md_escape(str(err)))
     st.stop()
 model_card()

@@ -1,29 +1,163 @@
-"""The shipped checkpoints, loaded once per server process and shared by every page and session."""
+"""The shipped files pages read (trained checkpoints, recorded curves, recorded benchmarks), loaded once per
+server process and shared by every page and session, and the one message a page shows when one of them is
+missing or damaged: which file, what is wrong, and the command that rebuilds it.
+
+Each loader is keyed by the file's path, modification time and size: a rebuilt file is read again without
+restarting the server, and a damaged one is diagnosed once, not on every rerun.
+"""
 from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import NamedTuple
 
 import streamlit as st
 
-from attention_core.train import LoadedModel, load_curves, load_model
+import attention_core.train as train
+from attention_core import bench as bench_core
+from attention_core.train import DamagedFile, LoadedModel
+from ui.anatomy import md_escape, problem
+from ui.registry import ROOT
+
+BENCH_DIR = ROOT / "assets" / "bench"        # read at call time, so tests can point it elsewhere
+BENCH_FILE, LRA_FILE = "efficient.json", "lra_table2.csv"
+# what the efficiency page quotes from the recorded benchmark (a --quick run or a cut file lacks some)
+BENCH_KEYS = ("machine", "settings", "results", "slopes", "wall_s")
+BENCH_SLOPES = ("full", "linear", "window", "sparse_masked", "linformer", "performer", "flash")
+BENCH_PAIRS = (*((m, n) for m in ("full", "linear", "flash") for n in (2048, 4096, 8192, 16384)),
+               ("sparse_masked", 4096), ("window", 4096), *((m, 1024) for m in BENCH_SLOPES if m != "sparse_masked"))
 
 
-@st.cache_resource(show_spinner=False)
+class Unavailable(NamedTuple):
+    """Why a shipped file cannot be used, in the words the learner's message needs."""
+    file: str          # where it lives in the repository, e.g. assets/models/dates.pt (never a server path)
+    missing: bool      # True: not there; False: there but unreadable
+    command: str       # what rebuilds (or restores) it, run in the app's folder
+    detail: str = ""   # the reader's complaint, one short line
+
+
+def _files() -> dict[str, tuple[Path, str, str]]:
+    """key -> (path now, path as shown, command that rebuilds it)."""
+    out = {name: (train.checkpoint_path(name), f"assets/models/{name}.pt", f"python -m attention_core.train {name}")
+           for name in train.TASKS}
+    out["curves"] = (Path(train.MODELS_DIR) / train.CURVES_FILE, f"assets/models/{train.CURVES_FILE}",
+                     "python -m attention_core.train curves")
+    out["bench"] = (Path(BENCH_DIR) / BENCH_FILE, f"assets/bench/{BENCH_FILE}", "python -m attention_core.bench")
+    out["lra"] = (Path(BENCH_DIR) / LRA_FILE, f"assets/bench/{LRA_FILE}", f"git checkout -- assets/bench/{LRA_FILE}")
+    return out
+
+
+def _short(reason: str, path: Path) -> str:
+    """One line of the reader's complaint, without the server's paths."""
+    text = str(reason).replace(str(path), path.name).replace(str(ROOT), "…")
+    text = re.split(r"(?<=\.)\s|\n", text, maxsplit=1)[0].strip().rstrip(".")
+    return text if len(text) <= 120 else text[:119] + "…"
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        s = path.stat()
+    except OSError:
+        return None
+    return s.st_mtime_ns, s.st_size
+
+
+def _read_bench(path: Path) -> dict:
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(doc, dict) or not all(k in doc for k in BENCH_KEYS):
+        raise ValueError(f"not a recorded benchmark (it needs {', '.join(BENCH_KEYS)})")
+    lacking = [m for m in BENCH_SLOPES if not {"time_slope", "memory_slope"} <= set(doc["slopes"].get(m, {}))]
+    if lacking:
+        raise ValueError(f"no fitted slopes for {', '.join(lacking)}")
+    timed = {(r.get("method"), r.get("n")) for r in doc["results"] if isinstance(r, dict) and r.get("time_s")}
+    lacking = [f"{m} n={n}" for m, n in BENCH_PAIRS if (m, n) not in timed]
+    if lacking:
+        raise ValueError(f"no measurement of {', '.join(lacking[:3])}")
+    return doc
+
+
+def _read_lra(path: Path) -> list[dict]:
+    rows = bench_core.lra_reference(path)
+    if not rows:
+        raise ValueError("no rows")
+    return rows
+
+
+_READERS = {"curves": lambda path: train.load_curves(path.parent), "bench": _read_bench, "lra": _read_lra}
+
+
+def _load(key: str, path: Path, shown: str, command: str):
+    """The file's content, or Unavailable; never raises for a missing or unreadable file."""
+    try:
+        if key in _READERS:
+            return _READERS[key](path)
+        return train.load_model(key, path.parent)
+    except FileNotFoundError:
+        return Unavailable(shown, True, command)
+    except DamagedFile as err:
+        return Unavailable(shown, False, command, _short(err.reason, path))
+    except Exception as err:       # a damaged bench file: JSON, CSV or UTF-8 errors, missing columns ...
+        return Unavailable(shown, False, command, _short(f"{type(err).__name__}: {err}".rstrip(": "), path))
+
+
+@st.cache_resource(show_spinner=False, max_entries=32)
+def _cached(key: str, path: str, stamp: tuple[int, int], shown: str, command: str):
+    return _load(key, Path(path), shown, command)
+
+
+def load(key: str):
+    """A shipped file's content (LoadedModel for a checkpoint, dict for curves/bench, rows for lra) or
+    Unavailable. ``key`` is a checkpoint name (train.TASKS), "curves", "bench" or "lra"."""
+    path, shown, command = _files()[key]
+    stamp = _stamp(path)
+    if stamp is None:
+        return Unavailable(shown, True, command)
+    return _cached(key, str(path), stamp, shown, command)
+
+
+def unavailable(*keys: str) -> bool:
+    """Show the message for each of these files that is missing or damaged; True if any was."""
+    bad = [u for u in map(load, keys) if isinstance(u, Unavailable)]
+    for u in bad:
+        if u.missing:
+            problem("common.file_missing", file=u.file, command=u.command)
+        else:
+            problem("common.file_damaged", file=u.file, command=u.command, detail=md_escape(u.detail))
+    return bool(bad)
+
+
 def shipped_model(name: str) -> LoadedModel:
-    """assets/models/<name>.pt in eval mode; raises FileNotFoundError if it is not shipped."""
-    return load_model(name)
+    """assets/models/<name>.pt in eval mode; raises FileNotFoundError or train.DamagedFile if it cannot be
+    used (check with ``unavailable(name)`` first)."""
+    got = load(name)
+    if isinstance(got, Unavailable):
+        if got.missing:
+            raise FileNotFoundError(got.file)
+        raise DamagedFile(Path(got.file), got.command, got.detail)
+    return got
 
 
 def model(name: str) -> LoadedModel | None:
-    """Like shipped_model, but None when the checkpoint is missing (the page then says so)."""
-    try:
-        return shipped_model(name)
-    except FileNotFoundError:
-        return None
+    """Like shipped_model, but None when the checkpoint is missing or damaged (``unavailable`` says so)."""
+    got = load(name)
+    return None if isinstance(got, Unavailable) else got
 
 
-@st.cache_resource(show_spinner=False)
 def curves() -> dict:
-    """The recorded accuracy curves (assets/models/curves.json); {} if missing."""
-    try:
-        return load_curves()
-    except FileNotFoundError:
-        return {}
+    """The recorded accuracy curves (assets/models/curves.json); {} if missing or damaged."""
+    got = load("curves")
+    return {} if isinstance(got, Unavailable) else got
+
+
+def bench() -> dict | None:
+    """The recorded benchmark (assets/bench/efficient.json); None if missing, damaged or incomplete.
+    Shared by every session: read it, never change it."""
+    got = load("bench")
+    return None if isinstance(got, Unavailable) else got
+
+
+def lra() -> list[dict] | None:
+    """The Long Range Arena reference rows (assets/bench/lra_table2.csv); None if missing or damaged."""
+    got = load("lra")
+    return None if isinstance(got, Unavailable) else got
