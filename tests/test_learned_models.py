@@ -188,14 +188,20 @@ def test_pronoun_resolution_reaches_95_percent_and_an_encoder_head_points_at_the
 
 
 def test_pronoun_meta_is_the_evaluation_of_the_shipped_weights(models):
-    """What the page quotes from meta (best head, its fraction and weights) is a recomputation away."""
+    """What the page quotes from meta (best head, its fraction and weights) is a recomputation away. Within
+    what another CPU's float kernels can move (the meta was computed on an AMD EPYC): a fraction by one
+    sentence of 1000 whose two weights are within rounding of each other, a mean weight by far less than 1e-4;
+    a meta of other weights is off by more (1e-2 in the referent weight for a run retrained from a 1e-6
+    perturbation)."""
     m = models["pronoun"]
     ev = m.meta["eval"]
     again = evaluate_pronoun(m.model)
-    for k in ("accuracy", "accuracy_top1", "best_encoder_head", "by_template"):
-        assert again[k] == ev[k], k
-    for k in ("best_encoder_head_fraction", "best_head_referent_weight", "best_head_other_weight"):
-        assert again[k] == pytest.approx(ev[k], abs=1e-6), k
+    assert again["best_encoder_head"] == ev["best_encoder_head"]
+    for k, one in (("accuracy", 1 / 500), ("accuracy_top1", 1 / 500), ("by_template", 0.01)):   # ~200 a template
+        assert again[k].keys() == ev[k].keys() and again[k] == pytest.approx(ev[k], abs=2 * one), k
+    assert again["best_encoder_head_fraction"] == pytest.approx(ev["best_encoder_head_fraction"], abs=2 / 1000)
+    for k in ("best_head_referent_weight", "best_head_other_weight"):
+        assert again[k] == pytest.approx(ev[k], abs=1e-4), k
     assert ev["best_encoder_head_fraction"] >= 0.9 and min(ev["accuracy"].values()) >= 0.95
     assert ev["best_encoder_head_fraction"] == pytest.approx(max(max(r) for r in ev["head_agreement"]))
 
@@ -304,14 +310,28 @@ def test_live_run_snapshots_the_probe_while_training():
         live_run("pronoun", probe="the dog ate the cat")
 
 
-def test_the_recipe_reproduces_the_shipped_pronoun_checkpoint():
-    """`python -m attention_core.train pronoun` remakes assets/models/pronoun.pt exactly: the full recipe
-    (1500 steps, ~22 s on one thread), rounded to float16 as saved, equals the shipped weights bit for bit.
-    (The seq2seq checkpoints take up to 3 minutes each; their recipe is checked for determinism above.)"""
+def test_the_recipe_reproduces_what_the_shipped_pronoun_checkpoint_does():
+    """`python -m attention_core.train pronoun` remakes a model that does what assets/models/pronoun.pt does,
+    on any x86-64 CPU: the same recipe, the same first losses, a final loss near zero, every held-out sentence
+    right, and the shipped resolving head (L2·H1, 99.7% of the 1000 EVAL_SEED sentences) as good again.
+
+    Not bits: CPUs differ in their float kernels (AVX2 vs AVX-512 ...), and 1500 steps amplify a last-bit
+    difference into other weights (on an Intel Xeon, read_bias -0.1785 against the shipped -0.1820, from this
+    AMD EPYC build). The tolerances were measured by scaling every initial weight by 1 + 1e-6 N(0, 1), a larger
+    perturbation than rounding: over three such runs the losses at steps 0-20 moved by <= 2e-5, the final loss
+    was 1.5e-5 to 2.4e-5 (shipped 1.5e-5), accuracy stayed 100%, L2·H1 stayed the best head at 99.6-100%.
+    A broken recipe fails them (the two-way readout of assets/models/pronoun_ablation.json: final loss 0.33,
+    accuracy 72%, best head 51%). One full run, ~22 s on one thread (tests/conftest.py), as shipped."""
     from attention_core.train import load_model
-    model, _ = train("pronoun", save=False, log_every=0)          # one thread (tests/conftest.py), as shipped
-    shipped = load_model("pronoun").model.state_dict()
-    for name, value in model.state_dict().items():
-        want = shipped[name]
-        got = value.half().to(want.dtype) if value.is_floating_point() else value
-        assert torch.equal(got, want), name
+    shipped = load_model("pronoun").meta
+    want = shipped["eval"]
+    _, meta = train("pronoun", save=False, log_every=0)
+    ev = meta["eval"]
+    assert meta["recipe"] == shipped["recipe"] == {**RECIPES["pronoun"].__dict__}       # no floats computed here
+    assert meta["loss_every_10"][:3] == pytest.approx(shipped["loss_every_10"][:3], abs=1e-3)   # steps 0, 10, 20
+    assert meta["final_loss"] < 1e-3, meta["final_loss"]
+    assert min(ev["accuracy"].values()) >= 0.99 and min(ev["accuracy_top1"].values()) >= 0.99, ev["accuracy"]
+    layer, head = want["best_encoder_head"]
+    assert (layer, head) == (1, 0) and want["best_encoder_head_fraction"] >= 0.99        # what the pages quote
+    assert ev["head_agreement"][layer][head] >= want["best_encoder_head_fraction"] - 0.03, ev["head_agreement"]
+    assert ev["best_encoder_head"][0] == 1 and max(ev["head_agreement"][0]) < 0.7, ev["head_agreement"]
