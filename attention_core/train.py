@@ -4,8 +4,10 @@
 
 TASK is one of dates, dates_noattn, reverse_attn, reverse_noattn, pronoun, curves (re-measure
 assets/models/curves.json from the shipped checkpoints) or all. Each run is seeded (model
-initialisation, batches, trainer) and writes ``assets/models/<task>.pt``; with the same torch version
-and thread count it reproduces the checkpoint exactly.
+initialisation, batches, trainer) and writes ``assets/models/<task>.pt``; with the same torch version,
+thread count and CPU type it reproduces the checkpoint exactly. Another CPU's float kernels round
+differently and training amplifies that into other weights, but a model that does the same
+(tests/test_learned_models.py checks behaviour within tolerances, not bits).
 
 A checkpoint is a plain dict (format, name, kind, config, vocabularies as symbol lists, state_dict in
 float16 to keep the files small, meta with the recipe, training time, final loss and the evaluation),
