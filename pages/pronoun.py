@@ -35,7 +35,6 @@ from attention_core.tasks import (
     pronoun_template,
     pronoun_text,
 )
-from attention_core.train import load_readout_ablation
 from ui import models
 from ui import pronoun_charts as pc
 from ui.anatomy import (
@@ -132,13 +131,10 @@ def fresh(seed_: int, n_per_lang: int) -> dict:
             "n": n}
 
 
-@st.cache_resource(show_spinner=False)
 def ablation() -> dict | None:
-    """The recorded readout ablation (scripts/pronoun_readout_ablation.py); None if it is not shipped."""
-    try:
-        return load_readout_ablation()
-    except (FileNotFoundError, ValueError):
-        return None
+    """The recorded readout ablation (scripts/pronoun_readout_ablation.py); None if it is missing or damaged
+    (the pitfall then says how to record it)."""
+    return models.readout_ablation()
 
 
 # ---------------------------------------------------------------------------------------------

@@ -98,6 +98,17 @@ def test_a_zero_byte_pronoun_model_is_reported_on_pronoun_and_analysis(assets, k
         assert_fine("alignment")
 
 
+@pytest.mark.parametrize("content", [b"", b"[1]", b'{"runs": [{"readout": "word"}, {"readout": "two_way"}]}'])
+def test_a_damaged_readout_ablation_leaves_the_pronoun_pitfall_unrecorded(assets, content):
+    """assets/models/pronoun_ablation.json only feeds the readout pitfall: damaged, the pitfall says how to
+    record it (pronoun.pit_body_unrecorded) and the rest of the page is there."""
+    (assets.models / "pronoun_ablation.json").write_bytes(content)
+    at = open_page("pronoun", "en")
+    assert exceptions(at) == [] and file_messages(at) == [] and at.get("vega_lite_chart")
+    assert "python scripts/pronoun_readout_ablation.py` to measure it" in all_text(at)
+    assert ui.models.readout_ablation() is None and not ui.models.load("ablation").missing
+
+
 def test_a_missing_model_without_attention_is_reported_and_alignment_still_reads_dates(assets):
     (assets.models / "dates_noattn.pt").unlink()
     at = open_page("alignment", "en")

@@ -43,6 +43,8 @@ def _files() -> dict[str, tuple[Path, str, str]]:
            for name in train.TASKS}
     out["curves"] = (Path(train.MODELS_DIR) / train.CURVES_FILE, f"assets/models/{train.CURVES_FILE}",
                      "python -m attention_core.train curves")
+    out["ablation"] = (Path(train.MODELS_DIR) / train.ABLATION_FILE, f"assets/models/{train.ABLATION_FILE}",
+                       "python scripts/pronoun_readout_ablation.py")
     out["bench"] = (Path(BENCH_DIR) / BENCH_FILE, f"assets/bench/{BENCH_FILE}", "python -m attention_core.bench")
     out["lra"] = (Path(BENCH_DIR) / LRA_FILE, f"assets/bench/{LRA_FILE}", f"git checkout -- assets/bench/{LRA_FILE}")
     return out
@@ -84,7 +86,19 @@ def _read_lra(path: Path) -> list[dict]:
     return rows
 
 
-_READERS = {"curves": lambda path: train.load_curves(path.parent), "bench": _read_bench, "lra": _read_lra}
+ABLATION_RUN = ("readout", "seed", "steps", "accuracy", "best_encoder_head", "best_encoder_head_fraction")
+
+
+def _read_ablation(path: Path) -> dict:
+    record = train.load_readout_ablation(path.parent)
+    if not isinstance(record, dict) or not isinstance(record.get("runs"), list) or not all(
+            isinstance(r, dict) and all(k in r for k in ABLATION_RUN) for r in record["runs"]):
+        raise ValueError(f"not a recorded ablation (runs of {', '.join(ABLATION_RUN)})")
+    return record
+
+
+_READERS = {"curves": lambda path: train.load_curves(path.parent), "ablation": _read_ablation,
+            "bench": _read_bench, "lra": _read_lra}
 
 
 def _load(key: str, path: Path, shown: str, command: str):
@@ -108,7 +122,7 @@ def _cached(key: str, path: str, stamp: tuple[int, int], shown: str, command: st
 
 def load(key: str):
     """A shipped file's content (LoadedModel for a checkpoint, dict for curves/bench, rows for lra) or
-    Unavailable. ``key`` is a checkpoint name (train.TASKS), "curves", "bench" or "lra"."""
+    Unavailable. ``key`` is a checkpoint name (train.TASKS), "curves", "ablation", "bench" or "lra"."""
     path, shown, command = _files()[key]
     stamp = _stamp(path)
     if stamp is None:
@@ -148,6 +162,13 @@ def curves() -> dict:
     """The recorded accuracy curves (assets/models/curves.json); {} if missing or damaged."""
     got = load("curves")
     return {} if isinstance(got, Unavailable) else got
+
+
+def readout_ablation() -> dict | None:
+    """The pronoun model's recorded readout ablation (assets/models/pronoun_ablation.json); None if missing
+    or damaged."""
+    got = load("ablation")
+    return None if isinstance(got, Unavailable) else got
 
 
 def bench() -> dict | None:
