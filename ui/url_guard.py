@@ -70,6 +70,10 @@ def _guarded_seed(original, self, metadata, user_key: str, widget_id: str, url_v
     changed value recorded for the message."""
     from streamlit.runtime.state.query_params import parse_url_param
 
+    # a page may read the link's value itself and set the widget through st.session_state before drawing it
+    # (a label in the other language, pages/pronoun.py adopt_url_choice): then Streamlit's own reading of
+    # the value failing is no news for the learner
+    adopted = user_key in getattr(self, "_new_session_state", ())
     try:
         seeded = original(self, metadata, user_key, widget_id, url_value)
     except Exception:  # noqa: BLE001 - e.g. OverflowError from int(inf): the value is unusable
@@ -84,6 +88,8 @@ def _guarded_seed(original, self, metadata, user_key: str, widget_id: str, url_v
     except Exception:  # noqa: BLE001 - not even parseable: certainly not used
         parsed = object()
     if not seeded:
+        if adopted:
+            return seeded
         # dropped: fine when the link merely spelled the default (Streamlit then drops it from the URL)
         try:
             default = metadata.serializer(metadata.deserializer(None))
