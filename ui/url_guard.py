@@ -74,6 +74,9 @@ def _guarded_seed(original, self, metadata, user_key: str, widget_id: str, url_v
     # (a label in the other language, pages/pronoun.py adopt_url_choice): then Streamlit's own reading of
     # the value failing is no news for the learner
     adopted = user_key in getattr(self, "_new_session_state", ())
+    # a control drawn anew under the same key (tabs whose labels changed with the language) is re-seeded
+    # from the URL of the previous run: not a link the learner opened
+    relabelled = getattr(_local, "relabelled", None) == (user_key, widget_id)
     try:
         seeded = original(self, metadata, user_key, widget_id, url_value)
     except Exception:  # noqa: BLE001 - e.g. OverflowError from int(inf): the value is unusable
@@ -88,7 +91,7 @@ def _guarded_seed(original, self, metadata, user_key: str, widget_id: str, url_v
     except Exception:  # noqa: BLE001 - not even parseable: certainly not used
         parsed = object()
     if not seeded:
-        if adopted:
+        if adopted or relabelled:
             return seeded
         # dropped: fine when the link merely spelled the default (Streamlit then drops it from the URL)
         try:
@@ -126,6 +129,19 @@ def install() -> bool:
 
     seed._url_guard = True
     SessionState._seed_widget_from_url = seed
+
+    binding = getattr(SessionState, "_handle_query_param_binding", None)
+    if binding is not None:
+        @functools.wraps(binding)
+        def bind(self, metadata, user_key, widget_id):
+            try:   # bound in an earlier run of this page under another id: the same control, relabelled
+                old = self.query_params.get_binding_for_param(user_key)
+                _local.relabelled = (user_key, widget_id) if old is not None and old.widget_id != widget_id else None
+            except Exception:  # noqa: BLE001
+                _local.relabelled = None
+            return binding(self, metadata, user_key, widget_id)
+
+        SessionState._handle_query_param_binding = bind
     return True
 
 
