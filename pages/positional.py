@@ -144,8 +144,8 @@ def table_section() -> tuple[int, int]:
 
     items = [t("positional.notice_bits", b=b, every=2 ** b, i=i, period=fmt(float(per[i]), 1),
                slow=fmt(float(per[-1]), 0), n=n),
-             t("positional.notice_offset", a=ref, b=other, k=f"{k:+d}".replace("-", "−"), dot_a=fmt(dot_a), dot_b=fmt(dot_b),
-               gap=sci(gap))]
+             t("positional.notice_offset", a=ref, b=other, k=f"{k:+d}".replace("-", "−"), dot_a=fmt(dot_a),
+               dot_b=fmt(dot_b), gap=sci(gap))]
     if d % 2:
         items.append(t("positional.notice_odd", d=d, gap=sci(gap)))
     else:

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import ast
 import os
-import pathlib
 import re
 
 import pytest
 from streamlit.runtime.state.query_params import CLIENT_STATE_QUERY_STRING_MAX_LENGTH
 from streamlit.testing.v1 import AppTest
 
-from tests.apptest_util import APP, ROOT, exceptions, open_page
+from tests.apptest_util import ROOT, exceptions, open_page
 from ui.i18n import catalog
 from ui.registry import available_pages
 

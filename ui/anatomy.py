@@ -13,8 +13,8 @@ from typing import Callable, Sequence
 
 import streamlit as st
 
-from .charts import matrix_csv, to_spec
 from . import url_guard
+from .charts import matrix_csv, to_spec
 from .i18n import current_lang, t
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")
