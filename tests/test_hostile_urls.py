@@ -32,6 +32,7 @@ HOSTILE: list[tuple[str, str | list[str]]] = [
     ("negative", "-3"), ("zero", "0"), ("float", "2.5"), ("text", "abc"), ("cjk", "注意力机制"),
     ("emoji", "🙂🔥"), ("100kb", "x" * 100_000), ("html", "<b>x</b><script>alert(1)</script>"),
     ("unknown", "no-such-option"), ("repeated", ["1", "7"]), ("huge", "99999999"), ("empty", ""),
+    ("many", list("abcdefgh")),   # beyond a multiselect's max_selections
 ]
 OVERFLOW = ["inf", "-inf", "1e400", "9" * 5000]
 RUNS = 3
@@ -258,6 +259,8 @@ def test_every_widget_kind_survives_every_value_class(kinds_app, name, value):
             assert named_in(warnings, key, "en"), f"?{key}={str(value)[:20]!r} -> {kept!r}, no message"
     if name == "inf":   # the crash of issue 10: an integer number_input given inf
         assert named_in(warnings, "ni", "en")
+    if name == "many":  # Streamlit keeps the first max_selections: the learner is told
+        assert at.multiselect(key="ms").value == ["a", "b", "c"] and named_in(warnings, "ms", "en")
 
 
 def test_values_that_are_used_or_spell_the_default_get_no_message(kinds_app):
