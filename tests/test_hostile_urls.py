@@ -6,11 +6,11 @@ page source, plus every widget the page actually draws whose proto carries a ``q
 ``ui.controls.seed``/``sentence`` and keys built at run time). A new control is covered without editing
 this file.
 
-Runtime: 57 s wall, 26 s CPU on the shared 2-core machine (load ~10). Each page gets ``RUNS`` runs in English
+Runtime: 57-75 s wall, 28 s CPU on the shared 2-core machine (load 7-10). Each page gets ``RUNS`` runs in English
 (or one per tab) and one in Chinese; each run sets every bound key at once, key i to hostile class
 (i + offset + 5 r), so the classes rotate over a page's keys and runs; the first run gives every number input a
 number beyond any integer (the crash of issue 10). ``HOSTILE_URLS=all`` gives every key every class (a sweep
-for finding bugs: 13 pages pass it, about 200 s). On the code before ui.url_guard, 12 of the 13 pages raise
+for finding bugs: 13 pages pass it, 170 s wall, 64 s CPU). On the code before ui.url_guard, 12 of the 13 pages raise
 and the 13th (alignment) drops ``?day=abc`` without a message.
 """
 from __future__ import annotations
