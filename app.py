@@ -4,6 +4,7 @@ import torch
 
 from ui.i18n import language_switch, t
 from ui.registry import ROOT, SECTIONS, available_pages
+from ui.url_guard import begin_run
 
 # the tensors of these lessons are tiny: one thread avoids thread start-up and contention costs
 # that are larger than the work itself (and leaves the other cores to other sessions)
@@ -20,5 +21,7 @@ for spec in available_pages():
     sections.setdefault(t(f"nav.section_{spec.section}"), []).append(page)
 ordered = {t(f"nav.section_{s}"): sections[t(f"nav.section_{s}")]
            for s in SECTIONS if t(f"nav.section_{s}") in sections}
+# a link can set any control to any value: what a page cannot use is ignored or clamped, and named under its title
+begin_run()
 st.navigation(ordered, expanded=True).run()
 st.sidebar.caption(t("common.footer"))

@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from .text import sentence_language
+
 # --------------------------------------------------------------------------------------------------
 # Vocabularies
 # --------------------------------------------------------------------------------------------------
@@ -491,7 +493,7 @@ def tokenize_pronoun_sentence(text: str, lang: str) -> tuple[list[str], str | No
     added. Commas are dropped in English and normalised to "，" in Chinese."""
     text = unicodedata.normalize("NFKC", text).replace("’", "'").replace("‘", "'").strip()
     if lang == "en":
-        text = text.lower()
+        text = text.lower().replace("。", ".").replace("、", ",")   # a Chinese input method's stops
         for long, short in _EN_CONTRACTIONS.items():
             text = re.sub(rf"\b{long}\b", short, text)
         words = re.findall(r"[^\W\d_]+(?:'[^\W\d_]+)?|[^\s\w,.!?]|\d+", text)
@@ -520,12 +522,15 @@ def tokenize_pronoun_sentence(text: str, lang: str) -> tuple[list[str], str | No
     return tokens + ["。"], unknown
 
 
-def parse_pronoun_sentence(text: str, lang: str) -> PronounParse:
+def parse_pronoun_sentence(text: str, lang: str | None = None) -> PronounParse:
     """Read a sentence typed by the learner. In the grammar -> ``PronounParse(example)``; otherwise
     an error code: "empty", "too_long", "unknown_word" (detail: the word), "no_template" (the
     sentence has no template's shape), "bad_noun" (a known noun in a slot it cannot fill, e.g.
     "the street didn't cross the dog"), "bad_adjective" (not one of that template's adjectives),
-    "same_noun" (both nouns the same: then "it" has no single answer)."""
+    "same_noun" (both nouns the same: then "it" has no single answer). Without ``lang``, the sentence's
+    language is ``sentence_language(text)``, the decision the pages use."""
+    if lang is None:
+        lang = sentence_language(text)
     if lang not in PRONOUN_LANGS:
         raise ValueError(f"lang must be one of {PRONOUN_LANGS}, got {lang!r}")
     if not text or not text.strip():

@@ -7,6 +7,7 @@ Chinese, emoji, HTML-looking text) gives a sensible, reproducible sequence.
 from __future__ import annotations
 
 import re
+import unicodedata
 import zlib
 
 import torch
@@ -16,6 +17,22 @@ import torch
 _CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
 _MODIFIERS = r"\ufe0e\ufe0f\u20e3\U0001f3fb-\U0001f3ff"  # variation selectors, keycap, skin tones
 _TOKEN = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+(?:['’][^\W_{_CJK}]+)*|\S(?:[{_MODIFIERS}]|\u200d\S)*", re.UNICODE)
+
+
+# a letter of a CJK script (Han, including the supplementary planes, kana, hangul): the models here read
+# English and Chinese, so any of these makes a sentence "zh"; CJK punctuation alone does not
+_CJK_LETTER = re.compile(rf"[{_CJK}\U00020000-\U0003134f]")
+
+
+def sentence_language(text: str) -> str:
+    """The one language decision for a sentence a learner types to the bilingual models: ``"zh"`` if,
+    after NFKC, it holds a CJK letter, else ``"en"``.
+
+    NFKC comes first, so what an input method adds to Latin text does not make it Chinese: full-width
+    Latin ``ｔｈｅ`` is ``the``, the ideographic space U+3000 is a space, the small punctuation U+FE50-U+FE6B
+    (``﹐`` ``﹒``) is ``,`` ``.``; and CJK punctuation (``。`` ``，``) alone does not decide either.
+    """
+    return "zh" if _CJK_LETTER.search(unicodedata.normalize("NFKC", text or "")) else "en"
 
 
 def tokenize(text: str) -> list[str]:

@@ -428,7 +428,7 @@ def live_run(task: str = "dates", *, attention: bool = True, seed: int = 0, batc
         max_len = 12 if task == "dates" else len(text) + 5
         snapshot = lambda m: translate(m, [text], src, tgt, max_len=max_len)[0]  # noqa: E731
         return LiveRun(model, trainer, batch_fn(recipe), snapshot, text)
-    parsed = parse_pronoun_sentence(text, "zh" if any(ord(c) > 0x2E80 for c in text) else "en")
+    parsed = parse_pronoun_sentence(text)   # the language decided as on the pages (text.sentence_language)
     if not parsed.ok:
         raise ValueError(f"probe {text!r} is not in the grammar: {parsed.error} {parsed.detail}")
     return LiveRun(model, trainer, batch_fn(recipe), lambda m: resolve(m, parsed.example, src), parsed.example)

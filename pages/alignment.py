@@ -33,7 +33,7 @@ from attention_core.tasks import (
 from ui import alignment_charts as ac
 from ui import anatomy, models
 from ui.charts import bars_spec, heatmap_spec
-from ui.controls import keep_row, kept_row
+from ui.controls import cap_selection, keep_row, kept_row
 from ui.i18n import lesson, t
 from ui.models import curves, model
 
@@ -203,6 +203,7 @@ def forms_section() -> tuple[dt.date, list[dict]]:
                         key="day", bind="query-params")
     day = day if isinstance(day, dt.date) else GALLERY_DATE
     by_label = {v: k for k, v in PATTERNS.items()}
+    cap_selection("forms", MAX_FORMS)
     chosen = c2.multiselect(t(f"{NS}.cmp_forms"), list(PATTERNS.values()),
                             default=[PATTERNS[f] for f in DEFAULT_FORMS], max_selections=MAX_FORMS, key="forms",
                             bind="query-params", help=t(f"{NS}.cmp_forms_help", max=MAX_FORMS))

@@ -412,10 +412,13 @@ items = [t("encoder.notice_sums", lo=f"{sums_train.min():.3f}", hi=f"{sums_train
            ev=f"{np.abs(sums_eval - 1).max():.1e}")]
 if p > 0:
     kept = tr != 0
-    ii, jj = np.argwhere(kept)[int(np.argmax(ev[kept]))]
     items.append(t("encoder.notice_dropped", k=int((~kept).sum()), total=n * n, exp=f"{p * n * n:.1f}"))
-    items.append(t("encoder.notice_scaled", q=anatomy.md_escape(labels[ii]), k=anatomy.md_escape(labels[jj]),
-                   ev=f"{ev[ii, jj]:.4f}", tr=f"{tr[ii, jj]:.4f}", f=f"{1 / (1 - p):.4f}", p=f2(p)))
+    if kept.any():
+        ii, jj = np.argwhere(kept)[int(np.argmax(ev[kept]))]
+        items.append(t("encoder.notice_scaled", q=anatomy.md_escape(labels[ii]), k=anatomy.md_escape(labels[jj]),
+                       ev=f"{ev[ii, jj]:.4f}", tr=f"{tr[ii, jj]:.4f}", f=f"{1 / (1 - p):.4f}", p=f2(p)))
+    else:   # a short sentence at high p: this draw zeroed every weight (2 tokens, p = 0.9: 0.9^4 = 66 %)
+        items.append(t("encoder.notice_all_dropped", total=n * n, p=f2(p), chance=f"{p ** (n * n):.0%}"))
 else:
     items.append(t("encoder.notice_p0"))
 anatomy.notice(items)

@@ -139,14 +139,13 @@ def table_section() -> tuple[int, int]:
         x_title=t("positional.offset"), y_title=t("positional.dot"), title=t("positional.offset_title")),
         key="offset", cache=(n, d, base, ref))
     gap = pl.curve_gap(curves[0], curves[1])
-    k = 3 if n > 3 + max(ref, other) else 1
-    dot_a = float(curves[0].dots[ref + k]) if ref + k < n else float("nan")
-    dot_b = float(curves[1].dots[other + k]) if other + k < n else float("nan")
+    k = shared_offset(n, ref, other)
+    dot_a, dot_b = float(curves[0].dots[ref + k]), float(curves[1].dots[other + k])
 
     items = [t("positional.notice_bits", b=b, every=2 ** b, i=i, period=fmt(float(per[i]), 1),
                slow=fmt(float(per[-1]), 0), n=n),
-             t("positional.notice_offset", a=ref, b=other, k=k, dot_a=fmt(dot_a), dot_b=fmt(dot_b),
-               gap=sci(gap))]
+             t("positional.notice_offset", a=ref, b=other, k=f"{k:+d}".replace("-", "−"), dot_a=fmt(dot_a),
+               dot_b=fmt(dot_b), gap=sci(gap))]
     if d % 2:
         items.append(t("positional.notice_odd", d=d, gap=sci(gap)))
     else:
@@ -155,6 +154,13 @@ def table_section() -> tuple[int, int]:
                        lo=fmt(float(norms.min()), 3), hi=fmt(float(norms.max()), 3)))
     anatomy.notice(items)
     return d, base
+
+
+def shared_offset(n: int, a: int, b: int) -> int:
+    """An offset k that both positions a and b can move by and stay among the n positions, for the notice's
+    PE[a]·PE[a+k] = PE[b]·PE[b+k]: 3 where it fits, else 1, else backwards; 0 only when n = 2 leaves no
+    other (the old rule quoted PE[3]·PE[3+1] = nan for n = 4)."""
+    return next((k for k in (3, 1, -1, -3) if 0 <= a + k < n and 0 <= b + k < n), 0)
 
 
 # ------------------------------------------------------------------ 2. the shuffle test

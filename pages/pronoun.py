@@ -9,8 +9,6 @@ fresh sentences: which head points at the referent, and how often -> why the rea
 """
 from __future__ import annotations
 
-import unicodedata
-
 import numpy as np
 import streamlit as st
 import torch
@@ -34,6 +32,7 @@ from attention_core.tasks import (
     parse_pronoun_sentence,
     pronoun_template,
     pronoun_text,
+    sentence_language,
 )
 from ui import models
 from ui import pronoun_charts as pc
@@ -199,13 +198,6 @@ def choose(label: str, options: list, key: str, label_of, default=None, shown_in
 PARSE_ERRORS = {"empty": "err_empty", "too_long": "err_too_long", "unknown_word": "err_unknown_word",
                 "no_template": "err_no_template", "bad_noun": "err_bad_noun",
                 "bad_adjective": "err_bad_adjective", "same_noun": "err_same_noun"}
-
-
-def sentence_language(text: str) -> str:
-    """Chinese if the text holds any CJK character, else English: the model reads both. Full-width Latin
-    ("ｔｈｅ　ａｎｉｍａｌ") is Latin: NFKC folds it first."""
-    text = unicodedata.normalize("NFKC", text)
-    return "zh" if any("\u3000" <= c <= "\u9fff" or "\uff00" <= c <= "\uffef" for c in text) else "en"
 
 
 def picked_sentence() -> PronounExample:

@@ -25,6 +25,7 @@ from attention_core.tasks import (
     normalize_date_text,
     parse_pronoun_sentence,
     pronoun_text,
+    sentence_language,
     unknown_chars,
 )
 from attention_core.train import LIVE_PROBES, live_run
@@ -129,11 +130,6 @@ def controls() -> dict | None:
             return None
     return {"task": task, "attention": bool(attention), "seed": int(seed), "steps": int(steps),
             "every": int(every), "probe": probe}
-
-
-def sentence_language(text: str) -> str:
-    """Chinese if the text holds any CJK character, else English (as on the "it" page)."""
-    return "zh" if any("\u3000" <= c <= "\u9fff" or "\uff00" <= c <= "\uffef" for c in text) else "en"
 
 
 def pronoun_probe(text: str) -> PronounExample | None:

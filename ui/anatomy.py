@@ -13,6 +13,7 @@ from typing import Callable, Sequence
 
 import streamlit as st
 
+from . import url_guard
 from .charts import matrix_csv, to_spec
 from .i18n import current_lang, t
 
@@ -28,6 +29,7 @@ def header(ns: str) -> None:
     """1. Title and the one-line learning objective."""
     st.title(t(f"{ns}.title"))
     st.markdown(f"**{t('common.objective')}** {t(f'{ns}.objective')}")
+    url_guard.slot()   # where a link value this page cannot use is named (ui.url_guard)
 
 
 def intuition(ns: str) -> None:

@@ -57,3 +57,14 @@ def keep_row(name: str, picked: int | None, n: int, default: int) -> int:
         return picked
     row = kept_row(name, n)
     return default if row is None else row
+
+
+def cap_selection(key: str, max_selections: int) -> None:
+    """Call before the ``st.multiselect(key=key, max_selections=...)`` it guards: a selection longer than the
+    widget allows (a forged client message or session state; Streamlit itself cuts a link's list) is cut to
+    its first ``max_selections`` entries with a message, where Streamlit would raise
+    StreamlitSelectionCountExceedsMaxError."""
+    chosen = st.session_state.get(key)
+    if isinstance(chosen, (list, tuple)) and len(chosen) > max_selections:
+        st.session_state[key] = list(chosen)[:max_selections]
+        problem("common.err_too_many", n=len(chosen), max=max_selections)

@@ -201,3 +201,17 @@ def test_pitfall_batches_the_learners_date_the_tutorials_way():
     pad = float(batched.alignment[:, 8:].sum(-1).mean())
     text = all_text(at)
     assert f"→ **{md_escape(batched.output)}**, with {100 * pad:.0f}% of each step's weight on <pad>" in text
+
+
+def test_more_forms_than_the_multiselect_allows_are_cut_with_a_message():
+    """Issue 10: a client sending all 17 forms (the multiselect allows 6) raised
+    StreamlitSelectionCountExceedsMaxError in the session; now the first 6 are used and the learner is told. 4 s."""
+    at = open_page("alignment", "en")
+    box = at.multiselect(key="forms")
+    every = list(box.options)
+    assert len(every) == 17 and box.max_selections == 6
+    box.set_value(every).run()
+    assert exceptions(at) == []
+    assert EN["common.err_too_many"].format(n=17, max=6) in warnings(at)
+    assert at.multiselect(key="forms").value == every[:6]
+    assert sum(1 for c in charts(at) if " → " in (title_of(c) or "")) >= 6

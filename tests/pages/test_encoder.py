@@ -339,3 +339,18 @@ def test_a_clicked_tile_and_rollout_row_are_kept_in_the_url():
     at = open_page("encoder", "en", {"tile": "40.1"})
     assert exceptions(at) == []
     assert EN["encoder.tile_title"].format(layer=40, head=1) not in [chart_spec(c).get("title") for c in charts(at)]
+
+
+@pytest.mark.parametrize("text, p", [("a b", "0.9"), ("a b c", "0.9")])
+def test_a_draw_that_drops_every_weight_is_explained_not_a_crash(text, p):
+    """Issue 10: with 2-3 tokens and p = 0.8-0.9 a draw can zero all n² weights; the notice then had no
+    survivor to quote (argmax of an empty sequence). 2 s."""
+    at = open_page("encoder", "en", {"text": text, "p": p})
+    assert exceptions(at) == []
+    _, train = heatmap_titled(at, EN["encoder.train_title"].split("{")[0])
+    n = len(tokenize(text))
+    if (train == 0).all():   # this draw (seeded, so the same on every run) dropped everything
+        assert EN["encoder.notice_all_dropped"].split("{")[0] in all_text(at)
+    else:
+        assert EN["encoder.notice_scaled"].split("{")[0] in all_text(at)
+    assert train.shape == (n, n)

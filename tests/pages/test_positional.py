@@ -2,6 +2,7 @@
 computes (checked against independent formulas here), its notices quote them, its URL reproduces it,
 and no control value crashes it."""
 import math
+import re
 
 import numpy as np
 import pytest
@@ -278,3 +279,23 @@ def test_rotation_spec_equals_a_fresh_rotation_chart():
         labels = {"q": f"q at {m}", "k": f"k at {j}", "q_shift": f"q at {m + s}", "k_shift": f"k at {j + s}"}
         assert_same_spec(rotation_spec(q, k, angles, labels=labels, title="T"),
                          to_spec(rotation_chart(q, k, angles, labels=labels, title="T")))
+
+
+@pytest.mark.parametrize("n, row", [("4", None), ("2", None), ("16", "15")])
+def test_the_offset_notice_quotes_two_real_dot_products(n, row):
+    """Issue 10: /positional?n=4 printed PE[3]·PE[3+1] = nan (the second reference had no position k
+    further on). Whatever n and clicked reference, the notice quotes one offset k both positions can take,
+    and the two dot products it quotes equal the formula's. About 4 s."""
+    params = {"n": n} if row is None else {"n": n, "row_pe": row}
+    at = open_page("positional", "en", params)
+    assert exceptions(at) == []
+    text = all_text(at)
+    assert "nan" not in text
+    (a, ka, dot_a, b, kb, dot_b) = re.search(
+        r"PE\[(\d+)\]·PE\[\d+([+−]\d+)\] = (-?[\d.]+) and PE\[(\d+)\]·PE\[\d+([+−]\d+)\] = (-?[\d.]+)", text).groups()
+    assert ka == kb
+    k = int(ka.replace("−", "-"))
+    pe = sinusoidal_encoding(int(n), 64).double().numpy()
+    for p, dot in ((int(a), dot_a), (int(b), dot_b)):
+        assert 0 <= p + k < int(n)
+        assert float(dot) == pytest.approx(pe[p] @ pe[p + k], abs=1e-3)

@@ -191,7 +191,7 @@ def test_url_reproduces_view_and_temperature_equals_scaling():
     ({"dk": "1024", "scale": "true", "tau": "32"}, "scaling.warn_flat"),
     ({"dk": "1", "scale": "false", "tau": "1/8", "seed": "9999"}, None),
     ({"dk": "1", "scale": "true", "tau": "32", "seed": "9999"}, "scaling.warn_flat"),
-    ({"dk": "3", "tau": "abc", "seed": "-5", "scale": "maybe"}, None),      # not options: ignored
+    ({"dk": "3", "tau": "abc", "seed": "-5", "scale": "maybe"}, "common.url_rejected"),   # ignored, and said so
 ])
 def test_extremes_give_messages_not_exceptions(params, message):
     at = open_page("scaling", "en", params)

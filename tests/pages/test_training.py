@@ -243,3 +243,16 @@ def test_chart_builders_give_valid_vega_lite():
                   tc.schedule_chart([0.5, 1.0, 0.0], [0.0, 0.5, 1.0], names=("a", "b"), title="t", x_title="x",
                                     y_title="y")):
         chart.to_dict()
+
+
+@pytest.mark.parametrize("probe", ["The animal\u3000didn't cross the street because it was too tired\ufe52",
+                                   "The animal didn't cross the street because it was too tired\ufe50"])
+def test_input_method_spaces_and_small_stops_keep_an_english_probe_english(probe):
+    """Issue 10: an ideographic space (U+3000) made this page read an English probe as Chinese ("unknown
+    word"), and a small full stop (U+FE52) passed here but failed in train.live_run; one decision now
+    (attention_core.text.sentence_language, NFKC first) and the train button is offered. 3 s."""
+    at = open_page("training", "zh", params={"task": PRONOUN_TASK, "probe_pronoun": probe})
+    assert exceptions(at) == []
+    assert list(at.warning) == [], [w.value for w in at.warning]
+    assert [b for b in at.button if b.key == "train"]
+    assert live_run("pronoun", probe=probe).probe.tokens[:2] == ("the", "animal")
