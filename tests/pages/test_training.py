@@ -1,6 +1,8 @@
 """The training-live page in AppTest: nothing trains on a rerun; a short run (40 steps) lowers the loss,
 its curve and snapshots are exactly what the same seeded run gives outside the page (reproducible),
 runs are kept for comparison, bad probes get a message, and the URL sets up a run."""
+import time
+
 import numpy as np
 import pytest
 import torch
@@ -45,12 +47,23 @@ def notices(at) -> str:
     return "\n".join(m.value for m in at.markdown if m.value.startswith("- "))
 
 
+def press_train(at, timeout=120.0):
+    """Press Train, then rerun the page (as the live panel does every second) until the run is kept."""
+    at.button(key="train").click().run()
+    assert exceptions(at) == []
+    deadline = time.monotonic() + timeout
+    while "_train_ticket" in at.session_state:
+        assert time.monotonic() < deadline, "the run did not finish"
+        time.sleep(0.2)
+        at.run()
+        assert exceptions(at) == []
+    return at
+
+
 def short_run(at, steps=STEPS, every=EVERY):
     at.slider(key="steps").set_value(steps).run()
     at.slider(key="every").set_value(every).run()
-    at.button(key="train").click().run()
-    assert exceptions(at) == []
-    return at
+    return press_train(at)
 
 
 # ---------------------------------------------------------------- nothing trains unless asked
@@ -100,7 +113,7 @@ def test_a_short_run_lowers_the_loss_and_is_reproducible():
     # a rerun does not train again; the same settings again give the same curve
     at.run()
     assert len(at.session_state["_train_runs"]) == 1
-    at.button(key="train").click().run()
+    press_train(at)
     assert len(at.session_state["_train_runs"]) == 2
     assert "the largest difference between the two loss curves is 0 " in notices(at)
 
@@ -108,8 +121,7 @@ def test_a_short_run_lowers_the_loss_and_is_reproducible():
 def test_without_attention_and_comparison():
     at = short_run(open_page("training", "zh"))
     at.toggle(key="attn").set_value(False).run()
-    at.button(key="train").click().run()
-    assert exceptions(at) == []
+    press_train(at)
     losses, snaps = reference(attention=False)
     assert all(s.alignment is None for _, s in snaps)
     name = ZH["training.run_name"].format(n=2, task="日期", attn="不带注意力", seed=0, steps=STEPS)
