@@ -220,6 +220,10 @@ def pending() -> tuple[tq.Ticket, dict] | None:
 def start(cfg: dict) -> None:
     """Queue the run (or join the same one another session started); the live panel shows where it is."""
     spec, view = job_of(cfg)
+    held = pending()
+    if held is not None:                   # one place in the queue per session: a new press replaces it
+        tq.QUEUE.release(held[0])
+        del st.session_state["_train_ticket"]
     ticket = tq.submit_training(spec, view, alive=session_alive())
     if ticket is None:
         anatomy.problem(f"{NS}.err_queue_full", n=tq.QUEUE.max_waiting, s=f"{tq.WALL_CAP:.0f}")
@@ -420,11 +424,15 @@ cfg = controls()
 task_now = cfg["task"] if cfg else None
 st.caption(t(f"{NS}.facts_pronoun" if task_now == "pronoun" else f"{NS}.facts", cap=f"{TIME_CAP:.0f}",
              lr=LRS.get(task_now, LR), warmup=WARMUP))
-harvest()
+harvest()                    # before the button: a finished run enables it again
 if cfg is not None and st.button(t(f"{NS}.train"), key="train", type="primary", icon=":material/play_arrow:",
                                  disabled=pending() is not None):
     start(cfg)
-live_panel()
+    harvest()                # a run another session just finished answers at once
+    if pending() is not None:
+        st.rerun()           # draw the button disabled while the run is queued or running
+if pending() is not None:    # only then: the panel's timer stops with the run
+    live_panel()
 
 kept = runs()
 if not kept:

@@ -336,6 +336,7 @@ def training_work(spec: TrainingSpec, *, wall_cap: float = WALL_CAP) -> Callable
     probe and its snapshots ``(step, answer, weights)``."""
 
     def work(ctx: JobContext) -> dict:
+        begun = time.perf_counter()            # the wall cap counts from here: model building included
         run = live_run(spec.task, attention=spec.attention, seed=spec.seed, lr=spec.lr, warmup_steps=spec.warmup)
         heads = None
         if spec.task == "pronoun":
@@ -354,6 +355,7 @@ def training_work(spec: TrainingSpec, *, wall_cap: float = WALL_CAP) -> Callable
         lrs: list[float] = []
         ctx.progress.update(step=0, steps=spec.steps, losses=losses, elapsed=0.0, heads=heads)
         snap_seconds = 0.0
+        slowest = [0.0, time.perf_counter()]   # the longest step so far (snapshots included), the last step's end
 
         def take(step: int, due) -> None:
             nonlocal snap_seconds
@@ -370,9 +372,13 @@ def training_work(spec: TrainingSpec, *, wall_cap: float = WALL_CAP) -> Callable
             lrs.append(p.lr)
             take(p.step, [x for x in watched if p.step % x[0].every == 0 or p.step == p.steps])
             ctx.progress.update(step=p.step, elapsed=p.elapsed, loss=p.loss)
+            now = time.perf_counter()
+            slowest[:] = [max(slowest[0], now - slowest[1]), now]
             if ctx.stopped():
                 return False
-            return p.elapsed - snap_seconds < spec.time_cap and p.elapsed < wall_cap
+            # another step and the last snapshots must still end within the wall cap
+            reserve = 2 * slowest[0] + 0.5
+            return p.elapsed - snap_seconds < spec.time_cap and now - begun + reserve < wall_cap
 
         start = time.perf_counter()
         run.trainer.fit(run.batches, spec.steps, on_step)

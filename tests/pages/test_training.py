@@ -255,3 +255,47 @@ def test_chart_builders_give_valid_vega_lite():
                   tc.schedule_chart([0.5, 1.0, 0.0], [0.0, 0.5, 1.0], names=("a", "b"), title="t", x_title="x",
                                     y_title="y")):
         chart.to_dict()
+
+
+# ---------------------------------------------------------------- the server's queue, seen from the page
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_queued_run_shows_its_place_and_the_wait_bound(lang):
+    """Another run holds the server's worker: the press shows the place in the queue and an upper bound of
+    the wait (both languages), the button stays disabled until the run is kept, and then it is kept."""
+    import threading
+
+    from ui import training_queue as tq
+
+    cat = catalog(lang)
+    gate = threading.Event()
+
+    def hold(ctx):
+        while not gate.is_set() and not ctx.stopped():
+            time.sleep(0.005)
+
+    blocker = tq.QUEUE.submit(("blocker", lang), "v", hold)
+    try:
+        deadline = time.monotonic() + 30
+        while tq.QUEUE.status(blocker).state != "running":
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        at = open_page("training", lang, params={"task": "12345 → 54321", "probe_reverse": "2468", "steps": "20",
+                                                "every": "10", "seed": "7" if lang == "en" else "8"})
+        at.button(key="train").click().run()
+        assert exceptions(at) == []
+        shown = "\n".join(i.value for i in at.info)
+        head = cat["training.queue_position"].split("{pos}")[0]
+        assert head + "1" in shown and f"{tq.WALL_CAP:.0f}" in shown
+        assert at.button(key="train").disabled
+        at.run()                                            # the live panel's next look: still waiting
+        assert head + "1" in "\n".join(i.value for i in at.info) and at.button(key="train").disabled
+    finally:
+        gate.set()
+        tq.QUEUE.release(blocker)
+    press_deadline = time.monotonic() + 120
+    while "_train_ticket" in at.session_state:
+        assert time.monotonic() < press_deadline
+        time.sleep(0.2)
+        at.run()
+    assert exceptions(at) == [] and len(at.session_state["_train_runs"]) == 1
+    assert not at.button(key="train").disabled
