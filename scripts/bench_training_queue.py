@@ -4,6 +4,7 @@ queue (ui/training_queue.py) with real training runs.
     python scripts/bench_training_queue.py                 # 30 presses over 60 s, 250-step runs (several minutes)
     python scripts/bench_training_queue.py --steps 40      # the same class, short runs (about a minute)
     python scripts/bench_training_queue.py --burst         # all 30 presses at the same moment
+    python scripts/bench_training_queue.py --server 6      # real sessions: `streamlit run` + 6 Chromium tabs
 
 Each press is a thread that does what the page does: ``submit_training`` (the button), then a status
 request every second (the live panel), until its run is done. The class: the first ``--link`` students
@@ -15,6 +16,14 @@ Reported: the time from a press to its first answer (a queue position or a resul
 before a run starts and until its result (each against the bound the page states), how many trainings
 ran for the 30 presses (shared runs), the peak number of trainings at once (the bound: the worker pool),
 the process's CPU use while they ran, and the number of cache clears sent.
+
+``--server N``: the same over the real protocol (``--app DIR`` serves another checkout, e.g. the commit before
+the queue, where the lock lived in ``st.cache_resource``). A ``streamlit run`` server, N headless Chromium tabs on the
+training page (each its own seed, so nothing is shared) press Train within a second or two, while a
+websocket client sends Streamlit's own ``clear_cache`` message (a BackMsg, as the app menu does) every half
+second. Every half second each tab's text is read: a tab showing "Step k of n" has its run in progress.
+Reported: each tab's time from the press to its first queue position or progress, the peak number of tabs
+with a run in progress at once (the bound: 1), when each run was kept, and the server's CPU use.
 """
 from __future__ import annotations
 
@@ -70,6 +79,112 @@ def clearer(stop: threading.Event, counter: list) -> None:
         stop.wait(0.5)
 
 
+def server_mode(tabs: int, steps: int, chromium: str | None, app: pathlib.Path = ROOT) -> int:
+    """Real sessions: see the module's docstring."""
+    import asyncio
+    import os
+    import re
+    import shutil
+    import socket
+    import subprocess
+    import urllib.request
+
+    import websockets
+    from playwright.sync_api import sync_playwright
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+                             "--server.headless", "true", "--browser.gatherUsageStats", "false",
+                             "--server.fileWatcherType", "none"], cwd=app, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    base = f"http://localhost:{port}"
+    for _ in range(300):
+        try:
+            urllib.request.urlopen(base + "/_stcore/health", timeout=1)
+            break
+        except OSError:
+            time.sleep(0.1)
+
+    def server_cpu() -> float:
+        fields = pathlib.Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    stop, clears = threading.Event(), [0]
+
+    def clear_caches() -> None:                 # a client sending the app menu's "Clear cache" message
+        async def run() -> None:
+            msg = BackMsg()
+            msg.clear_cache = True
+            async with websockets.connect(f"ws://localhost:{port}/_stcore/stream", subprotocols=["streamlit"],
+                                          max_size=None) as ws:
+                while not stop.is_set():
+                    await ws.send(msg.SerializeToString())
+                    clears[0] += 1
+                    try:
+                        while True:         # drain what the server sends, without blocking the clears
+                            await asyncio.wait_for(ws.recv(), timeout=0.5)
+                    except asyncio.TimeoutError:
+                        pass
+        asyncio.run(run())
+
+    step = re.compile(r"Step \d+ of \d+")
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium or shutil.which("chromium"),
+                                        args=["--no-sandbox", "--disable-gpu", "--no-first-run"])
+            pages = []
+            for i in range(tabs):
+                page = browser.new_page(viewport={"width": 1280, "height": 900})
+                page.goto(f"{base}/training?lang=en&task=12345+%E2%86%92+54321&probe_reverse=13579&steps={steps}"
+                          f"&every=25&seed={200 + i}")
+                page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']",
+                                       timeout=120_000)
+                pages.append(page)
+            cleaner = threading.Thread(target=clear_caches, daemon=True)
+            cleaner.start()
+            cpu0, t0 = server_cpu(), time.monotonic()
+            pressed, first, kept = {}, {}, {}
+            for i, page in enumerate(pages):
+                page.get_by_test_id("stBaseButton-primary").click()
+                pressed[i] = time.monotonic() - t0
+            peak, timeline = 0, []
+            while len(kept) < tabs and time.monotonic() - t0 < 60 + tabs * tq.WALL_CAP:
+                running = 0
+                for i, page in enumerate(pages):
+                    if i in kept:
+                        continue
+                    text = page.inner_text("[data-testid='stMain']")
+                    now = time.monotonic() - t0
+                    if i not in first and ("in this server's queue" in text or step.search(text)
+                                           or "Building a fresh model" in text):
+                        first[i] = now - pressed[i]
+                    if "Done:" in text and "Loss of each step" in text:
+                        kept[i] = now
+                    elif step.search(text):
+                        running += 1
+                peak = max(peak, running)
+                timeline.append(running)
+                time.sleep(0.5)
+            cpu, wall = server_cpu() - cpu0, time.monotonic() - t0
+            stop.set()
+            browser.close()
+    finally:
+        stop.set()
+        proc.terminate()
+        proc.wait(10)
+    print(f"real server, {tabs} Chromium tabs (own seeds), {steps}-step runs, clear_cache sent every 0.5 s")
+    print(f"  press to first queue position or progress: max {max(first.values(), default=float('nan')):.1f} s "
+          f"({len(first)} of {tabs} tabs)")
+    print(f"  runs kept: {len(kept)} of {tabs}, the last after {max(kept.values(), default=float('nan')):.0f} s")
+    print(f"  peak tabs with a run in progress at once: {peak} (bound {tq.WORKERS})")
+    print(f"  clear_cache messages sent: {clears[0]}")
+    print(f"  server CPU: {cpu:.0f} s over {wall:.0f} s = {cpu / wall:.2f} cores")
+    return 0 if peak <= tq.WORKERS and len(kept) == tabs else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--presses", type=int, default=30)
@@ -78,7 +193,13 @@ def main() -> int:
     parser.add_argument("--link", type=int, default=20, help="students on the teacher's link (same training)")
     parser.add_argument("--steps", type=int, default=250)
     parser.add_argument("--poll", type=float, default=1.0, help="seconds between status requests (the live panel)")
+    parser.add_argument("--server", type=int, default=0, metavar="N", help="real sessions: N Chromium tabs")
+    parser.add_argument("--chromium", default=None, help="the Chromium binary (default: chromium on PATH)")
+    parser.add_argument("--app", type=pathlib.Path, default=ROOT,
+                        help="with --server: the checkout to serve (e.g. an older commit, for comparison)")
     args = parser.parse_args()
+    if args.server:
+        return server_mode(args.server, args.steps, args.chromium, args.app)
 
     torch.set_num_threads(1)
     streamlit.logger.set_log_level("error")        # "no runtime found": this is no server, only its queue

@@ -219,3 +219,22 @@ def test_training_job_snapshots_each_view_with_its_own_probe():
         assert q.stats()["started"] == 2                        # the blocker and the one shared training
     finally:
         q.close()
+
+
+def test_finished_runs_are_kept_within_a_byte_budget():
+    q = tq.RunQueue(workers=1, done_bytes=3 * 8000 + 100)
+
+    def big(ctx):
+        for view in ctx.views:
+            ctx.record(view)["w"] = np.zeros(1000)                 # 8000 bytes
+        return None
+
+    try:
+        tickets = [q.submit(f"j{i}", "v", big) for i in range(5)]
+        until(lambda: all(q.status(t).state == "done" for t in tickets))
+        assert q.stats()["done_kept"] == 3                          # the oldest two are forgotten ...
+        assert q.status(tickets[0]).record["w"].nbytes == 8000      # ... their holders keep what they had
+        assert q.submit("j4", "v", big).job is tickets[4].job       # the newest still answers at once
+        assert q.submit("j0", "v", big).job is not tickets[0].job
+    finally:
+        q.close()

@@ -20,6 +20,10 @@ each stopped after ``TIME_CAP`` s of training and ``WALL_CAP`` s in all; at most
 jobs wait (more: the page says the queue is full); the page holds at most one ticket per session. A
 waiting session sees its position and an upper bound of the wait, computed from those caps.
 
+Memory: a finished job is kept to answer the same request at once for ``DONE_TTL`` s, at most
+``KEEP_DONE`` jobs and ``DONE_BYTES`` of arrays in all; its snapshot arrays are read-only, so the sessions
+that show them share them without copies.
+
 Liveness: a watcher counts while its session is connected (``alive()``, checked with a grace of
 ``grace`` s for a reconnecting websocket) and while it has asked for its status within ``lease`` s. A
 queued job nobody watches is dropped; a running one stops at its next step, which frees the worker.
@@ -47,7 +51,8 @@ MAX_VIEWS = 16            # distinct (probe, interval) views recorded by one job
 LEASE = 90.0              # s without a status request before a watcher stops counting (a hidden tab polls ~1/min)
 GRACE = 5.0               # s a watcher's session may be disconnected before it stops counting
 KEEP_DONE = 16            # finished jobs kept to answer the same request at once ...
-DONE_TTL = 600.0          # ... for this many seconds
+DONE_TTL = 600.0          # ... for this many seconds ...
+DONE_BYTES = 16 << 20     # ... and within this many bytes of arrays (a 600-step run with 16 probes: ~4 MB)
 
 
 # ------------------------------------------------------------------ the queue (knows nothing of training)
@@ -82,6 +87,7 @@ class Job:
         self.submitted = time.monotonic()
         self.started: float | None = None
         self.finished: float | None = None
+        self.nbytes = 0                  # arrays held by its records, counted when it finishes
 
 
 class JobContext:
@@ -128,9 +134,10 @@ class RunQueue:
 
     def __init__(self, workers: int = WORKERS, *, wall_cap: float = WALL_CAP, max_waiting: int = MAX_WAITING,
                  max_views: int = MAX_VIEWS, lease: float = LEASE, grace: float = GRACE,
-                 keep_done: int = KEEP_DONE, done_ttl: float = DONE_TTL):
+                 keep_done: int = KEEP_DONE, done_ttl: float = DONE_TTL, done_bytes: int = DONE_BYTES):
         self.workers, self.wall_cap, self.max_waiting, self.max_views = workers, wall_cap, max_waiting, max_views
         self.lease, self.grace, self.keep_done, self.done_ttl = lease, grace, keep_done, done_ttl
+        self.done_bytes = done_bytes
         self._cond = threading.Condition()
         self._active: list[Job] = []            # queued and running, in order of arrival
         self._done: deque[Job] = deque()
@@ -253,7 +260,10 @@ class RunQueue:
         return ahead + 1, free[0]
 
     def _expire_done(self, now: float) -> None:
-        while self._done and (len(self._done) > self.keep_done or now - self._done[0].finished > self.done_ttl):
+        """Forget the oldest finished jobs past the count, age or byte budget (sessions that harvested a run
+        keep their own references; only the answering of new requests is forgotten)."""
+        while self._done and (len(self._done) > self.keep_done or now - self._done[0].finished > self.done_ttl
+                              or sum(j.nbytes for j in self._done) > self.done_bytes):
             self._done.popleft()
 
     def _next_job(self) -> Job | None:
@@ -287,9 +297,21 @@ class RunQueue:
                 self.running -= 1
                 self._active.remove(job)
                 if state == "done":
+                    job.nbytes = _nbytes(job.views) + _nbytes(job.result)
                     self._done.append(job)
                     self._expire_done(job.finished)
                 self._cond.notify_all()
+
+
+def _nbytes(value) -> int:
+    """Bytes of the numpy arrays and float sequences in ``value`` (dicts, lists, tuples)."""
+    if isinstance(value, np.ndarray):
+        return value.nbytes
+    if isinstance(value, dict):
+        return sum(_nbytes(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return 8 * len(value) + sum(_nbytes(v) for v in value if not isinstance(v, (int, float)))
+    return 0
 
 
 # ------------------------------------------------------------------ the training job of the page
