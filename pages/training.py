@@ -321,7 +321,7 @@ def results_section(run: dict) -> dict:
     anatomy.show_chart(lambda: tc.loss_chart(series, title=t(f"{NS}.loss_chart"), x_title=t(f"{NS}.step_axis"),
                                              y_title=t(f"{NS}.loss_axis"),
                                              smooth_title=t(f"{NS}.smooth", k=tc.SMOOTH), max_step=longest),
-                       key="loss", cache=(tc.fingerprint([(n, np.asarray(x)) for n, x in series]),))   # the data, not the names
+                       key="loss", cache=(tc.fingerprint([(n, np.asarray(x)) for n, x in series]),))  # data, not names
     st.caption(t(f"{NS}.loss_caption", k=tc.SMOOTH))
 
     task = run["cfg"]["task"]
