@@ -5,7 +5,9 @@ Second tutorial's TransformerTrainer (fixed: AdamW, a schedule that ends with th
 the first tutorial's Seq2Seq with Bahdanau attention (dates, reversal: the snapshot is the alignment)
 or on the "it" page's encoder with its word readout (pronoun: the snapshot is the attention from "it"
 in every layer and head, and nothing but the answer's word is supervised). A run starts only when the
-button is pressed, never on a rerun; its results stay in the session so the page stays responsive.
+button is pressed, never on a rerun; its results stay in the session so the page stays responsive. Runs go
+through the server's queue (ui.training_queue): one at a time, identical trainings of different sessions
+shared, a live place in the queue for everyone waiting.
 """
 from __future__ import annotations
 
@@ -224,7 +226,10 @@ def start(cfg: dict) -> None:
     if held is not None:                   # one place in the queue per session: a new press replaces it
         tq.QUEUE.release(held[0])
         del st.session_state["_train_ticket"]
-    ticket = tq.submit_training(spec, view, alive=session_alive())
+    # a run this session already has is trained again (pressing twice shows that a seeded run is reproducible);
+    # a run another session finished is shared
+    again = any(job_of(r["cfg"])[0] == spec for r in runs())
+    ticket = tq.submit_training(spec, view, alive=session_alive(), reuse_done=not again)
     if ticket is None:
         anatomy.problem(f"{NS}.err_queue_full", n=tq.QUEUE.max_waiting, s=f"{tq.WALL_CAP:.0f}")
         return

@@ -3,7 +3,8 @@
 Two AppTest instances in one process share ``st.cache_data``, ``st.cache_resource``, ``ui.anatomy``'s spec
 cache and the training queue, like two browser sessions of one server. Session A opens a page with input X,
 then session B opens it with input Y (everything else the same): every chart (spec and data) and every text
-of B must show Y and nothing of X. A shared cache keyed by something that omits the input (the training
+of B must show Y and nothing of X. Every page and tab that shows typed text is covered (the library tab of
+the Q/K/V page and the measured-cost tab of the efficiency page show none). About 50 s. A shared cache keyed by something that omits the input (the training
 page's snapshot grid was cached under the run's name) fails this.
 """
 import json
@@ -46,6 +47,8 @@ TYPED = [
     ("qkv", {"tab": "3 · Q, K, V of a sentence"}, "text"),
     ("qkv", {"tab": "4 · Three similarity functions"}, "text"),
     ("efficiency", {}, "text"),
+    ("efficiency", {"tab": "Flash attention, tile by tile"}, "text"),
+    ("efficiency", {"tab": "Linear attention as an RNN"}, "text"),
     ("encoder", {}, "text"),
     ("positional", {}, "text"),
     ("cross_attention", {}, "src"),
@@ -53,6 +56,7 @@ TYPED = [
     ("cross_attention", {}, "words"),
     ("masking", {"tab": "1 · Padding"}, "batch"),
     ("masking", {"tab": "2 · Causal (decoder)"}, "batch"),
+    ("masking", {"tab": "3 · Your own mask"}, "batch"),
 ]
 
 

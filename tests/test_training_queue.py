@@ -238,3 +238,13 @@ def test_finished_runs_are_kept_within_a_byte_budget():
         assert q.submit("j0", "v", big).job is not tickets[0].job
     finally:
         q.close()
+
+
+def test_a_finished_run_can_be_asked_for_again(queue):
+    tr = Tracker()
+    first = queue.submit("k", "v", tr.job())
+    until(lambda: queue.status(first).state == "done")
+    again = queue.submit("k", "v", tr.job(), reuse_done=False)     # the same session presses again
+    assert again.job is not first.job
+    until(lambda: queue.status(again).state == "done")
+    assert tr.ran == ["k", "k"]

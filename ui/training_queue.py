@@ -150,16 +150,18 @@ class RunQueue:
 
     # -------------------------------------------------------------- the API a page uses
     def submit(self, key: Hashable, view: Hashable, work: Callable[[JobContext], Any], *,
-               alive: Callable[[], bool] | None = None) -> Ticket | None:
-        """Watch the job of ``key`` with ``view``: a finished one that recorded the view, the running
-        one if it records the view, else the queued one of that key (a new one if needed). None when
-        ``max_waiting`` jobs already wait: the caller says the queue is full."""
+               alive: Callable[[], bool] | None = None, reuse_done: bool = True) -> Ticket | None:
+        """Watch the job of ``key`` with ``view``: a finished one that recorded the view (unless
+        ``reuse_done`` is False: the caller wants the computation done again), the running one if it
+        records the view, else the queued one of that key (a new one if needed). None when ``max_waiting``
+        jobs already wait: the caller says the queue is full."""
         alive = alive or (lambda: True)
         with self._cond:
             self._start_workers()
             now = time.monotonic()
             self._expire_done(now)
-            job = next((j for j in reversed(self._done) if j.key == key and view in j.views), None)
+            job = next((j for j in reversed(self._done) if j.key == key and view in j.views), None) \
+                if reuse_done else None
             if job is None:
                 job = next((j for j in self._active if j.key == key and j.state == "running" and view in j.views),
                            None)
@@ -418,6 +420,7 @@ QUEUE = RunQueue()     # the one queue of this server process (module state: no 
 
 
 def submit_training(spec: TrainingSpec, view: View, *, alive: Callable[[], bool] | None = None,
-                    queue: RunQueue | None = None) -> Ticket | None:
+                    reuse_done: bool = True, queue: RunQueue | None = None) -> Ticket | None:
     queue = queue or QUEUE
-    return queue.submit(spec, view, training_work(spec, wall_cap=queue.wall_cap), alive=alive)
+    return queue.submit(spec, view, training_work(spec, wall_cap=queue.wall_cap), alive=alive,
+                        reuse_done=reuse_done)
