@@ -24,7 +24,8 @@ websocket client sends Streamlit's own ``clear_cache`` message (a BackMsg, as th
 second. Every half second each tab's text is read: a tab showing "Step k of n" has its run in progress.
 Reported: each tab's time from the press to its first queue position or progress, the peak number of tabs
 with a run in progress at once (the bound: 1), computed from the elapsed seconds each run shows, when each
-run was kept, and the server's CPU use. With
+run was kept, and the server's CPU use, in all and in its busiest threads (every training of the queue runs
+in its one worker thread; before it, each ran in the script thread of the session that pressed). With
 ``--close-first`` the first tab is closed while its run is in progress: how long until the next run starts.
 """
 from __future__ import annotations
@@ -115,6 +116,17 @@ def server_mode(tabs: int, steps: int, chromium: str | None, app: pathlib.Path =
         fields = pathlib.Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
+    def thread_cpu() -> dict[str, float]:
+        """CPU seconds of every thread of the server (a training uses one thread for its whole run)."""
+        out = {}
+        for task in pathlib.Path(f"/proc/{proc.pid}/task").iterdir():
+            try:
+                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            out[task.name] = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return out
+
     stop, clears = threading.Event(), [0]
 
     def clear_caches() -> None:                 # a client sending the app menu's "Clear cache" message
@@ -151,7 +163,7 @@ def server_mode(tabs: int, steps: int, chromium: str | None, app: pathlib.Path =
                 pages.append(page)
             cleaner = threading.Thread(target=clear_caches, daemon=True)
             cleaner.start()
-            cpu0, t0 = server_cpu(), time.monotonic()
+            cpu0, threads0, t0 = server_cpu(), thread_cpu(), time.monotonic()
             pressed, first, kept = {}, {}, {}
             for i, page in enumerate(pages):
                 page.get_by_test_id("stBaseButton-primary").click()
@@ -183,6 +195,7 @@ def server_mode(tabs: int, steps: int, chromium: str | None, app: pathlib.Path =
                     freed = time.monotonic() - t0 - closed
                 time.sleep(0.5)
             cpu, wall = server_cpu() - cpu0, time.monotonic() - t0
+            busiest = sorted((v - threads0.get(k, 0.0) for k, v in thread_cpu().items()), reverse=True)[:4]
             stop.set()
             browser.close()
     finally:
@@ -198,14 +211,14 @@ def server_mode(tabs: int, steps: int, chromium: str | None, app: pathlib.Path =
               f"{freed if freed is not None else float('nan'):.1f} s later")
     # each run's interval on the server, from its own clock: it started at (sample time - elapsed) at the
     # latest (a text read late only moves that later), and lasted its "Done:" seconds (or the largest elapsed
-    # seen); the peak overlap of these intervals, less 0.5 s at each end for sampling, is the peak number of
-    # trainings at once. Tabs *showing* progress can overlap by the ~1 s a finished run's last progress line
-    # stays on screen before its page looks again.
+    # seen); the peak overlap of these intervals, less 1.5 s at each end (a progress line is up to the live
+    # panel's 1 s plus one pass over the tabs old when read), is the peak number of trainings at once. Tabs
+    # *showing* progress can overlap by the ~1 s a finished run's last progress line stays on screen.
     spans = []
     for i, seen in clocks.items():
         if seen:
             start = min(s for s, _ in seen)
-            spans.append((start + 0.5, start + took.get(i, max(e for _, e in seen)) - 0.5))
+            spans.append((start + 1.5, start + took.get(i, max(e for _, e in seen)) - 1.5))
     edges = sorted([(a, 1) for a, b in spans if b > a] + [(b, -1) for a, b in spans if b > a])
     peak = level = 0
     for _, d in edges:
@@ -214,7 +227,8 @@ def server_mode(tabs: int, steps: int, chromium: str | None, app: pathlib.Path =
     print(f"  peak trainings at once (from the runs' own clocks): {peak} (bound {tq.WORKERS}); tabs showing "
           f"progress in the same sample: {shown_peak}")
     print(f"  clear_cache messages sent: {clears[0]}")
-    print(f"  server CPU: {cpu:.0f} s over {wall:.0f} s = {cpu / wall:.2f} cores")
+    print(f"  server CPU: {cpu:.0f} s over {wall:.0f} s = {cpu / wall:.2f} cores; its busiest threads: "
+          + ", ".join(f"{x:.1f} s" for x in busiest))
     return 0 if peak <= tq.WORKERS and len(kept) + (closed is not None) == tabs else 1
 
 
