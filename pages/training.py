@@ -5,16 +5,19 @@ Second tutorial's TransformerTrainer (fixed: AdamW, a schedule that ends with th
 the first tutorial's Seq2Seq with Bahdanau attention (dates, reversal: the snapshot is the alignment)
 or on the "it" page's encoder with its word readout (pronoun: the snapshot is the attention from "it"
 in every layer and head, and nothing but the answer's word is supervised). A run starts only when the
-button is pressed, never on a rerun; its results stay in the session so the page stays responsive.
+button is pressed, never on a rerun; its results stay in the session so the page stays responsive. Runs go
+through the server's queue (ui.training_queue): one at a time, identical trainings of different sessions
+shared, a live place in the queue for everyone waiting.
 """
 from __future__ import annotations
 
-import threading
-import time
+from collections.abc import Callable
 
 import numpy as np
 import streamlit as st
 import torch
+from streamlit.runtime import Runtime
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from attention_core.pronoun import pronoun_loss
 from attention_core.seq2seq import seq2seq_loss
@@ -32,6 +35,7 @@ from attention_core.train import LIVE_PROBES, live_run
 from attention_core.trainer import TransformerTrainer, seed_warmup_cosine, warmup_cosine
 from ui import anatomy
 from ui import training_charts as tc
+from ui import training_queue as tq
 from ui.alignment_charts import visible_chars
 from ui.charts import heatmap_spec, respec, unique_labels
 from ui.controls import seed as seed_control
@@ -40,7 +44,8 @@ from ui.i18n import lesson, t
 NS = "training"
 TASKS = {"dates": "march 5, 2017 → 2017-03-05", "reverse": "12345 → 54321",     # same label in both languages
          "pronoun": "it / 它 → ?"}
-TIME_CAP = 20.0           # seconds: the run stops here whatever the step count (2-core machine)
+TIME_CAP = tq.TIME_CAP    # seconds of training: the run stops here whatever the step count (2-core machine)
+POLL = 1.0                # seconds between two looks at a queued or running run
 STEPS = (10, 600, 250)    # min, max, default
 EVERY = (5, 100, 25)
 MAX_REVERSE_PROBE = 20
@@ -64,13 +69,7 @@ def lr_lambda(step):
 # last step of the run that fit() is asked to do"""
 
 
-# ------------------------------------------------------------------ shared state
-@st.cache_resource(show_spinner=False)
-def run_lock() -> threading.Lock:
-    """One training run at a time per server: the CPU is small and shared by every session."""
-    return threading.Lock()
-
-
+# ------------------------------------------------------------------ this session's runs
 def runs() -> list[dict]:
     return st.session_state.setdefault("_train_runs", [])
 
@@ -175,16 +174,6 @@ def is_right(cfg: dict, out: str) -> bool:
     return matching_form(cfg["probe"], out) is not None
 
 
-def snap_of(task: str, snapshot) -> tuple[str, np.ndarray | None]:
-    """(what the model answers, its attention matrix) from a live_run snapshot: the alignment (output x
-    input characters) of a Translation; for the pronoun task the answer's word and the attention from
-    "it" of every layer and head ((L * h) x tokens) of a Resolution."""
-    if task == "pronoun":
-        f = snapshot.from_pronoun.numpy()
-        return snapshot.token, f.reshape(-1, f.shape[-1])
-    return snapshot.output, snapshot.alignment.numpy() if snapshot.alignment is not None else None
-
-
 def head_rows(n_layers: int, n_heads: int) -> list[str]:
     return [t("pronoun.head_label", layer=a + 1, head=b + 1) for a in range(n_layers) for b in range(n_heads)]
 
@@ -195,7 +184,7 @@ def untrained(task: str, seed: int, probe: str) -> dict:
     run = live_run(task, attention=True, seed=seed, lr=LRS[task], warmup_steps=WARMUP, probe=probe)
     with torch.inference_mode():
         snap = run.snapshot(run.model)
-    _, w = snap_of(task, snap)
+    _, w = tq.snap_of(task, snap)
     n = w.shape[-1] if task == "pronoun" else len(probe)
     out = {"peak": float(w.max(-1).mean()) if w.size else float("nan"), "uniform": 1 / max(n, 1)}
     if task == "pronoun":
@@ -205,66 +194,123 @@ def untrained(task: str, seed: int, probe: str) -> dict:
     return out
 
 
-# ------------------------------------------------------------------ the run (only on the button)
-def train(cfg: dict, number: int) -> dict | None:
-    """A capped run with live progress; returns what the page keeps (plain lists and arrays)."""
-    lock = run_lock()
-    if not lock.acquire(blocking=False):
-        anatomy.problem(f"{NS}.err_busy")
-        return None
-    try:
-        task = cfg["task"]
-        run = live_run(task, attention=cfg["attention"], seed=cfg["seed"], lr=LRS[task], warmup_steps=WARMUP,
-                       probe=cfg["probe"])
-        bar = st.progress(0.0, text=t(f"{NS}.progress_start"))
-        loss_box, snap_box = st.empty(), st.empty()
-        losses, lrs, snaps = [], [], []
-        name = run_name(cfg, number)
-        skeleton = anatomy.cached_spec(("loss_live", cfg["steps"], name), lambda: tc.loss_chart(   # built once per run
-            [(name, [1.0])], title="", x_title=t(f"{NS}.step_axis"), y_title=t(f"{NS}.loss_axis"),
-            smooth_title=t(f"{NS}.smooth", k=tc.SMOOTH), max_step=cfg["steps"]))
-        if task == "pronoun":
-            e = run.probe
-            source = unique_labels(list(e.tokens))
-            rows = head_rows(len(run.model.encoder.layers), run.model.config.num_heads)
-            shown = pronoun_text(e.tokens, e.lang)
-        else:
-            source, rows, shown = visible_chars(run.probe), None, run.probe
+# ------------------------------------------------------------------ the run (only on the button; in the server's queue)
+def session_alive() -> Callable[[], bool]:
+    """True while this browser session is connected: closing the tab frees its place in the queue."""
+    ctx = get_script_run_ctx()
+    if ctx is None or not Runtime.exists():
+        return lambda: True                 # no server (AppTest): the queue's lease alone decides
+    runtime, session = Runtime.instance(), ctx.session_id
+    return lambda: runtime.is_active_session(session)
 
-        def on_step(p) -> None:
-            losses.append(p.loss)
-            lrs.append(p.lr)
-            bar.progress(min(p.step / p.steps, 1.0), text=t(f"{NS}.progress", step=p.step, steps=p.steps,
-                                                            loss=f"{p.loss:.3f}", s=f"{p.elapsed:.1f}"))
-            if p.snapshot is not None:
-                out, w = snap_of(task, p.snapshot)
-                snaps.append((p.step, out, w))
-                if w is not None and len(out):
-                    snap_box.vega_lite_chart(heatmap_spec(
-                        w, rows or list(out), source, title=snap_title(task, p.step, out),
-                        x_title=axis(task, "x"), y_title=axis(task, "y"),
-                        value_title=t("common.weight"), selectable=False, show_numbers=False,
-                        height=320), width="stretch")
-                else:
-                    snap_box.caption(t(f"{NS}.snap_plain", step=p.step, out=anatomy.md_escape(out) or "—"))
-            if p.step % 10 == 0 or p.step == p.steps:
-                loss_box.vega_lite_chart(respec(skeleton, tc.loss_frame([(name, losses)]),
-                                                title=t(f"{NS}.loss_live")), width="stretch")
 
-        start = time.perf_counter()
-        run.trainer.fit(run.batches, cfg["steps"], on_step, snapshot_fn=run.snapshot,
-                        snapshot_every=cfg["every"], max_seconds=TIME_CAP)
-        seconds = time.perf_counter() - start
-        if not snaps or snaps[-1][0] != len(losses):          # a capped run: one last look at the probe
-            snaps.append((len(losses), *snap_of(task, run.snapshot(run.model))))
-        bar.progress(1.0, text=t(f"{NS}.progress_done", steps=len(losses), s=f"{seconds:.1f}"))
-        loss_box.empty()
-        snap_box.empty()
-        return {"cfg": cfg, "name": name, "losses": losses, "lrs": lrs, "snaps": snaps, "seconds": seconds,
-                "capped": len(losses) < cfg["steps"], "source": shown, "cols": source, "rows": rows,
-                "probe": run.probe}
-    finally:
-        lock.release()
+def job_of(cfg: dict) -> tuple[tq.TrainingSpec, tq.View]:
+    """What the server's queue shares (the training) and what this session watches (its probe)."""
+    task = cfg["task"]
+    return (tq.TrainingSpec(task, cfg["attention"], cfg["seed"], cfg["steps"], LRS[task], WARMUP, TIME_CAP),
+            tq.View(cfg["probe"], cfg["every"]))
+
+
+def pending() -> tuple[tq.Ticket, dict] | None:
+    return st.session_state.get("_train_ticket")
+
+
+def start(cfg: dict) -> None:
+    """Queue the run (or join the same one another session started); the live panel shows where it is."""
+    spec, view = job_of(cfg)
+    held = pending()
+    if held is not None:                   # one place in the queue per session: a new press replaces it
+        tq.QUEUE.release(held[0])
+        del st.session_state["_train_ticket"]
+    # a run this session already has is trained again (pressing twice shows that a seeded run is reproducible);
+    # a run another session finished is shared
+    again = any(job_of(r["cfg"])[0] == spec for r in runs())
+    ticket = tq.submit_training(spec, view, alive=session_alive(), reuse_done=not again)
+    if ticket is None:
+        anatomy.problem(f"{NS}.err_queue_full", n=tq.QUEUE.max_waiting, s=f"{tq.WALL_CAP:.0f}")
+        return
+    st.session_state["_train_ticket"] = (ticket, cfg)
+
+
+def labels(task: str, record: dict, heads: tuple[int, int] | None) -> tuple[str, list[str], list[str] | None]:
+    """(the probe as shown, the snapshot's column labels, its row labels or None for output characters)."""
+    if task == "pronoun":
+        e = record["probe"]
+        return pronoun_text(e.tokens, e.lang), unique_labels(list(e.tokens)), head_rows(*heads)
+    return record["probe"], visible_chars(record["probe"]), None
+
+
+def harvest() -> None:
+    """A finished ticket of this session becomes one of its kept runs (or a message if it was stopped)."""
+    held = pending()
+    if held is None:
+        return
+    ticket, cfg = held
+    status = tq.QUEUE.status(ticket)
+    if status.state in ("queued", "running"):
+        return
+    del st.session_state["_train_ticket"]
+    tq.QUEUE.release(ticket)
+    record = status.record or {}
+    if status.state != "done" or "snaps" not in record or not status.result["losses"]:
+        anatomy.problem(f"{NS}.err_stopped" if status.state == "cancelled" else f"{NS}.err_failed")
+        return
+    number = st.session_state.get("_train_count", 0) + 1
+    result = status.result
+    shown, cols, rows = labels(cfg["task"], record, result["heads"])
+    kept = runs()
+    kept.append({"cfg": cfg, "name": run_name(cfg, number), "losses": list(result["losses"]),
+                 "lrs": list(result["lrs"]), "snaps": list(record["snaps"]), "seconds": result["seconds"],
+                 "capped": result["capped"], "source": shown, "cols": cols, "rows": rows, "probe": record["probe"]})
+    del kept[:-KEEP_RUNS]
+    st.session_state["_train_count"] = number
+    st.session_state["show_run"] = kept[-1]["name"]         # show the new run (set before the box is drawn)
+    st.session_state.pop("snap_pick", None)
+    st.caption(t(f"{NS}.progress_done", steps=len(result["losses"]), s=f"{result['seconds']:.1f}"))
+
+
+@st.fragment(run_every=POLL)
+def live_panel() -> None:
+    """Where this session's run is, redrawn every POLL s: its place in the queue and an upper bound of the
+    wait, or the shared run's progress, loss so far and the latest snapshot of this session's probe."""
+    held = pending()
+    if held is None:
+        return
+    ticket, cfg = held
+    status = tq.QUEUE.status(ticket)
+    if status.state not in ("queued", "running"):
+        st.rerun()                                            # the whole page: harvest() keeps the run
+    if status.state == "queued":
+        st.info(t(f"{NS}.queue_position", pos=status.position, s=f"{status.wait_bound:.0f}",
+                  cap=f"{tq.WALL_CAP:.0f}", workers=tq.QUEUE.workers), icon=":material/hourglass_top:")
+        return
+    p = status.progress
+    if status.watchers > 1:
+        st.caption(t(f"{NS}.queue_shared", n=status.watchers - 1))
+    if not p.get("step"):
+        st.progress(0.0, text=t(f"{NS}.progress_start"))
+        return
+    st.progress(min(p["step"] / p["steps"], 1.0), text=t(f"{NS}.progress", step=p["step"], steps=p["steps"],
+                                                            loss=f"{p['loss']:.3f}", s=f"{p['elapsed']:.1f}"))
+    name = run_name(cfg, st.session_state.get("_train_count", 0) + 1)
+    skeleton = anatomy.cached_spec(("loss_live", cfg["steps"], name), lambda: tc.loss_chart(   # built once per run
+        [(name, [1.0])], title="", x_title=t(f"{NS}.step_axis"), y_title=t(f"{NS}.loss_axis"),
+        smooth_title=t(f"{NS}.smooth", k=tc.SMOOTH), max_step=cfg["steps"]))
+    st.vega_lite_chart(respec(skeleton, tc.loss_frame([(name, list(p["losses"]))]), title=t(f"{NS}.loss_live")),
+                       width="stretch")
+    record = status.record or {}
+    snaps = list(record.get("snaps", ()))
+    if not snaps:
+        return
+    step, out, w = snaps[-1]
+    if w is not None and len(out):
+        _, cols, rows = labels(cfg["task"], record, p.get("heads"))
+        st.vega_lite_chart(heatmap_spec(
+            w, rows or list(out), cols, title=snap_title(cfg["task"], step, out),
+            x_title=axis(cfg["task"], "x"), y_title=axis(cfg["task"], "y"), value_title=t("common.weight"),
+            selectable=False, show_numbers=False, height=320), width="stretch")
+    else:
+        st.caption(t(f"{NS}.snap_plain", step=step, out=anatomy.md_escape(out) or "—"))
 
 
 # ------------------------------------------------------------------ results (from the session: cheap)
@@ -276,7 +322,7 @@ def results_section(run: dict) -> dict:
     anatomy.show_chart(lambda: tc.loss_chart(series, title=t(f"{NS}.loss_chart"), x_title=t(f"{NS}.step_axis"),
                                              y_title=t(f"{NS}.loss_axis"),
                                              smooth_title=t(f"{NS}.smooth", k=tc.SMOOTH), max_step=longest),
-                       key="loss", cache=(tuple(r["name"] for r in kept), tuple(len(r["losses"]) for r in kept)))
+                       key="loss", cache=(tc.fingerprint([(n, np.asarray(x)) for n, x in series]),))  # data, not names
     st.caption(t(f"{NS}.loss_caption", k=tc.SMOOTH))
 
     task = run["cfg"]["task"]
@@ -300,7 +346,8 @@ def results_section(run: dict) -> dict:
         st.info(t(f"{NS}.no_alignment", out=anatomy.md_escape(out) or "—"), icon=":material/info:")
     if len(with_w) > 1:
         st.markdown(f"**{t(f'{NS}.grid_title')}**")
-        anatomy.show_chart(anatomy.cached_spec(("grid", run["name"]), lambda: tc.snapshots_chart(
+        grid_id = tc.fingerprint(task, with_w[-12:], run["cols"], run["rows"])   # the data, not the run's name
+        anatomy.show_chart(anatomy.cached_spec(("grid", grid_id), lambda: tc.snapshots_chart(
             with_w[-12:], run["cols"], label=t(f"{NS}.panel"), weight_title=t("common.weight"),
             x_title=axis(task, "x"), y_title=axis(task, "y"), row_labels=run["rows"])), key="grid")
     table = {t(f"{NS}.col_step"): steps, t(f"{NS}.col_output"): [o or "—" for _, o, _ in snaps],
@@ -378,20 +425,20 @@ cfg = controls()
 task_now = cfg["task"] if cfg else None
 st.caption(t(f"{NS}.facts_pronoun" if task_now == "pronoun" else f"{NS}.facts", cap=f"{TIME_CAP:.0f}",
              lr=LRS.get(task_now, LR), warmup=WARMUP))
-if cfg is not None and st.button(t(f"{NS}.train"), key="train", type="primary", icon=":material/play_arrow:"):
-    number = st.session_state.get("_train_count", 0) + 1
-    result = train(cfg, number)
-    if result is not None:
-        st.session_state["_train_count"] = number
-        kept = runs()
-        kept.append(result)
-        del kept[:-KEEP_RUNS]
-        st.session_state["show_run"] = result["name"]      # show the new run (set before the box is drawn)
-        st.session_state.pop("snap_pick", None)
+harvest()                    # before the button: a finished run enables it again
+if cfg is not None and st.button(t(f"{NS}.train"), key="train", type="primary", icon=":material/play_arrow:",
+                                 disabled=pending() is not None):
+    start(cfg)
+    harvest()                # a run another session just finished answers at once
+    if pending() is not None:
+        st.rerun()           # draw the button disabled while the run is queued or running
+if pending() is not None:    # only then: the panel's timer stops with the run
+    live_panel()
 
 kept = runs()
 if not kept:
-    st.info(t(f"{NS}.press"), icon=":material/play_circle:")
+    if pending() is None:
+        st.info(t(f"{NS}.press"), icon=":material/play_circle:")
 else:
     names = [r["name"] for r in kept]
     if st.session_state.get("show_run") not in names:

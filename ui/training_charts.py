@@ -6,6 +6,7 @@ schedule next to the tutorial's. Titles and labels are passed in already transla
 """
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 import altair as alt
@@ -19,6 +20,30 @@ from .charts import FIT_X, WEIGHT_SCHEME
 ORANGE, BLUE, GREY = "#e66101", "#3b528b", "#9e9e9e"
 RUN_COLOURS = ["#e66101", "#3b528b", "#1b9e77", "#7570b3", "#a6761d", "#666666"]
 SMOOTH = 10
+
+
+def fingerprint(*parts) -> str:
+    """A digest of plain values and numpy arrays (dtype, shape and bytes), nested in lists and tuples: a
+    cache key for a chart shared by every session that changes whenever the chart's data does, so one
+    session's chart can never be served to another session whose data differ."""
+    h = hashlib.blake2b(digest_size=16)
+
+    def feed(x) -> None:
+        if isinstance(x, np.ndarray):
+            h.update(f"a{x.dtype.str}{x.shape}".encode())
+            h.update(np.ascontiguousarray(x).tobytes())
+        elif isinstance(x, (list, tuple)):
+            h.update(b"(")
+            for item in x:
+                feed(item)
+            h.update(b")")
+        else:
+            h.update(repr(x).encode("utf-8", "surrogatepass"))
+            h.update(b"\x00")
+
+    for part in parts:
+        feed(part)
+    return h.hexdigest()
 
 
 def loss_frame(runs: Sequence[tuple[str, Sequence[float]]], window: int = SMOOTH) -> pd.DataFrame:

@@ -1,6 +1,8 @@
 """The training-live page in AppTest: nothing trains on a rerun; a short run (40 steps) lowers the loss,
 its curve and snapshots are exactly what the same seeded run gives outside the page (reproducible),
 runs are kept for comparison, bad probes get a message, and the URL sets up a run."""
+import time
+
 import numpy as np
 import pytest
 import torch
@@ -45,12 +47,23 @@ def notices(at) -> str:
     return "\n".join(m.value for m in at.markdown if m.value.startswith("- "))
 
 
+def press_train(at, timeout=120.0):
+    """Press Train, then rerun the page (as the live panel does every second) until the run is kept."""
+    at.button(key="train").click().run()
+    assert exceptions(at) == []
+    deadline = time.monotonic() + timeout
+    while "_train_ticket" in at.session_state:
+        assert time.monotonic() < deadline, "the run did not finish"
+        time.sleep(0.2)
+        at.run()
+        assert exceptions(at) == []
+    return at
+
+
 def short_run(at, steps=STEPS, every=EVERY):
     at.slider(key="steps").set_value(steps).run()
     at.slider(key="every").set_value(every).run()
-    at.button(key="train").click().run()
-    assert exceptions(at) == []
-    return at
+    return press_train(at)
 
 
 # ---------------------------------------------------------------- nothing trains unless asked
@@ -100,7 +113,7 @@ def test_a_short_run_lowers_the_loss_and_is_reproducible():
     # a rerun does not train again; the same settings again give the same curve
     at.run()
     assert len(at.session_state["_train_runs"]) == 1
-    at.button(key="train").click().run()
+    press_train(at)
     assert len(at.session_state["_train_runs"]) == 2
     assert "the largest difference between the two loss curves is 0 " in notices(at)
 
@@ -108,8 +121,7 @@ def test_a_short_run_lowers_the_loss_and_is_reproducible():
 def test_without_attention_and_comparison():
     at = short_run(open_page("training", "zh"))
     at.toggle(key="attn").set_value(False).run()
-    at.button(key="train").click().run()
-    assert exceptions(at) == []
+    press_train(at)
     losses, snaps = reference(attention=False)
     assert all(s.alignment is None for _, s in snaps)
     name = ZH["training.run_name"].format(n=2, task="日期", attn="不带注意力", seed=0, steps=STEPS)
@@ -256,3 +268,45 @@ def test_input_method_spaces_and_small_stops_keep_an_english_probe_english(probe
     assert list(at.warning) == [], [w.value for w in at.warning]
     assert [b for b in at.button if b.key == "train"]
     assert live_run("pronoun", probe=probe).probe.tokens[:2] == ("the", "animal")
+# ---------------------------------------------------------------- the server's queue, seen from the page
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_queued_run_shows_its_place_and_the_wait_bound(lang):
+    """Another run holds the server's worker: the press shows the place in the queue and an upper bound of
+    the wait (both languages), the button stays disabled until the run is kept, and then it is kept."""
+    import threading
+
+    from ui import training_queue as tq
+
+    cat = catalog(lang)
+    gate = threading.Event()
+
+    def hold(ctx):
+        while not gate.is_set() and not ctx.stopped():
+            time.sleep(0.005)
+
+    blocker = tq.QUEUE.submit(("blocker", lang), "v", hold)
+    try:
+        deadline = time.monotonic() + 30
+        while tq.QUEUE.status(blocker).state != "running":
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        at = open_page("training", lang, params={"task": "12345 → 54321", "probe_reverse": "2468", "steps": "20",
+                                                "every": "10", "seed": "7" if lang == "en" else "8"})
+        at.button(key="train").click().run()
+        assert exceptions(at) == []
+        shown = "\n".join(i.value for i in at.info)
+        head = cat["training.queue_position"].split("{pos}")[0]
+        assert head + "1" in shown and f"{tq.WALL_CAP:.0f}" in shown
+        assert at.button(key="train").disabled
+        at.run()                                            # the live panel's next look: still waiting
+        assert head + "1" in "\n".join(i.value for i in at.info) and at.button(key="train").disabled
+    finally:
+        gate.set()
+        tq.QUEUE.release(blocker)
+    press_deadline = time.monotonic() + 120
+    while "_train_ticket" in at.session_state:
+        assert time.monotonic() < press_deadline
+        time.sleep(0.2)
+        at.run()
+    assert exceptions(at) == [] and len(at.session_state["_train_runs"]) == 1
+    assert not at.button(key="train").disabled
