@@ -66,12 +66,6 @@ FORMULA = (r"\begin{gathered}H(\text{row}) = -\sum_j p_j \log p_j \quad(0\log 0 
            r"\text{sparsity}_\tau(\text{row}) = \frac{1}{n}\,\#\{j : p_j < \tau\}\\[6pt]"
            r"R = \hat A_L\cdots\hat A_1,\qquad "
            r"\hat A_\ell = \mathrm{rownorm}\Big(\frac{1}{h}\sum_i A_\ell^{(i)} + I\Big)\end{gathered}")
-SEED_CODE = """# second tutorial, AttentionAnalyzer.analyze_attention_distribution (per layer, padded batch)
-attn_flat = attn.view(-1, attn.size(-1))           # every row: padded query positions too
-entropy = -torch.sum(attn_flat * torch.log(attn_flat + 1e-8), dim=-1)
-attention_stats['entropy'].append(entropy.mean().item())
-sparsity = (attn < 0.1).float().mean()               # padded keys (weight 0) count as "sparse"
-attention_stats['sparsity'].append(sparsity.item())"""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -390,7 +384,7 @@ def seed_pitfall(st_: dict, b: int, seed_: int, mix: str, tau: float) -> None:
             t(f"{NS}.pit_body", real=st_["rows"] * st_["entropy"].shape[1], seed_rows=st_["seed_rows"],
               de=f"{diff_e:.3f}",
               ds=f"{diff_s:.3f}", tau=f"{tau:.2f}"),
-            code=SEED_CODE, demo=demo)
+            code=t(f"{NS}.pit_code"), demo=demo)
 
 
 # ---------------------------------------------------------------------------------------------

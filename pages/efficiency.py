@@ -651,7 +651,9 @@ def pitfall_second_tutorial(n: int, block: int) -> None:
     else:
         st.markdown(t("efficiency.pit2_now", n=n, block=block, k=n // block,
                       sizes=", ".join(map(str, chunks))))
-    st.markdown(t("efficiency.pit2_example", sizes=", ".join(map(str, el.tutorial_chunks(100, 32)))))
+    example = el.tutorial_chunks(100, 32)
+    st.markdown(t("efficiency.pit2_example", sizes=", ".join(map(str, example)), k=len(example),
+                  wrong=sum(size != 32 for size in example)))
     g = el.tutorial_global_branch(n)
     sh = g["shapes"]
     st.markdown(t("efficiency.pit2_global", gq=sh["global_q"], gw=sh["global_weights"],
