@@ -399,7 +399,8 @@ except (FileNotFoundError, ValueError, RuntimeError) as err:
     problem(f"{NS}.err_no_model", detail=md_escape(str(err)))
     st.stop()
 st.markdown(lesson(f"{NS}/analyser"))
-formula(FORMULA, t(f"{NS}.formula_caption"))
+formula(FORMULA.replace(r"\text{row}", r"\text{%s}" % t(f"{NS}.formula_row"))
+        .replace(r"\text{sparsity}", r"\text{%s}" % t(f"{NS}.formula_sparsity")), t(f"{NS}.formula_caption"))
 
 c1, c2, c3 = st.columns([3, 2, 3])
 with c1:

@@ -291,7 +291,9 @@ def pitfall_demo() -> None:
 anatomy.header(NS)
 anatomy.intuition(NS)
 st.markdown(lesson(f"{NS}/why"))
-anatomy.formula(FORMULA, t(f"{NS}.formula_caption"))
+anatomy.formula(FORMULA.replace(r"\text{without attention:}", r"\text{%s}" % t(f"{NS}.formula_without"))
+                .replace(r"\text{with attention:}", r"\text{%s}" % t(f"{NS}.formula_with")),
+                t(f"{NS}.formula_caption"))
 
 missing = [name for name in MODELS.values() if model(name) is None]
 if missing:

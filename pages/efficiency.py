@@ -693,7 +693,8 @@ def pitfall_flash_space() -> None:
 # ------------------------------------------------------------------ the page
 anatomy.header(NS)
 anatomy.intuition(NS)
-anatomy.formula(FORMULA.replace(r"\text{or}", r"\text{%s}" % t("efficiency.formula_or")),
+anatomy.formula(FORMULA.replace(r"\text{or}", r"\text{%s}" % t("efficiency.formula_or"))
+                .replace(r"\text{pattern}", r"\text{%s}" % t("efficiency.formula_pattern")),
                 t("efficiency.formula_caption"))
 
 inp, labels = read_inputs()
