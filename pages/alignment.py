@@ -95,7 +95,7 @@ def chars(text: str) -> list[str]:
 
 
 def quoted(items: list[str], limit: int = 8) -> str:
-    shown = t(f"{NS}.sep").join(f"«{anatomy.md_escape(c)}»" for c in ac.visible_chars("".join(items[:limit])))
+    shown = t(f"{NS}.sep").join(t("common.quoted", text=anatomy.md_escape(c)) for c in ac.visible_chars("".join(items[:limit])))
     return shown + ("…" if len(items) > limit else "")
 
 
@@ -236,8 +236,8 @@ def notices(text: str, r: dict, row: int, forms: list[dict]) -> None:
                    low_w=f"{peak.min():.2f}"))
     month = [f for f in forms if len(f["output"]) == 10]
     if len(month) >= 2:
-        reads = [f"{PATTERNS[f['form']]} → «{anatomy.md_escape(chars(f['text'])[int(f['w'][6].argmax())])}»"
-                 for f in month]
+        reads = [f"{PATTERNS[f['form']]} → "
+                 + t("common.quoted", text=anatomy.md_escape(chars(f["text"])[int(f["w"][6].argmax())])) for f in month]
         items.append(t(f"{NS}.notice_moves", reads=t(f"{NS}.sep").join(reads)))
         for f in month:
             ch = f["text"][int(f["w"][6].argmax())]

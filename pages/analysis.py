@@ -301,7 +301,7 @@ def head_and_query(s: dict, clue: int, h: int, L: int) -> tuple[int, int, int]:
                             help=t(f"{NS}.pick_head_help"))
     with c2:
         q = st.selectbox(t(f"{NS}.pick_query"), list(range(s["n"])), index=None, key="q", bind="query-params",
-                         format_func=lambda i: f"{i}: {labels[i]}",
+                         format_func=lambda i: t("common.indexed", i=i, label=labels[i]),
                          placeholder=t(f"{NS}.auto", x=labels[s["pronoun"]]))
     chosen = clue if pick is None or not 0 <= int(pick) < L * h else int(pick)
     query = s["pronoun"] if q is None or not 0 <= int(q) < s["n"] else int(q)

@@ -92,7 +92,7 @@ def pct(x: float) -> str:
 
 def quoted(chars: list[str], limit: int = 8) -> str:
     """The first ``limit`` offending characters, quoted and made inert for Markdown."""
-    shown = t(f"{NS}.sep").join(f"«{anatomy.md_escape(c)}»" for c in chars[:limit])
+    shown = t(f"{NS}.sep").join(t("common.quoted", text=anatomy.md_escape(c)) for c in chars[:limit])
     return shown + ("…" if len(chars) > limit else "")
 
 

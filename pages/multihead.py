@@ -465,7 +465,7 @@ def pick_head_and_query(tokens: list[str], num_heads: int) -> tuple[int, int]:
                             bind="query-params", help=t(f"{NS}.pick_head_help"))
     with right:
         picked = st.selectbox(t(f"{NS}.pick_query"), list(range(n)), index=None, key="q", bind="query-params",
-                              format_func=lambda i: f"{i}: {labels[i]}",
+                              format_func=lambda i: t("common.indexed", i=i, label=labels[i]),
                               placeholder=t(f"{NS}.query_auto", q=labels[auto]),
                               help=t(f"{NS}.pick_query_help"))
     query = auto if picked is None or picked >= n else int(picked)
