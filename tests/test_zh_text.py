@@ -146,6 +146,7 @@ def data_words() -> frozenset[str]:
 
     words = set(tokenize(i18n.catalog("en")["cross_attention.default_source_sentence"]))
     words |= set(ZH_SCENE_WORDS.values()) | set(tasks.PRONOUN_LEXICON["en"])
+    words |= {w for phrase in tasks._EN_CONTRACTIONS for w in phrase.split()}      # "did not" = "didn't"
     words |= set(tasks.MONTHS + tasks.MONTHS_ABBR + tasks.WEEKDAYS + tasks.WEEKDAYS_ABBR) | {"th"}
     for fmt in tasks.DATE_FORMATS:
         if fmt.lang == "en":
@@ -202,7 +203,7 @@ def english_words(text: str, extra: frozenset[str] = frozenset()) -> list[str]:
     (with a digit, _, . or ^, or glued to one: d_model, W_Q, α_tj, fp16, nn.Embedding), special tokens
     (<pad>), single letters, CamelCase names (LayerNorm, NaN, RoPE), acronyms (FFN, CSV), and English given in
     brackets after its Chinese term (前馈网络（FFN）, 预热（warm-up）)."""
-    text = prose(text)
+    text = re.sub(r"\s+", " ", prose(text))
     for phrase in PHRASES:
         text = text.replace(phrase, " ")
     text = re.sub(r"（[A-Za-z][A-Za-z \-’']*）", " ", text)
