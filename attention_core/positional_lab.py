@@ -311,7 +311,7 @@ def tutorial_error(max_len: int, d_model: int) -> str | None:
     return None
 
 
-EMBEDDING_RECIPES = ("seed", "small_init", "no_scale", "scale_after")
+EMBEDDING_RECIPES = ("default_init", "small_init", "no_scale", "scale_after")
 
 
 class ScaleCheck(NamedTuple):
@@ -326,8 +326,9 @@ class ScaleCheck(NamedTuple):
 def embedding_scale(recipe: str, d_model: int, n: int = 32, seed: int = 0) -> ScaleCheck:
     """How loud the positions are next to the tokens, for four recipes of building the input.
 
-    seed:        E ~ N(0, 1) (nn.Embedding's default), x = E * sqrt(d) + PE   (the tutorials)
-    small_init:  E ~ N(0, 1/d),                      x = E * sqrt(d) + PE   (Vaswani et al.)
+    default_init: E ~ N(0, 1) (nn.Embedding's default init kept), x = E * sqrt(d) + PE
+    small_init:  E ~ N(0, 1/d),                      x = E * sqrt(d) + PE   (Vaswani et al.; the second
+                 tutorial's _initialize_parameters: normal_(std=d_model ** -0.5))
     no_scale:    E ~ N(0, 1),                        x = E + PE
     scale_after: E ~ N(0, 1),                        x = (E + PE) * sqrt(d)  (PE scaled too)
     """
@@ -339,7 +340,7 @@ def embedding_scale(recipe: str, d_model: int, n: int = 32, seed: int = 0) -> Sc
         e = e / math.sqrt(d_model)
     pe = sinusoidal_encoding(n, d_model).to(torch.float64)
     s = math.sqrt(d_model)
-    token, position = {"seed": (e * s, pe), "small_init": (e * s, pe), "no_scale": (e, pe),
+    token, position = {"default_init": (e * s, pe), "small_init": (e * s, pe), "no_scale": (e, pe),
                        "scale_after": (e * s, pe * s)}[recipe]
     tn, pn = float(token.norm(dim=-1).mean()), float(position.norm(dim=-1).mean())
     return ScaleCheck(tn, pn, pn / tn)

@@ -58,13 +58,6 @@ MAX_FORMS = 6
 FORMULA = (r"e_{tj} = v^{\top}\tanh\!\big(W_q\, s_{t-1} + W_k\, h_j\big),\qquad "
            r"\alpha_{tj} = \frac{\exp(e_{tj})}{\sum_{k=1}^{n}\exp(e_{tk})},\qquad "
            r"c_t = \sum_{j=1}^{n} \alpha_{tj}\, h_j")
-TUTORIAL_MASK = """# first tutorial, section 4.1: AdditiveAttention.forward(query, keys, values, mask=None)
-if mask is not None:                                   # mask is optional ...
-    scores = scores.masked_fill(mask == 0, float('-inf'))
-attention_weights = torch.softmax(scores, dim=-1)      # ... and without it, <pad> gets weight too
-# the encoder also reads the pads (no lengths), so the keys at <pad> are real LSTM states
-# the fix (attention_core.seq2seq): pack the batch, and always pass the padding mask
-mask = padding_mask(src_lengths, src.size(1))[:, 0, 0, :]   # True = a real character"""
 assert set(PATTERNS) == set(DATE_FORMAT_IDS)
 
 
@@ -102,7 +95,7 @@ def chars(text: str) -> list[str]:
 
 
 def quoted(items: list[str], limit: int = 8) -> str:
-    shown = t(f"{NS}.sep").join(f"«{anatomy.md_escape(c)}»" for c in ac.visible_chars("".join(items[:limit])))
+    shown = t(f"{NS}.sep").join(t("common.quoted", text=anatomy.md_escape(c)) for c in ac.visible_chars("".join(items[:limit])))
     return shown + ("…" if len(items) > limit else "")
 
 
@@ -244,8 +237,8 @@ def notices(text: str, r: dict, row: int, forms: list[dict]) -> None:
                    low_w=f"{peak.min():.2f}"))
     month = [f for f in forms if len(f["output"]) == 10]
     if len(month) >= 2:
-        reads = [f"{PATTERNS[f['form']]} → «{anatomy.md_escape(chars(f['text'])[int(f['w'][6].argmax())])}»"
-                 for f in month]
+        reads = [f"{PATTERNS[f['form']]} → "
+                 + t("common.quoted", text=anatomy.md_escape(chars(f["text"])[int(f["w"][6].argmax())])) for f in month]
         items.append(t(f"{NS}.notice_moves", reads=t(f"{NS}.sep").join(reads)))
         for f in month:
             ch = f["text"][int(f["w"][6].argmax())]
@@ -306,6 +299,6 @@ if not models.unavailable("dates"):
     anatomy.exercise("al_ex", t(f"{NS}.ex_question", text=EXERCISE_INPUT),
                      [t(f"{NS}.ex_{k}") for k in ("day", "month", "year", "even")], ex["answer"],
                      t(f"{NS}.ex_explain", text=EXERCISE_INPUT, **{k: ex[k] for k in ("out", "day", "month", "year")}))
-    anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=TUTORIAL_MASK, demo=lambda: pitfall_demo(text))
+    anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=t(f"{NS}.pit_code"), demo=lambda: pitfall_demo(text))
 anatomy.show_code(AdditiveAttention.scores, AdditiveAttention.forward, AttentionDecoder.attend, AttentionDecoder.step,
                   translate)

@@ -65,12 +65,6 @@ FORMULA = (r"\begin{gathered}H(\text{row}) = -\sum_j p_j \log p_j \quad(0\log 0 
            r"\text{sparsity}_\tau(\text{row}) = \frac{1}{n}\,\#\{j : p_j < \tau\}\\[6pt]"
            r"R = \hat A_L\cdots\hat A_1,\qquad "
            r"\hat A_\ell = \mathrm{rownorm}\Big(\frac{1}{h}\sum_i A_\ell^{(i)} + I\Big)\end{gathered}")
-SEED_CODE = """# second tutorial, AttentionAnalyzer.analyze_attention_distribution (per layer, padded batch)
-attn_flat = attn.view(-1, attn.size(-1))           # every row: padded query positions too
-entropy = -torch.sum(attn_flat * torch.log(attn_flat + 1e-8), dim=-1)
-attention_stats['entropy'].append(entropy.mean().item())
-sparsity = (attn < 0.1).float().mean()               # padded keys (weight 0) count as "sparse"
-attention_stats['sparsity'].append(sparsity.item())"""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -306,7 +300,7 @@ def head_and_query(s: dict, clue: int, h: int, L: int) -> tuple[int, int, int]:
                             help=t(f"{NS}.pick_head_help"))
     with c2:
         q = st.selectbox(t(f"{NS}.pick_query"), list(range(s["n"])), index=None, key="q", bind="query-params",
-                         format_func=lambda i: f"{i}: {labels[i]}",
+                         format_func=lambda i: t("common.indexed", i=i, label=labels[i]),
                          placeholder=t(f"{NS}.auto", x=labels[s["pronoun"]]))
     chosen = clue if pick is None or not 0 <= int(pick) < L * h else int(pick)
     query = s["pronoun"] if q is None or not 0 <= int(q) < s["n"] else int(q)
@@ -389,7 +383,7 @@ def seed_pitfall(st_: dict, b: int, seed_: int, mix: str, tau: float) -> None:
             t(f"{NS}.pit_body", real=st_["rows"] * st_["entropy"].shape[1], seed_rows=st_["seed_rows"],
               de=f"{diff_e:.3f}",
               ds=f"{diff_s:.3f}", tau=f"{tau:.2f}"),
-            code=SEED_CODE, demo=demo)
+            code=t(f"{NS}.pit_code"), demo=demo)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -402,7 +396,8 @@ if models.unavailable("pronoun"):
     st.stop()
 lm = shipped_model()
 st.markdown(lesson(f"{NS}/analyser"))
-formula(FORMULA, t(f"{NS}.formula_caption"))
+formula(FORMULA.replace(r"\text{row}", r"\text{%s}" % t(f"{NS}.formula_row"))
+        .replace(r"\text{sparsity}", r"\text{%s}" % t(f"{NS}.formula_sparsity")), t(f"{NS}.formula_caption"))
 
 c1, c2, c3 = st.columns([3, 2, 3])
 with c1:

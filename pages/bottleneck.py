@@ -40,14 +40,6 @@ FORMULA = (r"\begin{aligned}"
            r"\alpha_{tj} = \mathrm{softmax}_j\big(v^{\top}\tanh(W_q s_{t-1} + W_k h_j)\big),\quad "
            r"s_t = \mathrm{LSTM}([y_{t-1}; c_t],\, s_{t-1})"
            r"\end{aligned}")
-TUTORIAL_ENCODER = """# first tutorial, section 2.1: the Encoder takes no lengths
-def forward(self, x):
-    embedded = self.embedding(x)                       # x is padded: ... 1 2 3 4 5 <pad> <pad> ...
-    outputs, (hidden, cell) = self.lstm(embedded)      # the LSTM reads the pads too
-    return outputs, hidden, cell                       # hidden = the state AFTER the pads
-# the fix (attention_core.seq2seq.Encoder): pack the batch, so each sequence stops at its own end
-packed = pack_padded_sequence(emb, lengths.cpu(), batch_first=True, enforce_sorted=False)
-out, (h, c) = self.lstm(packed)      # and attention gets a mask: padded positions weigh exactly 0"""
 
 
 # ------------------------------------------------------------------ models and cached computations
@@ -100,7 +92,7 @@ def pct(x: float) -> str:
 
 def quoted(chars: list[str], limit: int = 8) -> str:
     """The first ``limit`` offending characters, quoted and made inert for Markdown."""
-    shown = t(f"{NS}.sep").join(f"«{anatomy.md_escape(c)}»" for c in chars[:limit])
+    shown = t(f"{NS}.sep").join(t("common.quoted", text=anatomy.md_escape(c)) for c in chars[:limit])
     return shown + ("…" if len(chars) > limit else "")
 
 
@@ -301,7 +293,9 @@ def pitfall_demo() -> None:
 anatomy.header(NS)
 anatomy.intuition(NS)
 st.markdown(lesson(f"{NS}/why"))
-anatomy.formula(FORMULA, t(f"{NS}.formula_caption"))
+anatomy.formula(FORMULA.replace(r"\text{without attention:}", r"\text{%s}" % t(f"{NS}.formula_without"))
+                .replace(r"\text{with attention:}", r"\text{%s}" % t(f"{NS}.formula_with")),
+                t(f"{NS}.formula_caption"))
 
 if not models.unavailable(*MODELS.values()):
     facts()
@@ -317,5 +311,5 @@ if not models.unavailable(*MODELS.values()):
     nums = exercise_numbers()
     anatomy.exercise("bn_ex", t(f"{NS}.ex_question"), [t(f"{NS}.ex_a"), t(f"{NS}.ex_b"), t(f"{NS}.ex_c"),
                                                        t(f"{NS}.ex_d")], 1, t(f"{NS}.ex_explain", **nums))
-    anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=TUTORIAL_ENCODER, demo=pitfall_demo)
+    anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=t(f"{NS}.pit_code"), demo=pitfall_demo)
 anatomy.show_code(Encoder.forward, Decoder.step, AttentionDecoder.step, Seq2Seq.greedy_decode, reverse_check)

@@ -258,12 +258,7 @@ anatomy.exercise("xa_ex", t("cross_attention.ex_question"),
                  [t("cross_attention.ex_a"), t("cross_attention.ex_b"), t("cross_attention.ex_c")], 1,
                  t("cross_attention.ex_explain"))
 anatomy.pitfall(t("cross_attention.pit_title"), t("cross_attention.pit_body"),
-                code="# the tutorial's fusion step\n"
-                     "combined = torch.cat([text_enhanced,                              # (b, n_text, d)\n"
-                     "                      visual_enhanced.mean(dim=1, keepdim=True)],  # (b, 1, d)\n"
-                     "                     dim=-1)   # RuntimeError whenever n_text > 1\n"
-                     "# the fix (attention_core.crossmodal): expand the summary first\n"
-                     "summary_t = summary.expand_as(text_enh)                           # (b, n_text, d)",
+                code=t("cross_attention.pit_code"),
                 demo=lambda: gate_demo(len(shown[1]) if shown else 7, shown[2] if shown else None))
 anatomy.show_code(cl.decoder_cross_attention, MultiHeadAttention.forward, CrossModalAttention.forward,
                   grounded_features)

@@ -645,7 +645,9 @@ def pitfall_second_tutorial(n: int, block: int) -> None:
     else:
         st.markdown(t("efficiency.pit2_now", n=n, block=block, k=n // block,
                       sizes=", ".join(map(str, chunks))))
-    st.markdown(t("efficiency.pit2_example", sizes=", ".join(map(str, el.tutorial_chunks(100, 32)))))
+    example = el.tutorial_chunks(100, 32)
+    st.markdown(t("efficiency.pit2_example", sizes=", ".join(map(str, example)), k=len(example),
+                  wrong=sum(size != 32 for size in example)))
     g = el.tutorial_global_branch(n)
     sh = g["shapes"]
     st.markdown(t("efficiency.pit2_global", gq=sh["global_q"], gw=sh["global_weights"],
@@ -687,7 +689,8 @@ def pitfall_flash_space() -> None:
 # ------------------------------------------------------------------ the page
 anatomy.header(NS)
 anatomy.intuition(NS)
-anatomy.formula(FORMULA.replace(r"\text{or}", r"\text{%s}" % t("efficiency.formula_or")),
+anatomy.formula(FORMULA.replace(r"\text{or}", r"\text{%s}" % t("efficiency.formula_or"))
+                .replace(r"\text{pattern}", r"\text{%s}" % t("efficiency.formula_pattern")),
                 t("efficiency.formula_caption"))
 
 inp, labels = read_inputs()

@@ -54,18 +54,10 @@ EXPECTED = {"previous": "previous", "next": "next", "self": "diagonal", "first":
 FORMULA = (r"\mathrm{MultiHead}(X)=\mathrm{Concat}(\mathrm{head}_1,\dots,\mathrm{head}_h)\,W^O,\qquad "
            r"\mathrm{head}_i=\mathrm{softmax}\!\Big(\frac{XW_i^Q\,(XW_i^K)^{\top}}{\sqrt{d_k}}\Big)\,XW_i^V,"
            r"\qquad d_k=\frac{d_{\mathrm{model}}}{h}")
-AVERAGING_CODE = """# first tutorial, section 7.2: visualize_attention(attention_weights, ...)
-# 如果是多头注意力，取平均   (if it is multi-head attention, take the mean)
-if attention_weights.ndim == 3:
-    attention_weights = attention_weights.mean(axis=0)   # (h, n, n) -> (n, n): the heads are gone"""
 STEPS = (("x", "x"), ("q_proj", "W_query(x)"), ("view", ".view(b, n, h, d_k)"),
          ("q", "split_heads(...)  # .transpose(1, 2)"), ("scores", "q @ k.transpose(-2, -1) / sqrt(d_k)"),
          ("weights", "masked_softmax(scores)"), ("heads", "weights @ v"), ("concat", "merge_heads(heads)"),
          ("output", "W_output(concat)"))
-DIVISIBILITY_CODE = """# first tutorial, section 6.3
-assert d_model % num_heads == 0, "d_model必须能被num_heads整除"
-self.d_k = d_model // num_heads
-# ... x.view(batch_size, seq_len, self.num_heads, self.d_k) needs num_heads * d_k == d_model"""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -152,7 +144,10 @@ def adopt_click(chart_key: str, selection: str, field: str, widget_key: str, val
 
 def default_query(tokens: list[str]) -> int:
     lower = [tok.lower() for tok in tokens]
-    return lower.index("it") if "it" in lower else len(tokens) // 2
+    for pronoun in ("it", "它"):
+        if pronoun in lower:
+            return lower.index(pronoun)
+    return len(tokens) // 2
 
 
 def hm_height(n: int) -> int:
@@ -455,7 +450,7 @@ def averaging_pitfall(facts: dict) -> None:
               w_head=f"{facts['w_head']:.2f}", w_avg=f"{facts['w_avg']:.2f}",
               avg_max=f"{facts['avg_max']:.2f}",
               head_max=f"{facts['head_max']:.2f}"),
-            code=AVERAGING_CODE)
+            code=t(f"{NS}.pit_avg_code"))
 
 
 def pick_head_and_query(tokens: list[str], num_heads: int) -> tuple[int, int]:
@@ -470,7 +465,7 @@ def pick_head_and_query(tokens: list[str], num_heads: int) -> tuple[int, int]:
                             bind="query-params", help=t(f"{NS}.pick_head_help"))
     with right:
         picked = st.selectbox(t(f"{NS}.pick_query"), list(range(n)), index=None, key="q", bind="query-params",
-                              format_func=lambda i: f"{i}: {labels[i]}",
+                              format_func=lambda i: t("common.indexed", i=i, label=labels[i]),
                               placeholder=t(f"{NS}.query_auto", q=labels[auto]),
                               help=t(f"{NS}.pick_query_help"))
     query = auto if picked is None or picked >= n else int(picked)
@@ -522,6 +517,6 @@ if result is not None:
     parameter_exercise(result, view)
     averaging_pitfall(facts)
 
-pitfall(t(f"{NS}.pit_div_title"), t(f"{NS}.pit_div_body"), code=DIVISIBILITY_CODE)
+pitfall(t(f"{NS}.pit_div_title"), t(f"{NS}.pit_div_body"), code=t(f"{NS}.pit_div_code"))
 show_code(MultiHeadAttention, build_mha, structured_mha, model_input, trace_mha, parameter_count,
           classify_heads, head_similarity, qk_geometry)

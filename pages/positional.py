@@ -327,11 +327,9 @@ anatomy.exercise("pos_ex", t("positional.ex_question"),
                  [t("positional.ex_a"), t("positional.ex_b"), t("positional.ex_c")], 0,
                  t("positional.ex_explain", gap=sci(gaps["none"]) if gaps else "0"))
 anatomy.pitfall(t("positional.pit_odd_title"), t("positional.pit_odd_body"),
-                code="pe[:, 0::2] = torch.sin(position * div_term)  # ceil(d/2) columns\n"
-                     "pe[:, 1::2] = torch.cos(position * div_term)  # only d//2 columns: fails for odd d",
+                code=t("positional.pit_odd_code"),
                 demo=lambda: odd_d_demo(d))
 anatomy.pitfall(t("positional.pit_scale_title"), t("positional.pit_scale_body", d=d),
-                code="x = self.embedding(x) * math.sqrt(self.d_model)  # scale the tokens first\n"
-                     "x = self.pos_encoding(x)                          # then add PE (unscaled)",
+                code=t("positional.pit_scale_code"),
                 demo=lambda: scale_demo(d))
 anatomy.show_code(sinusoidal_encoding, rotary_embedding, pl.attend_with_positions, pl.shuffle_test)

@@ -59,14 +59,6 @@ PRONOUN_PARSE_ERRORS = {"empty": "err_empty", "too_long": "err_too_long", "unkno
 FORMULA = (r"\mathcal{L} = -\frac{1}{T}\sum_{t=1}^{T}\log p_\theta\big(y_t \mid y_{<t},\, x\big),\qquad "
            r"\eta_s = \eta\cdot\begin{cases}\dfrac{s+1}{w} & s < w\\[4pt]"
            r"\tfrac12\big(1+\cos\big(\pi\,\frac{s-w}{S-1-w}\big)\big) & s \ge w\end{cases}")
-TUTORIAL_SCHEDULE = """# second tutorial, TransformerTrainer.get_lr_scheduler
-def lr_lambda(step):
-    if step < warmup_steps:
-        return float(step) / float(max(1, warmup_steps))          # step 0: learning rate 0
-    progress = float(step - warmup_steps) / float(max(1, 100000 - warmup_steps))
-    return max(0.0, 0.5 * (1.0 + math.cos(math.pi * progress)))  # decays over 100000 steps
-# the fix (attention_core.trainer.warmup_cosine): (step + 1) / warmup, and the cosine ends at the
-# last step of the run that fit() is asked to do"""
 
 
 # ------------------------------------------------------------------ this session's runs
@@ -93,7 +85,7 @@ def controls() -> dict | None:
     every = c5.slider(t(f"{NS}.every"), *EVERY, step=5, key="every", bind="query-params",
                       help=t(f"{NS}.every_help"))
     if task == "dates":
-        typed = st.text_input(t(f"{NS}.probe_dates"), value=LIVE_PROBES["dates"], key="probe_dates",
+        typed = st.text_input(t(f"{NS}.probe_dates"), value=t(f"{NS}.probe_dates_default"), key="probe_dates",
                               bind="query-params", max_chars=400, help=t(f"{NS}.probe_help"))
         probe = normalize_date_text(typed)
         bad = unknown_chars(probe)
@@ -143,7 +135,7 @@ def pronoun_probe(text: str) -> PronounExample | None:
 
 
 def quoted(chars: list[str], limit: int = 8) -> str:
-    shown = t(f"{NS}.sep").join(f"«{anatomy.md_escape(c)}»" for c in visible_chars("".join(chars[:limit])))
+    shown = t(f"{NS}.sep").join(t("common.quoted", text=anatomy.md_escape(c)) for c in visible_chars("".join(chars[:limit])))
     return shown + ("…" if len(chars) > limit else "")
 
 
@@ -460,7 +452,7 @@ else:
         explain += " " + t(f"{NS}.ex_numbers", peak=f"{start['peak']:.3f}", uniform=f"{start['uniform']:.3f}")
     anatomy.exercise("tr_ex", t(f"{NS}.ex_question"), [t(f"{NS}.ex_a"), t(f"{NS}.ex_b"), t(f"{NS}.ex_c")], 1,
                      explain)
-anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=TUTORIAL_SCHEDULE,
+anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=t(f"{NS}.pit_code"),
                 demo=lambda: schedule_demo(cfg["steps"] if cfg else STEPS[2]))
 anatomy.show_code(live_run, TransformerTrainer.fit, TransformerTrainer.train_step, warmup_cosine,
                   pronoun_loss if task_now == "pronoun" else seq2seq_loss)

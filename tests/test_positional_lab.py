@@ -278,9 +278,9 @@ def test_embedding_scale_recipes():
     d = 256
     res = {r: embedding_scale(r, d, n=64) for r in EMBEDDING_RECIPES}
     pe_norm = math.sqrt(d / 2)                                  # sin^2 + cos^2 = 1 per column pair
-    assert abs(res["seed"].position_norm - pe_norm) < 1e-6
-    assert abs(res["seed"].token_norm / d - 1) < 0.05           # sqrt(d) * sqrt(d)
-    assert abs(res["seed"].ratio - 1 / math.sqrt(2 * d)) < 0.01   # positions ~ 4% of the tokens
+    assert abs(res["default_init"].position_norm - pe_norm) < 1e-6
+    assert abs(res["default_init"].token_norm / d - 1) < 0.05           # sqrt(d) * sqrt(d)
+    assert abs(res["default_init"].ratio - 1 / math.sqrt(2 * d)) < 0.01   # positions ~ 4% of the tokens
     assert abs(res["small_init"].ratio - math.sqrt(0.5)) < 0.05
     assert abs(res["no_scale"].ratio - res["scale_after"].ratio) < 1e-9
     assert abs(res["scale_after"].position_norm - pe_norm * math.sqrt(d)) < 1e-6

@@ -143,7 +143,7 @@ def exercise(key: str, question: str, options: Sequence[str], answer: int, expla
 def pitfall(title: str, body: str, code: str | None = None, demo: Callable[[], None] | None = None) -> None:
     """8. A pitfall from the tutorials, with the buggy code and, where possible, a live demo."""
     with st.container(border=True):
-        st.markdown(f":warning: **{t('common.pitfall')}: {title}**")
+        st.markdown(f":warning: **{t('common.pitfall_heading', title=title)}**")
         st.markdown(body)
         if code:
             st.code(code, language="python")

@@ -41,6 +41,7 @@ PAGES: tuple[PageSpec, ...] = (
     PageSpec("pronoun", "learned", ":material/psychology:"),
     PageSpec("analysis", "learned", ":material/analytics:"),
     PageSpec("training", "learned", ":material/model_training:"),
+    PageSpec("glossary", "start", ":material/menu_book:"),     # last in the list, shown under Start
 )
 
 

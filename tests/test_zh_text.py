@@ -1,0 +1,247 @@
+"""Chinese is Chinese: one term per concept (assets/glossary.toml), Chinese punctuation, and no English
+left on a page shown in Chinese except code, symbols, formulas, names and the English the glossary sanctions.
+
+1. Every zh file (assets/i18n/zh/*.toml, assets/lessons/zh/**) uses the glossary's Chinese term for a concept,
+   never one of its rejected variants; Chinese text has “” (not ASCII "…" or «»), and no ASCII colon next to a
+   Chinese character. Code (keys rendered with st.code), inline `code` and $math$ are left alone.
+2. Every page run once in zh with AppTest (about 15 s for all pages): the rendered text (titles, Markdown,
+   captions, alerts, widget labels, help and options, tabs, expanders, metrics, chart titles, \\text{} in
+   formulas) has no English word outside the allow-lists below, the same punctuation rules hold, and the
+   comments of the lesson code (pitfall code, not the "show the code" source) are Chinese.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import keyword
+import pathlib
+import re
+import tomllib
+
+import pytest
+
+from tests.apptest_util import open_page
+from ui import i18n
+from ui.registry import available_pages
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+CJK_TEXT = CJK + r"\u3000-\u303f\uff00-\uffef“”‘’"          # Chinese characters and full-width punctuation
+
+
+@functools.cache
+def glossary() -> tuple[dict, ...]:
+    with (ROOT / "assets" / "glossary.toml").open("rb") as fh:
+        return tuple(tomllib.load(fh)["term"])
+
+
+# labels shown with st.code: code, not prose (their comments are checked on the rendered pages, test 2)
+CODE_KEYS = {"cross_attention.shapes", "cross_attention.cm_shapes"}
+
+
+def is_code_key(key: str) -> bool:
+    return key.endswith("_code") or "_code_" in key or key in CODE_KEYS
+
+
+def zh_texts() -> dict[str, str]:
+    """Every zh label (not code) and lesson, by name."""
+    texts = {}
+    for key, value in i18n.catalog("zh").items():
+        if not is_code_key(key):
+            for i, text in enumerate(value if isinstance(value, list) else [value]):
+                texts[f"{key}[{i}]" if isinstance(value, list) else key] = str(text)
+    for name in sorted(i18n.lesson_names("zh")):
+        texts[f"lessons/zh/{name}.md"] = i18n.lesson_text("zh", name)
+    return texts
+
+
+def prose(text: str) -> str:
+    """Text without fenced code, inline `code`, $math$ and emoji shortcodes (:warning:, :material/x:)."""
+    text = re.sub(r"```.*?```", " ", text, flags=re.S)
+    text = re.sub(r"`[^`\n]*`", " ", text)
+    text = re.sub(r"\$\$.*?\$\$|\$[^$\n]*\$", " ", text, flags=re.S)
+    return re.sub(r":(?:material/)?[a-z_]+:", " ", text)
+
+
+def variants_used(text: str) -> list[str]:
+    """Rejected variants of glossary terms in ``text`` (an occurrence inside the accepted term itself,
+    e.g. "one-hot" in "独热（one-hot）", is not a variant)."""
+    found = []
+    for term in glossary():
+        accepted = [(m.start(), m.end()) for m in re.finditer(re.escape(term["zh"]), text)]
+        for variant in term["reject"]:
+            for m in re.finditer(re.escape(variant), text):
+                if not any(a <= m.start() and m.end() <= b for a, b in accepted):
+                    found.append(f"{variant} (use {term['zh']})")
+    return found
+
+
+def punctuation_faults(text: str) -> list[str]:
+    """ASCII double quotes or «» in Chinese text, and ASCII colons next to a Chinese character."""
+    text = prose(text)
+    faults = []
+    for para in re.split(r"\n\s*\n", text):
+        if not re.search(f"[{CJK}]", para):
+            continue                                           # an English or symbols-only paragraph
+        faults += [f"ASCII quote in …{para[max(0, m.start() - 12):m.end() + 12]}…"
+                   for m in re.finditer(r'"', para)]
+        faults += [f"{m.group()} in …{para[max(0, m.start() - 12):m.end() + 12]}…" for m in re.finditer("[«»]", para)]
+        faults += [f"ASCII colon in …{para[max(0, m.start() - 12):m.end() + 12]}…"
+                   for m in re.finditer(rf"(?<=[{CJK_TEXT}*_])\s*:|:(?=\s*[*_]*[{CJK_TEXT}])", para)]
+    return faults
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. the zh files
+# ---------------------------------------------------------------------------------------------
+
+def test_zh_files_use_the_glossary_terms():
+    bad = {name: v for name, text in zh_texts().items() if (v := variants_used(prose(text)))}
+    assert bad == {}, f"non-glossary variants in zh files: {bad}"
+
+
+def test_zh_files_use_chinese_punctuation():
+    bad = {name: f for name, text in zh_texts().items() if (f := punctuation_faults(text))}
+    assert bad == {}, f"ASCII quotes/colons in Chinese text: {bad}"
+
+
+def test_the_checks_catch_what_they_look_for():
+    """The two checks above are not vacuous: they flag the kinds of text issue 11 found."""
+    assert variants_used("编码器块") and variants_used("注意力 rollout 的每一行") and variants_used("几乎成了 one-hot。")
+    assert not variants_used("注意力展开（rollout）与独热（one-hot）的编码器层")
+    assert punctuation_faults('每个词找到的"搭档"还是那几个') and punctuation_faults("给了«5»")
+    assert punctuation_faults("避坑: 整行都被遮住") and punctuation_faults("**避坑:** 整行")
+    assert not punctuation_faults("“搭档”：`mask == 0` 与 $a:b$，d_model = 64 (10:40)")
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. every page in zh, rendered
+# ---------------------------------------------------------------------------------------------
+
+# Names (people, papers' models, libraries, hardware), kept in English in Chinese text as is usual.
+NAMES = {
+    "Vaswani", "Bahdanau", "Nadaraya", "Watson", "Abnar", "Zuidema", "Xiong", "Katharopoulos", "Choromanski",
+    "Wang", "Beltagy", "Zaheer", "Child", "Dao", "Tay", "Press", "Jain", "Wallace", "Frobenius", "Transformer",
+    "Transformers", "PyTorch", "torch", "Python", "Flax", "harvardnlp", "Annotated",
+}
+# Phrases quoted as they are: paper and benchmark titles, the first tutorial's own (English) example sentence
+# (§5.2), and the language switch that must be readable in both languages.
+PHRASES = ("Attention is not Explanation", "Transformers are RNNs", "Long Range Arena", "The Annotated Transformer",
+           "Local Attention", "The animal didn't cross the street because it was too tired.", "Language / 语言")
+# Function names of formulas written in text (max |…|, log n, 2 sin x …) and a formula's variable names.
+MATH = {"sin", "cos", "exp", "log", "max", "min", "softmax", "argmax", "tanh", "elu", "diag", "cumsum", "Var",
+        "sqrt", "ceil", "inf", "act", "base", "pos", "block", "stride", "window", "acc", "out", "logit"}
+# The name of the language itself (the switch, "English + 中文" batches of the analysis page).
+LANGUAGE = {"English"}
+
+
+@functools.cache
+def data_words() -> frozenset[str]:
+    """Words that are the pages' data, not their prose: the English sentence the cross-attention page
+    translates and the words its images know, the pronoun grammar's English words (the "it" model reads both
+    languages), and the English month and weekday names and format names the date model reads."""
+    from attention_core import tasks
+    from attention_core.cross_attention_lab import ZH_SCENE_WORDS
+    from attention_core.text import tokenize
+
+    words = set(tokenize(i18n.catalog("en")["cross_attention.default_source_sentence"]))
+    words |= set(ZH_SCENE_WORDS.values()) | set(tasks.PRONOUN_LEXICON["en"])
+    words |= {w for phrase in tasks._EN_CONTRACTIONS for w in phrase.split()}      # "did not" = "didn't"
+    words |= set(tasks.MONTHS + tasks.MONTHS_ABBR + tasks.WEEKDAYS + tasks.WEEKDAYS_ABBR) | {"th"}
+    for fmt in tasks.DATE_FORMATS:
+        if fmt.lang == "en":
+            words |= set(re.findall(r"[A-Za-z]+", fmt.description))
+    return frozenset(w.lower() for w in words)
+
+
+@functools.cache
+def allowed() -> frozenset[str]:
+    ok = NAMES | MATH | LANGUAGE
+    for term in glossary():
+        ok |= set(term["english_ok"])
+    return frozenset(ok)
+
+
+def rendered(at) -> tuple[list[str], list[str]]:
+    """(text a learner reads, lesson code) of one AppTest run; the "show the code" source is left out."""
+    texts = []
+    for kind in ("title", "header", "subheader", "markdown", "caption", "info", "warning", "error", "success",
+                 "text"):
+        texts += [str(e.value) for e in at.get(kind)]
+    for e in at.get("latex"):
+        texts += re.findall(r"(?<![_^]\{)(?<![_^])\\text\{([^}]*)\}", str(e.value))   # words, not subscripts
+    for kind in ("selectbox", "radio", "slider", "select_slider", "text_input", "number_input", "toggle",
+                 "checkbox", "multiselect", "button", "button_group", "text_area"):
+        for e in at.get(kind):
+            texts += [str(getattr(e, "label", "") or ""), str(getattr(e.proto, "help", "") or "")]
+            texts += [str(o) for o in (getattr(e, "options", None) or [])]
+    texts += [str(e.label) for kind in ("tab", "expander") for e in at.get(kind)]
+    texts += [str(e.proto.label) for e in at.get("metric")]
+
+    def titles(node):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "title":
+                    text = value.get("text") if isinstance(value, dict) else value
+                    texts.extend(str(x) for x in (text if isinstance(text, list) else [text]) if x)
+                elif key not in ("data", "datasets"):
+                    titles(value)
+        elif isinstance(node, list):
+            for value in node:
+                titles(value)
+
+    for chart in at.get("vega_lite_chart"):
+        titles(json.loads(chart.proto.spec))
+    source = i18n.catalog("zh")["common.show_code"]
+    shown_source = {id(c.proto) for x in at.get("expander") if x.label == source for c in x.get("code")}
+    code = [str(c.value) for c in at.get("code") if id(c.proto) not in shown_source]
+    return texts, code
+
+
+def english_words(text: str, extra: frozenset[str] = frozenset()) -> list[str]:
+    """English words of a rendered Chinese text that no allow-list covers. Not words: identifiers and symbols
+    (with a digit, _, . or ^, or glued to one: d_model, W_Q, α_tj, fp16, nn.Embedding), special tokens
+    (<pad>), single letters, CamelCase names (LayerNorm, NaN, RoPE), acronyms (FFN, CSV), and English given in
+    brackets after its Chinese term (前馈网络（FFN）, 预热（warm-up）)."""
+    text = re.sub(r"\s+", " ", prose(text))
+    for phrase in PHRASES:
+        text = text.replace(phrase, " ")
+    text = re.sub(r"（[A-Za-z][A-Za-z \-’']*）", " ", text)
+    text = re.sub(r"<[a-z]+>", " ", text)
+    found = []
+    for m in re.finditer(r"(?<![\w/\\])[A-Za-z][A-Za-z0-9_'’\-.^/]*", text):
+        word = m.group().rstrip(".-")
+        if (re.search(r"[0-9_.^/]", word) or len(word) == 1 or re.search(r"[a-z][A-Z]", word) or word.isupper()
+                or word in allowed() or word.lower() in allowed() or word.lower() in data_words()
+                or word.lower() in extra):
+            continue
+        found.append(word)
+    return found
+
+
+def comment_words(code: str) -> list[str]:
+    """English words in the # comments of a code block (code quoted in a comment, a call such as
+    ``forward(query, keys)`` or a Python keyword, is code)."""
+    words = []
+    for line in code.splitlines():
+        m = re.search(r"(?:^|\s)#\s?(.*)$", line)
+        if m:
+            comment = re.sub(r"[\w.]+\([^()]*\)", " ", m.group(1))
+            words += [w for w in english_words(comment) if w not in keyword.kwlist]
+    return words
+
+
+@pytest.mark.parametrize("key", [p.key for p in available_pages()])
+def test_zh_page_shows_no_english_and_chinese_punctuation(key):
+    at = open_page(key, "zh")
+    assert [e.value for e in at.exception] == []
+    texts, code = rendered(at)
+    # the glossary page shows each term's English next to the Chinese: those words are the glossary's own
+    extra = frozenset(w.lower() for term in glossary() for w in re.findall(r"[A-Za-z]+(?:-[A-Za-z]+)*", term["en"])) \
+        if key == "glossary" else frozenset()
+    english = sorted({w for text in texts for w in english_words(text, extra)})
+    assert english == [], f"English words on the zh {key} page: {english}"
+    faults = [f for text in texts for f in punctuation_faults(text)]
+    assert faults == [], f"ASCII quotes/colons on the zh {key} page: {faults}"
+    in_comments = sorted({w for block in code for w in comment_words(block)})
+    assert in_comments == [], f"English in the comments of the zh {key} page's lesson code: {in_comments}"
