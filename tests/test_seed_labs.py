@@ -1,0 +1,81 @@
+"""Oracles for the labs of the seed content added for issue 11 §2: performance tips (perf_lab)."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as TF
+
+from attention_core import perf_lab as pl
+
+
+# ------------------------------------------------------------------ saved-tensor bytes
+def test_saved_tensor_bytes_counts_distinct_storages_by_hand():
+    a = torch.randn(1000, requires_grad=True)
+    b = torch.randn(1000, requires_grad=True)
+    # a * b saves a and b (for each other's gradient): two float32 storages of 1000 numbers
+    _, saved = pl.saved_tensor_bytes(lambda: (a * b).sum())
+    assert saved == pl.SavedTensors(8000, 2)
+    # a * a saves a twice: one storage, two save events
+    _, saved = pl.saved_tensor_bytes(lambda: (a * a).sum())
+    assert saved == pl.SavedTensors(4000, 2)
+    # nothing requires grad: nothing is saved
+    with torch.no_grad():
+        _, saved = pl.saved_tensor_bytes(lambda: (a * b).sum())
+    assert saved == pl.SavedTensors(0, 0)
+
+
+@pytest.mark.parametrize("n,layers", [(16, 1), (32, 3)])
+def test_checkpointing_keeps_only_layer_inputs_and_is_exact(n, layers):
+    d = 64
+    r = pl.checkpoint_report(n, layers, d_model=d)
+    assert r.ckpt_bytes == layers * n * d * 4          # one float32 (1, n, d) input per layer
+    assert r.ckpt_count == layers
+    assert r.plain_bytes == layers * r.layer_bytes      # identical layers save the same
+    assert r.plain_bytes > 20 * r.ckpt_bytes
+    assert (r.plain_forwards, r.ckpt_forwards) == (layers, 2 * layers)   # recomputed once in backward
+    assert r.grad_max_diff < 1e-6
+
+
+def test_checkpoint_ratio_does_not_depend_on_depth_and_bf16_saves_less():
+    one, four = pl.checkpoint_report(32, 1), pl.checkpoint_report(32, 4)
+    assert one.plain_bytes / one.ckpt_bytes == pytest.approx(four.plain_bytes / four.ckpt_bytes)
+    mixed = pl.checkpoint_report(32, 4, autocast=True)
+    assert mixed.plain_bytes < 0.7 * four.plain_bytes   # bf16 activations: about half the bytes
+    assert mixed.ckpt_bytes == four.ckpt_bytes          # post-LN layer outputs stay float32
+    assert mixed.grad_max_diff < 1e-6
+
+
+# ------------------------------------------------------------------ mixed precision
+def test_attention_in_matches_torch_sdpa_per_dtype():
+    q, k, v = pl.precision_inputs(24, 16, 1.0, 3)
+    for recipe, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16), ("float16", torch.float16)):
+        out, w = pl.attention_in(q, k, v, recipe)
+        assert out.dtype == torch.float64
+        ref = TF.scaled_dot_product_attention(q.to(dtype).float(), k.to(dtype).float(), v.to(dtype).float())
+        # float32 exactly like torch; 16-bit recipes within a few of their epsilons of torch in float32
+        tol = 1e-6 if recipe == "float32" else 20 * torch.finfo(dtype).eps
+        assert float((out - ref.double()).abs().max()) < tol
+        assert torch.allclose(w.sum(-1), torch.ones(1, 1, 24, dtype=torch.float64), atol=40 * torch.finfo(dtype).eps)
+    out, _ = pl.attention_in(q, k, v, "bf16_inputs")
+    rounded = [x.to(torch.bfloat16).double() for x in (q, k, v)]
+    ref = TF.scaled_dot_product_attention(*rounded)     # float64 on the rounded inputs
+    assert float((out - ref).abs().max()) < 1e-5
+
+
+def test_precision_table_against_float64_oracle():
+    rows = {r.recipe: r for r in pl.precision_table(64, 32, 1.0, 0)}
+    assert rows["float32"].output_error < 1e-5
+    assert rows["bfloat16"].eps == 2 ** -7 and rows["float16"].eps == 2 ** -10
+    assert rows["float16"].max_value == 65504.0 and rows["bfloat16"].max_value > 3e38
+    assert [rows[r].bytes_per_number for r in pl.RECIPES] == [4, 2, 2, 2]
+    # the order the exercise teaches, on every seed and sharpness the page offers
+    for gain in (0.5, 1.0, 2.0, 4.0, 8.0):
+        for seed in range(4):
+            e = {r.recipe: r.output_error for r in pl.precision_table(64, 32, gain, seed)}
+            assert e["bfloat16"] > e["bf16_inputs"] > e["float32"]
+            assert e["bfloat16"] > e["float16"] > e["float32"]
+    # the error grows with the scores: sharper attention, larger bf16 error
+    errs = [{r.recipe: r.output_error for r in pl.precision_table(64, 32, g, 0)}["bfloat16"] for g in (0.5, 8.0)]
+    assert errs[1] > 10 * errs[0]
+    q, k, _ = pl.precision_inputs(64, 32, 2.0, 0)
+    assert pl.largest_score(64, 32, 2.0, 0) == pytest.approx(float((q @ k.mT).abs().max()) / math.sqrt(32))
