@@ -24,7 +24,7 @@ class PageSpec:
         return ROOT / self.path
 
 
-SECTIONS = ("start", "foundations", "transformer", "efficiency", "learned")
+SECTIONS = ("start", "foundations", "transformer", "efficiency", "learned", "review")
 
 PAGES: tuple[PageSpec, ...] = (
     PageSpec("home", "start", ":material/home:"),
@@ -41,6 +41,7 @@ PAGES: tuple[PageSpec, ...] = (
     PageSpec("pronoun", "learned", ":material/psychology:"),
     PageSpec("analysis", "learned", ":material/analytics:"),
     PageSpec("training", "learned", ":material/model_training:"),
+    PageSpec("summary", "review", ":material/summarize:"),
 )
 
 
