@@ -17,6 +17,7 @@ import torch
 from attention_core import bench
 from attention_core import efficiency_lab as el
 from attention_core import perf_lab as pl
+from attention_core import seed_bugs
 from attention_core import efficient as eff
 from attention_core.functional import masked_softmax, scaled_dot_product_attention
 from attention_core.masks import causal_mask
@@ -789,6 +790,40 @@ def pitfall_flash_space() -> None:
                       t("efficiency.pit3_row", n=n, a=f"{a:.1f}", b=f"{b:,.0f}") for n, a, b in rows)))
 
 
+@st.cache_data(max_entries=64, show_spinner=False)
+def linear_mask_view(inp: Inputs | None) -> dict:
+    torch.set_num_threads(1)
+    if inp is None:
+        x = torch.randn(1, 12, el.D, generator=torch.Generator().manual_seed(0))
+    else:
+        x = lab_qkv(inp)[0][0]                      # the tokens' queries as the layer's input (1, n, D)
+    return seed_bugs.linear_mask_demo(x, num_heads=2)
+
+
+def pitfall_linear_mask(inp: Inputs | None) -> None:
+    r = linear_mask_view(inp)
+    st.markdown(t("efficiency.pit_lin_now", n=r["n"], theirs=f"{r['theirs_first']:.3f}",
+                  ours=f"{r['ours_first']:.1e}", all=f"{r['theirs_all']:.3f}"))
+    if r["cross_error"]:
+        st.markdown(t("efficiency.pit_lin_cross", n=r["n"], m=2 * r["n"], err=r["cross_error"].replace("`", "'")))
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def block_mask_view(n: int, block: int) -> dict:
+    torch.set_num_threads(1)
+    return seed_bugs.block_mask_demo(n, block)
+
+
+def pitfall_block_mask(n: int, block: int) -> None:
+    r = block_mask_view(n, block)
+    for name in ("padding", "causal"):
+        if r[name] is None:
+            st.markdown(t("efficiency.pit_bm_ok", what=t(f"efficiency.pit_bm_{name}"), n=n, block=block))
+        else:
+            st.markdown(t("efficiency.pit_bm_now", what=t(f"efficiency.pit_bm_{name}"), n=n, block=block,
+                          err=r[name].replace("`", "'")))
+
+
 # ------------------------------------------------------------------ the page
 anatomy.header(NS)
 anatomy.intuition(NS)
@@ -853,6 +888,12 @@ if inp is not None:
     anatomy.pitfall(t("efficiency.pit1_title"), t("efficiency.pit1_body"), t("efficiency.pit1_code"),
                     demo=lambda: pitfall_first_tutorial(inp))
 anatomy.pitfall(t("efficiency.pit3_title"), t("efficiency.pit3_body"), None, demo=pitfall_flash_space)
+anatomy.pitfall(t("efficiency.pit_bm_title"), t("efficiency.pit_bm_body"), t("efficiency.pit_bm_code"),
+                demo=lambda: pitfall_block_mask(n_now, block_now))
+anatomy.pitfall(t("efficiency.pit_lin_title"), t("efficiency.pit_lin_body", tab=t("efficiency.tab_rnn")),
+                t("efficiency.pit_lin_code"),
+                demo=lambda: pitfall_linear_mask(inp))
 
 anatomy.show_code(*dict.fromkeys(ran), el.tutorial_strided_mask_loops, el.tutorial_chunks,
-                  el.tutorial_global_branch)
+                  el.tutorial_global_branch, seed_bugs.tutorial_block_local_attention,
+                  seed_bugs.tutorial_linear_attention, seed_bugs.linear_mask_demo)

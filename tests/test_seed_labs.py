@@ -79,3 +79,78 @@ def test_precision_table_against_float64_oracle():
     assert errs[1] > 10 * errs[0]
     q, k, _ = pl.precision_inputs(64, 32, 2.0, 0)
     assert pl.largest_score(64, 32, 2.0, 0) == pytest.approx(float((q @ k.mT).abs().max()) / math.sqrt(32))
+
+
+# ------------------------------------------------------------------ the tutorials' bugs, reproduced (seed_bugs)
+from attention_core import seed_bugs as sb  # noqa: E402
+from attention_core.efficient import linear_attention  # noqa: E402
+from attention_core.functional import scaled_dot_product_attention  # noqa: E402
+from attention_core.masks import causal_mask, padding_mask  # noqa: E402
+from attention_core.modules import AdditiveAttention  # noqa: E402
+
+
+def test_tutorial_additive_scores_are_the_diagonal_of_the_full_matrix():
+    torch.manual_seed(1)
+    module = AdditiveAttention(6, 6, 5)
+    q, k = torch.randn(1, 4, 6), torch.randn(1, 4, 6)
+    with torch.no_grad():
+        theirs = sb.tutorial_additive_scores(module, q, k)
+        full = torch.tensor([[float(module.v.weight[0] @ torch.tanh(module.W_query.weight @ q[0, i]
+                                                                     + module.W_key.weight @ k[0, j]))
+                              for j in range(4)] for i in range(4)])        # every pair, by hand
+    assert theirs.shape == (1, 4)
+    assert torch.allclose(theirs[0], torch.diagonal(full), atol=1e-6)
+    assert torch.allclose(module.scores(q, k)[0], full, atol=1e-6)
+    r = sb.additive_pairing_demo(module, q, k)
+    assert r["theirs_shape"] == (1, 4) and r["ours_shape"] == (1, 4, 4) and r["off_diag"] == 12
+    assert r["diag_diff"] < 1e-6 and "must match" in r["fewer_queries_error"]
+
+
+def test_tutorial_linear_attention_ignores_its_mask_and_is_never_causal():
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(1, 9, 8, generator=g)
+    theirs = sb.tutorial_linear_attention(x, x, x, 2, mask=causal_mask(9))
+    assert torch.equal(theirs, sb.tutorial_linear_attention(x, x, x, 2))        # the mask changes nothing
+    heads = x.view(1, 9, 2, 4).transpose(1, 2)
+    full = linear_attention(heads, heads, heads, causal=False).output.transpose(1, 2).reshape(1, 9, 8)
+    assert torch.allclose(theirs, full, atol=1e-5)                               # = non-causal linear attention
+    r = sb.linear_mask_demo(x)
+    assert r["theirs_first"] > 1e-2 and r["ours_first"] == 0.0 and r["ours_all"] == 0.0
+    assert "invalid for input of size" in r["cross_error"]
+
+
+def test_tutorial_block_mask_fails_unless_there_is_one_block():
+    for n, block in ((12, 4), (10, 4), (9, 2)):
+        r = sb.block_mask_demo(n, block)
+        assert "must match" in r["padding"] and "must match" in r["causal"]
+    assert sb.block_mask_demo(8, 8) == {"padding": None, "causal": None}
+    # one block: the whole mask fits, and the result is masked attention (-1e9 instead of -inf)
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 1, 6, 4, generator=g) for _ in range(3))
+    mask = padding_mask(torch.tensor([4]), 6)
+    out = sb.tutorial_block_local_attention(q, k, v, 6, mask.int())
+    assert torch.allclose(out, scaled_dot_product_attention(q, k, v, mask).output, atol=1e-6)
+
+
+def test_loss_on_raw_encoder_states_raises_and_a_head_fixes_it():
+    r = sb.tutorial_loss_on_encoder_states(batch=2, n=10, d_model=64, vocab=100)
+    assert r["error"] == "RuntimeError: Expected target size [2, 64], got [2, 10]"
+    assert abs(r["fixed_loss"] - math.log(100)) < 0.5
+
+
+@pytest.mark.parametrize("grad", [0.0, 1.0, 100.0])
+def test_adamw_decay_matches_the_decoupled_recurrence(grad):
+    lr, wd, steps = 1e-3, 0.01, 100
+    # constant gradient: Adam's bias-corrected step is g / (|g| + eps) each time, the same with or without decay
+    s = grad / (abs(grad) + 1e-9) if grad else 0.0
+    w_decay = 1.0
+    for _ in range(steps):
+        w_decay = w_decay * (1 - lr * wd) - lr * s
+    expected = (1.0 - lr * steps * s) - w_decay
+    assert sb.weight_decay_effect("adamw", grad) == pytest.approx(expected, rel=1e-6)
+
+
+def test_adam_l2_decay_depends_on_the_gradient_scale():
+    adamw = sb.weight_decay_effect("adamw", 1.0)
+    assert sb.weight_decay_effect("adam", 0.0) > 50 * adamw        # no gradient: a full lr step each time
+    assert abs(sb.weight_decay_effect("adam", 100.0)) < adamw / 1000   # large gradient: swallowed

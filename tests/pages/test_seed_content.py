@@ -62,3 +62,67 @@ def test_summary_page_every_formula_linked_to_the_page_that_runs_it(lang):
         assert c[f"summary.f_{key}"] in text and c[f"summary.f_{key}_note"] in text
     assert c["summary.one_sentence_text"] in text
     assert ("Q-K-V 范式" if lang == "zh" else "The Q–K–V paradigm") in text
+
+
+# ------------------------------------------------------------------ the tutorials' bugs as pitfalls
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_qkv_additive_pairing_pitfall(lang):
+    from attention_core import qkv_lab as lab
+    from attention_core import seed_bugs
+    from attention_core.text import tokenize
+
+    c = CAT[lang]
+    at = open_page("qkv", lang, {"tab": c["qkv.tab_similarity"]})
+    assert not exceptions(at)
+    tokens = tuple(tokenize(c["common.default_sentence"]))
+    s = lab.qkv_step_through(tokens, 32, 64, seed=0)       # the tab's defaults: d_k 64, hidden 16, seed 0
+    r = seed_bugs.additive_pairing_demo(lab.make_additive(64, 64, 16, 0), s.q[None], s.k[None])
+    text = all_text(at)
+    assert c["qkv.p_add_title"] in text
+    assert c["qkv.p_add_now"].format(n=len(tokens), theirs=r["theirs_shape"], ours=r["ours_shape"],
+                                     diff=f"{r['diag_diff']:.1e}", missing=r["off_diag"]) in text
+    assert c["qkv.p_add_error"].format(m=len(tokens) - 1, n=len(tokens), err=r["fewer_queries_error"]) in text
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_efficiency_block_mask_and_linear_mask_pitfalls(lang):
+    from attention_core import efficiency_lab as el
+    from attention_core import seed_bugs
+    from attention_core.text import tokenize
+
+    c = CAT[lang]
+    at = open_page("efficiency", lang)
+    assert not exceptions(at)
+    tokens = tuple(tokenize(EN["common.default_sentence"] if lang == "en" else ZH["common.default_sentence"]))
+    n = len(tokens)
+    text = all_text(at)
+    bm = seed_bugs.block_mask_demo(n, 4)
+    for name in ("padding", "causal"):
+        assert c["efficiency.pit_bm_now"].format(what=c[f"efficiency.pit_bm_{name}"], n=n, block=4,
+                                                 err=bm[name].replace("`", "'")) in text
+    q, _, _ = el.lab_inputs(tokens, n, 0, gain=1.0)
+    lin = seed_bugs.linear_mask_demo(q[0], num_heads=2)
+    assert lin["theirs_first"] > 1e-3 and lin["ours_first"] == 0.0
+    assert c["efficiency.pit_lin_now"].format(n=n, theirs=f"{lin['theirs_first']:.3f}",
+                                              ours=f"{lin['ours_first']:.1e}", all=f"{lin['theirs_all']:.3f}") in text
+    assert c["efficiency.pit_lin_body"].format(tab=c["efficiency.tab_rnn"]) in text
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_training_loss_head_and_adamw_pitfalls(lang):
+    from attention_core import seed_bugs
+
+    c = CAT[lang]
+    at = open_page("training", lang)
+    assert not exceptions(at)
+    text = all_text(at)
+    r = seed_bugs.tutorial_loss_on_encoder_states()
+    assert c["training.pit_head_now"].format(states=r["states"], targets=r["targets"], err=r["error"],
+                                             logits=r["logits"], loss=f"{r['fixed_loss']:.2f}",
+                                             chance=f"{r['chance']:.2f}") in text
+    table = at.dataframe[-1].value
+    assert list(table[c["training.pit_decay_adamw"]]) == [
+        f"{seed_bugs.weight_decay_effect('adamw', g):.2e}" for g in (0.0, 0.01, 1.0, 100.0)]
+    assert list(table[c["training.pit_decay_adam"]]) == [
+        f"{seed_bugs.weight_decay_effect('adam', g):.2e}" for g in (0.0, 0.01, 1.0, 100.0)]
+    assert c["training.pit_decay_title"] in text and c["training.pit_head_title"] in text
