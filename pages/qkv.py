@@ -573,6 +573,10 @@ def additive_pitfall_demo(tokens: tuple[str, ...], d_k: int, hidden: int, seed_:
 
 header(NS)
 intuition(NS)
+with st.expander(t("qkv.origin_title"), expanded=True, icon=":material/visibility:"):
+    st.markdown(lesson("qkv/origin"))
+    exercise("qkv_ex_origin", t("qkv.origin_ex_q"), [t(f"qkv.origin_ex_a{i}") for i in range(3)], 1,
+             t("qkv.origin_ex_why"))
 formula(r"\operatorname{Attention}\big(q, (k_1, v_1), \dots, (k_n, v_n)\big) = \sum_{i=1}^{n} "
         r"\underbrace{\operatorname{softmax}_i\big(a(q, k_i)\big)}_{\alpha_i}\; v_i",
         t("qkv.formula_caption"))

@@ -154,3 +154,28 @@ def test_adam_l2_decay_depends_on_the_gradient_scale():
     adamw = sb.weight_decay_effect("adamw", 1.0)
     assert sb.weight_decay_effect("adam", 0.0) > 50 * adamw        # no gradient: a full lr step each time
     assert abs(sb.weight_decay_effect("adam", 100.0)) < adamw / 1000   # large gradient: swallowed
+
+
+# ------------------------------------------------------------------ path lengths (Transformer paper, Table 1)
+from attention_core import paths_lab  # noqa: E402
+
+
+@pytest.mark.parametrize("n,kernel,r", [(1, 3, 1), (7, 3, 2), (16, 5, 4), (33, 7, 8)])
+def test_path_lengths_match_the_closed_form_for_every_pair(n, kernel, r):
+    for kind in paths_lab.KINDS:
+        lengths = paths_lab.path_lengths(paths_lab.layer_connections(n, kind, kernel=kernel, neighbourhood=r))
+        expected = torch.tensor([[paths_lab.closed_form_steps(abs(i - j), kind, kernel=kernel, neighbourhood=r)
+                                  for j in range(n)] for i in range(n)])
+        assert torch.equal(lengths, expected), kind
+
+
+def test_path_lengths_of_a_disconnected_graph_and_table1():
+    lengths = paths_lab.path_lengths(torch.eye(4, dtype=torch.bool))          # no layer connects anything
+    assert torch.equal(lengths, torch.where(torch.eye(4, dtype=torch.bool), 0, -1))
+    rows = {row.kind: row for row in paths_lab.table1(32, 64, 0, 31, kernel=3, neighbourhood=4)}
+    assert rows["self_attention"] == (("self_attention", 32 * 32 * 64, 1, 1, 1))
+    assert rows["recurrent"] == ("recurrent", 32 * 64 * 64, 32, 31, 31)
+    assert rows["convolution"] == ("convolution", 3 * 32 * 64 * 64, 1, 31, 31)
+    assert rows["restricted"] == ("restricted", 4 * 32 * 64, 1, 8, 8)
+    with pytest.raises(ValueError):
+        paths_lab.layer_connections(4, "convolution", kernel=1)

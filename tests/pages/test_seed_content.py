@@ -2,6 +2,7 @@
 raises, and the numbers on screen are those attention_core computes."""
 import pytest
 
+from attention_core import paths_lab
 from attention_core import perf_lab as pl
 from tests.apptest_util import all_text, exceptions, open_page
 from ui.i18n import catalog
@@ -126,3 +127,41 @@ def test_training_loss_head_and_adamw_pitfalls(lang):
     assert list(table[c["training.pit_decay_adam"]]) == [
         f"{seed_bugs.weight_decay_effect('adam', g):.2e}" for g in (0.0, 0.01, 1.0, 100.0)]
     assert c["training.pit_decay_title"] in text and c["training.pit_head_title"] in text
+
+
+# ------------------------------------------------------------------ seed 000 §1.1 and §5.1
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_qkv_opens_with_the_cognitive_origin_and_a_prediction(lang):
+    from ui.i18n import lesson_text
+
+    c = CAT[lang]
+    at = open_page("qkv", lang)
+    assert not exceptions(at)
+    text = all_text(at)
+    origin = lesson_text(lang, "qkv/origin")
+    assert origin.split("\n")[0][:20] in text
+    assert ("火车站" if lang == "zh" else "train station") in text
+    # posed before the tabs' material, answered only after the learner commits
+    assert text.index(c["qkv.origin_ex_q"]) < text.index(c["qkv.formula_caption"])
+    assert c["qkv.origin_ex_why"] not in text
+    at.radio(key="qkv_ex_origin_guess").set_value(1).run()
+    at.button(key="qkv_ex_origin_reveal").click().run()
+    assert c["qkv.origin_ex_why"] in all_text(at) and not exceptions(at)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_cross_attention_table1_measured(lang):
+    c = CAT[lang]
+    at = open_page("cross_attention", lang, {"pl_n": "20", "pl_d": "16", "pl_k": "5", "pl_r": "3",
+                                             "pl_i": "2", "pl_j": "50"})
+    assert not exceptions(at)
+    rows = paths_lab.table1(20, 16, 2, 19, kernel=5, neighbourhood=3)
+    table = next(df.value for df in at.dataframe if c["cross_attention.paths_c_kind"] in df.value.columns)
+    assert list(table[c["cross_attention.paths_c_steps"].format(i=2, j=19)]) == [r.steps for r in rows]
+    assert [r.steps for r in rows] == [1, 17, 9, 6]
+    text = all_text(at)
+    assert c["cross_attention.paths_clamped"].format(n=20) in text
+    assert c["cross_attention.paths_notice_steps"].format(i=2, j=19, sa=1, rnn=17, conv=9, k=5, res=6, r=3) in text
+    assert c["cross_attention.paths_dearer"] in text                 # n = 20 >= d = 16
+    assert text.index(c["cross_attention.paths_ex_q"].format(n=20, last=19)) < text.index(
+        c["cross_attention.paths_notice_steps"].format(i=2, j=19, sa=1, rnn=17, conv=9, k=5, res=6, r=3))
