@@ -165,3 +165,23 @@ def test_cross_attention_table1_measured(lang):
     assert c["cross_attention.paths_dearer"] in text                 # n = 20 >= d = 16
     assert text.index(c["cross_attention.paths_ex_q"].format(n=20, last=19)) < text.index(
         c["cross_attention.paths_notice_steps"].format(i=2, j=19, sa=1, rnn=17, conv=9, k=5, res=6, r=3))
+
+
+# ------------------------------------------------------------------ seed 000 §7.3: the pattern table
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_analysis_maps_every_row_of_the_tutorials_pattern_table(lang):
+    from attention_core.analysis import PATTERNS
+
+    c = CAT[lang]
+    at = open_page("analysis", lang)
+    assert not exceptions(at)
+    table = next(tb.value for tb in at.table if c["analysis.seedpat_c_seed"] in tb.value.columns)
+    rows = ("diagonal", "vertical", "horizontal", "block", "sparse")
+    assert list(table[c["analysis.seedpat_c_seed"]]) == [c[f"analysis.seedpat_{r}"] for r in rows]
+    app = list(table[c["analysis.seedpat_c_app"]])
+    names = {p: c[f"analysis.pattern_{p}"] for p in PATTERNS}
+    assert app[0] == c["analysis.seedpat_sep"].join(names[p] for p in ("diagonal", "previous", "next"))
+    assert app[1:] == [names["vertical"], names["broad"], names["block"], names["broad"]]
+    used = {p for p in PATTERNS if any(names[p] in cell for cell in app)}
+    assert used == set(PATTERNS)                     # every classifier pattern is accounted for
+    assert all(names["broad"] in note for note in table[c["analysis.seedpat_c_note"]][[2, 4]])
