@@ -646,8 +646,8 @@ def rnn_section(inp: Inputs, labels: list[str]) -> None:
 
 
 # ------------------------------------------------------------------ 5. the tutorial's performance tips (10.2)
-CK_N = (32, 64, 128)          # tokens of the checkpointing demo
-CK_LAYERS = (1, 6, 4)         # min, max, default encoder layers
+CK_N = (16, 32, 64)           # tokens of the checkpointing demo (a new setting reruns it: keep it small)
+CK_LAYERS = (1, 4, 4)         # min, max, default encoder layers
 PREC_GAINS = (0.5, 1.0, 2.0, 4.0, 8.0)
 PREC_N, PREC_D = 64, 32
 
@@ -678,7 +678,7 @@ def tips_section(seed: int) -> None:
                     t("efficiency.tips_ck_formula_caption"))
     c1, c2, c3 = st.columns([2, 2, 1.6], vertical_alignment="bottom")
     with c1:
-        n = st.segmented_control(t("efficiency.tips_ck_n"), list(CK_N), default=64, required=True,
+        n = st.segmented_control(t("efficiency.tips_ck_n"), list(CK_N), default=32, required=True,
                                  key="ck_n", bind="query-params")
     with c2:
         lo, hi, default = CK_LAYERS
@@ -686,10 +686,10 @@ def tips_section(seed: int) -> None:
     with c3:
         bf16 = bool(st.toggle(t("efficiency.tips_ck_bf16"), value=False, key="ck_bf16", bind="query-params",
                               help=t("efficiency.tips_ck_bf16_help")))
-    n = n if n in CK_N else 64
+    n = n if n in CK_N else 32
     layers = min(max(layers, lo), hi)
     anatomy.exercise("tips_ck_ex", t("efficiency.tips_ck_ex_question", layers=layers, n=n),
-                     [t(f"efficiency.tips_ck_ex_opt{i}") for i in range(3)], answer=2,
+                     [t(f"efficiency.tips_ck_ex_opt{i}", layers=layers) for i in range(3)], answer=2,
                      explanation=t("efficiency.tips_ck_ex_explain"))
     r = checkpoint_view(int(n), layers, bf16)
     c1, c2, c3, c4 = st.columns(4)
