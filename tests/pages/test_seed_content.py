@@ -185,3 +185,18 @@ def test_analysis_maps_every_row_of_the_tutorials_pattern_table(lang):
     used = {p for p in PATTERNS if any(names[p] in cell for cell in app)}
     assert used == set(PATTERNS)                     # every classifier pattern is accounted for
     assert all(names["broad"] in note for note in table[c["analysis.seedpat_c_note"]][[2, 4]])
+
+
+# ------------------------------------------------------------------ URLs a learner may edit by hand
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_new_controls_survive_bad_urls(lang):
+    c = CAT[lang]
+    at = open_page("efficiency", lang, {"tab": c["efficiency.tab_tips"], "ck_n": "999", "ck_L": "99",
+                                        "mp_gain": "×3", "ck_bf16": "maybe"})
+    assert not exceptions(at)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics[c["efficiency.tips_ck_m_forwards"]] in {f"{L} → {2 * L}" for L in range(1, 5)}
+    at = open_page("cross_attention", lang, {"pl_n": "1000", "pl_d": "7", "pl_k": "4", "pl_r": "0",
+                                             "pl_i": "-3", "pl_j": "abc"})
+    assert not exceptions(at)
+    assert any(c["cross_attention.paths_c_kind"] in df.value.columns for df in at.dataframe)
