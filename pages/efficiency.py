@@ -1,5 +1,6 @@
 """Efficient attention: what each approximation does to the weights, what it buys (measured), flash
-attention tile by tile, and causal linear attention as an RNN.
+attention tile by tile, causal linear attention as an RNN, and the first tutorial's other performance tips
+(section 10.2: gradient checkpointing and mixed precision, measured).
 
 Section 8 of the first tutorial (linear attention, strided sparse attention, the complexity table
 with Linformer, Performer and Flash Attention) and the second tutorial's block-local + global

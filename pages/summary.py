@@ -11,6 +11,7 @@ NS = "summary"
 # (key, LaTeX, page that runs it). The symbols are those of the pages.
 FORMULAS = (
     ("general", r"\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\big(\mathrm{sim}(Q, K)\big)\,V", "qkv"),
+    ("kernel", r"f(x) = \sum_{i=1}^{n} \mathrm{softmax}_i\!\left(-\frac{(x - x_i)^2}{2h^2}\right) y_i", "qkv"),
     ("additive", r"\mathrm{sim}(q, k) = v^{\top}\tanh\!\left(W_q\,q + W_k\,k\right)", "qkv"),
     ("dot", r"\mathrm{sim}(q, k) = q^{\top}k \qquad\quad \mathrm{sim}(q, k) = \frac{q^{\top}k}{\sqrt{d_k}}", "scaling"),
     ("sdpa", r"\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^{\top}}{\sqrt{d_k}}\right)V", "qkv"),
@@ -28,6 +29,9 @@ FORMULAS = (
                 r"\mathrm{FFN}(x) = \max(0,\, xW_1 + b_1)\,W_2 + b_2", "encoder"),
     ("cross", r"\mathrm{CrossAttention}(X_{tgt}, X_{src}) = \mathrm{softmax}\!\left("
               r"\frac{(X_{tgt}W_Q)(X_{src}W_K)^{\top}}{\sqrt{d_k}}\right)X_{src}W_V", "cross_attention"),
+    ("paths", r"\text{@layers@}(i \to j):\quad \underbrace{1}_{\text{@self@}}\qquad "
+              r"\underbrace{|i - j|}_{\text{RNN}}\qquad \underbrace{\lceil |i - j| / r \rceil}_{\text{@restricted@}}",
+     "cross_attention"),
     ("bahdanau", r"e_{tj} = v^{\top}\tanh\!\left(W s_{t-1} + U h_j\right),\quad "
                  r"\alpha_{tj} = \frac{\exp e_{tj}}{\sum_{j'} \exp e_{tj'}},\quad c_t = \sum_j \alpha_{tj}\,h_j",
      "alignment"),
@@ -45,6 +49,15 @@ FORMULAS = (
      "training"),
 )
 
+
+
+def localised(latex: str) -> str:
+    """The few words inside formulas, in the page's language (@word@ -> summary.word)."""
+    for word in ("visible", "hidden", "layers", "restricted", "self"):
+        latex = latex.replace(f"@{word}@", t(f"summary.{word}"))
+    return latex
+
+
 anatomy.header(NS)
 st.markdown(lesson("summary/concepts"))
 
@@ -54,7 +67,7 @@ pages = {spec.key: spec for spec in available_pages()}
 for key, latex, page in FORMULAS:
     with st.container(border=True):
         st.markdown(f"**{t(f'summary.f_{key}')}**")
-        st.latex(latex.replace("@visible@", t("summary.visible")).replace("@hidden@", t("summary.hidden")))
+        st.latex(localised(latex))
         st.caption(t(f"summary.f_{key}_note"))
         spec = pages.get(page)
         if spec is not None:

@@ -51,7 +51,9 @@ def test_summary_page_every_formula_linked_to_the_page_that_runs_it(lang):
     latex = [el.value.strip().removeprefix("$$").removesuffix("$$").strip() for el in at.get("latex")]
     assert len(latex) == len(formulas) >= 15
     for shown, (_, tex, _) in zip(latex, formulas):
-        assert shown == tex.replace("@visible@", c["summary.visible"]).replace("@hidden@", c["summary.hidden"])
+        for word in ("visible", "hidden", "layers", "restricted", "self"):
+            tex = tex.replace(f"@{word}@", c[f"summary.{word}"])
+        assert shown == tex and "@" not in shown
     links = at.get("page_link")
     keys = {p.key for p in available_pages()}
     assert [link.proto.page for link in links] == [page for _, _, page in formulas]
