@@ -666,8 +666,9 @@ def precision_view(gain: float, seed: int) -> dict:
             "top": pl.largest_score(PREC_N, PREC_D, gain, seed)}
 
 
-def mib(b: float) -> str:
-    return f"{b / 2 ** 20:.2f}"
+def size(b: float) -> str:
+    """Bytes as MiB from 1 MiB up, else KiB (what a checkpointed small encoder keeps is a few KiB)."""
+    return f"{b / 2 ** 20:.2f} MiB" if b >= 2 ** 20 else f"{b / 2 ** 10:.1f} KiB"
 
 
 def tips_section(seed: int) -> None:
@@ -694,17 +695,16 @@ def tips_section(seed: int) -> None:
                      explanation=t("efficiency.tips_ck_ex_explain"))
     r = checkpoint_view(int(n), layers, bf16)
     c1, c2, c3, c4 = st.columns(4)
-    c1.metric(t("efficiency.tips_ck_m_plain"), f"{mib(r['plain_bytes'])} MiB")
-    c2.metric(t("efficiency.tips_ck_m_ckpt"), f"{mib(r['ckpt_bytes'])} MiB",
-              delta=f"÷{r['plain_bytes'] / r['ckpt_bytes']:.0f}", delta_color="off")
+    c1.metric(t("efficiency.tips_ck_m_plain"), size(r["plain_bytes"]))
+    c2.metric(t("efficiency.tips_ck_m_ckpt"), size(r["ckpt_bytes"]))
     c3.metric(t("efficiency.tips_ck_m_forwards"), f"{r['plain_forwards']} → {r['ckpt_forwards']}")
     c4.metric(t("efficiency.tips_ck_m_grad"), f"{r['grad_max_diff']:.1e}")
     anatomy.notice([
-        t("efficiency.tips_ck_notice_saved", plain=mib(r["plain_bytes"]), events=r["plain_count"],
-          layers=layers, layer=mib(r["layer_bytes"]), ckpt=mib(r["ckpt_bytes"]), ck_events=r["ckpt_count"],
+        t("efficiency.tips_ck_notice_saved", plain=size(r["plain_bytes"]), events=r["plain_count"],
+          layers=layers, layer=size(r["layer_bytes"]), ckpt=size(r["ckpt_bytes"]), ck_events=r["ckpt_count"],
           ratio=f"{r['plain_bytes'] / r['ckpt_bytes']:.0f}"),
-        t("efficiency.tips_ck_notice_peak", peak=mib(r["ckpt_bytes"] + r["layer_bytes"]),
-          plain=mib(r["plain_bytes"])),
+        t("efficiency.tips_ck_notice_peak", peak=size(r["ckpt_bytes"] + r["layer_bytes"]),
+          plain=size(r["plain_bytes"])),
         t("efficiency.tips_ck_notice_compute", a=r["plain_forwards"], b=r["ckpt_forwards"],
           diff=f"{r['grad_max_diff']:.1e}"),
     ])

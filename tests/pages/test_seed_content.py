@@ -19,8 +19,9 @@ def test_efficiency_tips_tab_shows_measured_numbers(lang):
     assert not exceptions(at)
     r = pl.checkpoint_report(32, 3)
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics[c["efficiency.tips_ck_m_plain"]] == f"{r.plain_bytes / 2 ** 20:.2f} MiB"
-    assert metrics[c["efficiency.tips_ck_m_ckpt"]] == f"{r.ckpt_bytes / 2 ** 20:.2f} MiB"
+    assert metrics[c["efficiency.tips_ck_m_plain"]] == f"{r.plain_bytes / 2 ** 10:.1f} KiB"    # < 1 MiB here
+    assert metrics[c["efficiency.tips_ck_m_ckpt"]] == f"{r.ckpt_bytes / 2 ** 10:.1f} KiB"
+    assert r.ckpt_bytes == 3 * 32 * 64 * 4
     assert metrics[c["efficiency.tips_ck_m_forwards"]] == "3 → 6"
     table = at.dataframe[-1].value
     rows = pl.precision_table(64, 32, 2.0, 0)
