@@ -256,7 +256,7 @@ def paths_section() -> None:
     n = min(max(n, lo), hi)
     c1, c2 = st.columns(2)
     i = int(c1.slider(t("cross_attention.paths_i"), 0, hi - 1, 0, key="pl_i", bind="query-params"))
-    j = int(c2.slider(t("cross_attention.paths_j"), 0, hi - 1, hi - 1, key="pl_j", bind="query-params"))
+    j = int(c2.slider(t("cross_attention.paths_j"), 0, hi - 1, default - 1, key="pl_j", bind="query-params"))
     if i >= n or j >= n:
         st.caption(t("cross_attention.paths_clamped", n=n))
     i, j = min(i, n - 1), min(j, n - 1)

@@ -203,3 +203,10 @@ def test_new_controls_survive_bad_urls(lang):
                                              "pl_i": "-3", "pl_j": "abc"})
     assert not exceptions(at)
     assert any(c["cross_attention.paths_c_kind"] in df.value.columns for df in at.dataframe)
+
+
+def test_cross_attention_table1_defaults_need_no_clamping():
+    at = open_page("cross_attention", "en")
+    text = all_text(at)
+    assert EN["cross_attention.paths_clamped"].format(n=32) not in text
+    assert EN["cross_attention.paths_notice_steps"].format(i=0, j=31, sa=1, rnn=31, conv=31, k=3, res=8, r=4) in text
