@@ -210,3 +210,12 @@ def test_cross_attention_table1_defaults_need_no_clamping():
     text = all_text(at)
     assert EN["cross_attention.paths_clamped"].format(n=32) not in text
     assert EN["cross_attention.paths_notice_steps"].format(i=0, j=31, sa=1, rnn=31, conv=31, k=3, res=8, r=4) in text
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_multihead_gallery_links_to_the_pattern_table(lang):
+    c = CAT[lang]
+    at = open_page("multihead", lang, {"tab": c["multihead.tab_gallery"]})
+    assert not exceptions(at)
+    links = [(link.proto.page, link.proto.label) for link in at.get("page_link")]
+    assert ("analysis", c["multihead.seedpat_link"]) in links
