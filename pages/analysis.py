@@ -321,6 +321,22 @@ def pattern_table(counts: np.ndarray, st_: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+# the first tutorial's pattern table (section 7.3), row by row, against the classifier's patterns
+SEED_PATTERNS = (("diagonal", ("diagonal", "previous", "next")), ("vertical", ("vertical",)),
+                 ("horizontal", ("broad",)), ("block", ("block",)), ("sparse", ("broad",)))
+
+
+def seed_pattern_map() -> None:
+    """Where each row of the tutorial's table went: a table with the classifier's names (this page's keys)."""
+    st.markdown(t(f"{NS}.seedpat_intro"))
+    st.table(pd.DataFrame([{
+        t(f"{NS}.seedpat_c_seed"): t(f"{NS}.seedpat_{row}"),
+        t(f"{NS}.seedpat_c_desc"): t(f"{NS}.seedpat_{row}_desc"),
+        t(f"{NS}.seedpat_c_app"): t(f"{NS}.seedpat_sep").join(pattern_name(p) for p in names),
+        t(f"{NS}.seedpat_c_note"): t(f"{NS}.seedpat_{row}_note", broad=pattern_name("broad"))}
+        for row, names in SEED_PATTERNS]))
+
+
 def facts_of(st_: dict, pats: dict, s: dict, layer: int, head: int, query: int, tau: float,
              normalize: bool) -> dict:
     ent, spa = st_["entropy"], st_["sparsity"]
@@ -435,6 +451,7 @@ with left:
     show_chart(pattern_spec(b, seed_, mix, lang), key="an_patterns")
 with right:
     st.dataframe(pattern_table(pats["counts"], st_), hide_index=True, width="stretch")
+seed_pattern_map()
 
 st.subheader(t(f"{NS}.sentence_heading"))
 idx = sentence_choice(b, seed_, mix)

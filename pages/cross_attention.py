@@ -6,10 +6,12 @@ gated fusion of the text with the image summary.
 """
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 import torch
 
 from attention_core import cross_attention_lab as cl
+from attention_core import paths_lab
 from attention_core.crossmodal import (
     IMAGE_KINDS,
     CrossModalAttention,
@@ -229,6 +231,59 @@ def crossmodal_section(seed: int) -> tuple[str, list[str], tuple[int, ...]] | No
     return kind, words, tuple(gate.shape)
 
 
+# ------------------------------------------------------------------ 3. self-attention vs recurrence (Table 1)
+PATH_N = (4, 64, 32)
+PATH_D = (16, 32, 64, 128, 256, 512)
+TABLE1 = {"self_attention": ("O(n²·d)", "O(1)", "O(1)"), "recurrent": ("O(n·d²)", "O(n)", "O(n)"),
+          "convolution": ("O(k·n·d²)", "O(1)", "O(n/k)"), "restricted": ("O(r·n·d)", "O(1)", "O(n/r)")}
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def table1_view(n: int, d: int, i: int, j: int, kernel: int, r: int) -> list[dict]:
+    return [row._asdict() for row in paths_lab.table1(n, d, i, j, kernel=kernel, neighbourhood=r)]
+
+
+def paths_section() -> None:
+    st.header(t("cross_attention.paths_title"))
+    st.markdown(lesson("cross_attention/paths"))
+    c1, c2, c3, c4 = st.columns(4)
+    lo, hi, default = PATH_N
+    n = int(c1.slider(t("cross_attention.paths_n"), lo, hi, default, key="pl_n", bind="query-params"))
+    d = int(c2.select_slider(t("cross_attention.paths_d"), PATH_D, value=64, key="pl_d", bind="query-params"))
+    kernel = int(c3.select_slider(t("cross_attention.paths_k"), (3, 5, 7, 9), value=3, key="pl_k",
+                                  bind="query-params"))
+    r = int(c4.slider(t("cross_attention.paths_r"), 1, 8, 4, key="pl_r", bind="query-params"))
+    n = min(max(n, lo), hi)
+    c1, c2 = st.columns(2)
+    i = int(c1.slider(t("cross_attention.paths_i"), 0, hi - 1, 0, key="pl_i", bind="query-params"))
+    j = int(c2.slider(t("cross_attention.paths_j"), 0, hi - 1, default - 1, key="pl_j", bind="query-params"))
+    if i >= n or j >= n:
+        st.caption(t("cross_attention.paths_clamped", n=n))
+    i, j = min(i, n - 1), min(j, n - 1)
+    anatomy.exercise("paths_ex", t("cross_attention.paths_ex_q", n=n, last=n - 1),
+                     [t("cross_attention.paths_ex_a0", last=n - 1), t("cross_attention.paths_ex_a1"),
+                      t("cross_attention.paths_ex_a2")], 0, t("cross_attention.paths_ex_why"))
+    rows = table1_view(n, d, i, j, kernel, r)
+    frame = pd.DataFrame([{
+        t("cross_attention.paths_c_kind"): t(f"cross_attention.paths_{row['kind']}"),
+        t("cross_attention.paths_c_ops"): f"{TABLE1[row['kind']][0]} = {row['ops_per_layer']:,}",
+        t("cross_attention.paths_c_seq"): f"{TABLE1[row['kind']][1]} = {row['sequential']}",
+        t("cross_attention.paths_c_path"): f"{TABLE1[row['kind']][2]} → {row['max_path']}",
+        t("cross_attention.paths_c_steps", i=i, j=j): row["steps"]} for row in rows])
+    st.dataframe(frame, hide_index=True, width="stretch")
+    st.caption(t("cross_attention.paths_caption", k=kernel, r=r))
+    by = {row["kind"]: row for row in rows}
+    sa, rnn = by["self_attention"], by["recurrent"]
+    anatomy.notice([
+        t("cross_attention.paths_notice_steps", i=i, j=j, sa=sa["steps"], rnn=rnn["steps"],
+          conv=by["convolution"]["steps"], k=kernel, res=by["restricted"]["steps"], r=r),
+        t("cross_attention.paths_notice_seq", n=n, seq=rnn["sequential"]),
+        t("cross_attention.paths_notice_cost", n=n, d=d, sa=f"{sa['ops_per_layer']:,}",
+          rnn=f"{rnn['ops_per_layer']:,}",
+          verdict=t("cross_attention.paths_cheaper" if n < d else "cross_attention.paths_dearer")),
+    ])
+
+
 # ------------------------------------------------------------------ pitfall demo
 def gate_demo(n_words: int, gate_shape: tuple[int, ...] | None) -> None:
     err = cl.tutorial_gate_error(n_words, TEXT_DIM)
@@ -253,6 +308,7 @@ anatomy.formula(r"\mathrm{CrossAttention}(X_{tgt}, X_{src}) = \mathrm{softmax}\!
 seed = seed_control()
 decoder_section(seed)
 shown = crossmodal_section(seed)
+paths_section()
 
 anatomy.exercise("xa_ex", t("cross_attention.ex_question"),
                  [t("cross_attention.ex_a"), t("cross_attention.ex_b"), t("cross_attention.ex_c")], 1,
@@ -261,4 +317,4 @@ anatomy.pitfall(t("cross_attention.pit_title"), t("cross_attention.pit_body"),
                 code=t("cross_attention.pit_code"),
                 demo=lambda: gate_demo(len(shown[1]) if shown else 7, shown[2] if shown else None))
 anatomy.show_code(cl.decoder_cross_attention, MultiHeadAttention.forward, CrossModalAttention.forward,
-                  grounded_features)
+                  grounded_features, paths_lab.layer_connections, paths_lab.path_lengths, paths_lab.table1)

@@ -1,5 +1,6 @@
 """Efficient attention: what each approximation does to the weights, what it buys (measured), flash
-attention tile by tile, and causal linear attention as an RNN.
+attention tile by tile, causal linear attention as an RNN, and the first tutorial's other performance tips
+(section 10.2: gradient checkpointing and mixed precision, measured).
 
 Section 8 of the first tutorial (linear attention, strided sparse attention, the complexity table
 with Linformer, Performer and Flash Attention) and the second tutorial's block-local + global
@@ -14,6 +15,8 @@ import torch
 
 from attention_core import bench
 from attention_core import efficiency_lab as el
+from attention_core import perf_lab as pl
+from attention_core import seed_bugs
 from attention_core import efficient as eff
 from attention_core.functional import masked_softmax, scaled_dot_product_attention
 from attention_core.masks import causal_mask
@@ -637,6 +640,106 @@ def rnn_section(inp: Inputs, labels: list[str]) -> None:
     ])
 
 
+# ------------------------------------------------------------------ 5. the tutorial's performance tips (10.2)
+CK_N = (16, 32, 64)           # tokens of the checkpointing demo (a new setting reruns it: keep it small)
+CK_LAYERS = (1, 4, 4)         # min, max, default encoder layers
+PREC_GAINS = (0.5, 1.0, 2.0, 4.0, 8.0)
+PREC_N, PREC_D = 64, 32
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def checkpoint_view(n: int, layers: int, bf16: bool) -> dict:
+    torch.set_num_threads(1)
+    return pl.checkpoint_report(n, layers, autocast=bf16)._asdict()
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def precision_view(gain: float, seed: int) -> dict:
+    torch.set_num_threads(1)
+    return {"rows": [r._asdict() for r in pl.precision_table(PREC_N, PREC_D, gain, seed)],
+            "top": pl.largest_score(PREC_N, PREC_D, gain, seed)}
+
+
+def size(b: float) -> str:
+    """Bytes as MiB from 1 MiB up, else KiB (what a checkpointed small encoder keeps is a few KiB)."""
+    return f"{b / 2 ** 20:.2f} MiB" if b >= 2 ** 20 else f"{b / 2 ** 10:.1f} KiB"
+
+
+def tips_section(seed: int) -> None:
+    st.markdown(lesson("efficiency/tips"))
+    st.subheader(t("efficiency.tips_ck_heading"))
+    anatomy.formula(r"\text{%s} \approx L \cdot A_{\text{layer}}\;\;\longrightarrow\;\;"
+                    r"L \cdot \underbrace{b\,n\,d}_{\text{%s}} + A_{\text{layer}}"
+                    % (t("efficiency.tips_ck_saved"), t("efficiency.tips_ck_input")),
+                    t("efficiency.tips_ck_formula_caption"))
+    c1, c2, c3 = st.columns([2, 2, 1.6], vertical_alignment="bottom")
+    with c1:
+        n = st.segmented_control(t("efficiency.tips_ck_n"), list(CK_N), default=32, required=True,
+                                 key="ck_n", bind="query-params")
+    with c2:
+        lo, hi, default = CK_LAYERS
+        layers = int(st.slider(t("efficiency.tips_ck_layers"), lo, hi, default, key="ck_L", bind="query-params"))
+    with c3:
+        bf16 = bool(st.toggle(t("efficiency.tips_ck_bf16"), value=False, key="ck_bf16", bind="query-params",
+                              help=t("efficiency.tips_ck_bf16_help")))
+    n = n if n in CK_N else 32
+    layers = min(max(layers, lo), hi)
+    anatomy.exercise("tips_ck_ex", t("efficiency.tips_ck_ex_question", layers=layers, n=n),
+                     [t(f"efficiency.tips_ck_ex_opt{i}", layers=layers) for i in range(3)], answer=2,
+                     explanation=t("efficiency.tips_ck_ex_explain"))
+    r = checkpoint_view(int(n), layers, bf16)
+    c1, c2, c3, c4 = st.columns(4)
+    c1.metric(t("efficiency.tips_ck_m_plain"), size(r["plain_bytes"]))
+    c2.metric(t("efficiency.tips_ck_m_ckpt"), size(r["ckpt_bytes"]))
+    c3.metric(t("efficiency.tips_ck_m_forwards"), f"{r['plain_forwards']} → {r['ckpt_forwards']}")
+    c4.metric(t("efficiency.tips_ck_m_grad"), f"{r['grad_max_diff']:.1e}")
+    anatomy.notice([
+        t("efficiency.tips_ck_notice_saved", plain=size(r["plain_bytes"]), events=r["plain_count"],
+          layers=layers, layer=size(r["layer_bytes"]), ckpt=size(r["ckpt_bytes"]), ck_events=r["ckpt_count"],
+          ratio=f"{r['plain_bytes'] / r['ckpt_bytes']:.0f}"),
+        t("efficiency.tips_ck_notice_peak", peak=size(r["ckpt_bytes"] + r["layer_bytes"]),
+          plain=size(r["plain_bytes"])),
+        t("efficiency.tips_ck_notice_compute", a=r["plain_forwards"], b=r["ckpt_forwards"],
+          diff=f"{r['grad_max_diff']:.1e}"),
+    ])
+
+    st.subheader(t("efficiency.tips_mp_heading"))
+    gain = float(st.select_slider(t("efficiency.tips_mp_gain"), options=list(PREC_GAINS), value=1.0,
+                                  key="mp_gain", bind="query-params", help=t("efficiency.tips_mp_gain_help"),
+                                  format_func=lambda g: f"×{g:g}"))
+    anatomy.exercise("tips_mp_ex", t("efficiency.tips_mp_ex_question"),
+                     [t(f"efficiency.tips_mp_r_{name}") for name in pl.RECIPES[1:]], answer=0,
+                     explanation=t("efficiency.tips_mp_ex_explain"))
+    pv = precision_view(gain, seed)
+    rows = pv["rows"]
+    table = pd.DataFrame([{t("efficiency.tips_mp_c_recipe"): t(f"efficiency.tips_mp_r_{r['recipe']}"),
+                           t("efficiency.tips_mp_c_bytes"): r["bytes_per_number"],
+                           t("efficiency.tips_mp_c_eps"): f"{r['eps']:.1e}",
+                           t("efficiency.tips_mp_c_max"): f"{r['max_value']:.3g}",
+                           t("efficiency.tips_mp_c_werr"): f"{r['weight_error']:.1e}",
+                           t("efficiency.tips_mp_c_oerr"): f"{r['output_error']:.1e}"} for r in rows])
+    st.dataframe(table, hide_index=True, width="stretch")
+    st.caption(t("efficiency.tips_mp_caption", n=PREC_N, d=PREC_D, seed=seed))
+    by = {r["recipe"]: r for r in rows}
+    anatomy.notice([
+        t("efficiency.tips_mp_notice_bf16", bf=f"{by['bfloat16']['output_error']:.1e}",
+          f32=f"{by['float32']['output_error']:.1e}",
+          x=f"{by['bfloat16']['output_error'] / max(by['float32']['output_error'], 1e-300):,.0f}"),
+        t("efficiency.tips_mp_notice_mixed", mixed=f"{by['bf16_inputs']['output_error']:.1e}",
+          bf=f"{by['bfloat16']['output_error']:.1e}"),
+        t("efficiency.tips_mp_notice_gain", top=f"{pv['top']:.1f}", gain=f"{gain:g}",
+          eps=f"{by['bfloat16']['eps']:.1e}", f16=f"{by['float16']['output_error']:.1e}"),
+    ])
+
+
+def pitfall_fp16_underflow() -> None:
+    tiny = 1e-8
+    st.markdown(t("efficiency.tips_pit_now", g=f"{tiny:g}",
+                  f16=f"{float(torch.tensor(tiny).half()):g}",
+                  bf16=f"{float(torch.tensor(tiny).bfloat16()):.3g}",
+                  scaled=f"{float(torch.tensor(tiny * 65536).half()) / 65536:.3g}"))
+
+
 # ------------------------------------------------------------------ pitfalls
 def pitfall_second_tutorial(n: int, block: int) -> None:
     chunks = el.tutorial_chunks(n, block)
@@ -686,6 +789,40 @@ def pitfall_flash_space() -> None:
                       t("efficiency.pit3_row", n=n, a=f"{a:.1f}", b=f"{b:,.0f}") for n, a, b in rows)))
 
 
+@st.cache_data(max_entries=64, show_spinner=False)
+def linear_mask_view(inp: Inputs | None) -> dict:
+    torch.set_num_threads(1)
+    if inp is None:
+        x = torch.randn(1, 12, el.D, generator=torch.Generator().manual_seed(0))
+    else:
+        x = lab_qkv(inp)[0][0]                      # the tokens' queries as the layer's input (1, n, D)
+    return seed_bugs.linear_mask_demo(x, num_heads=2)
+
+
+def pitfall_linear_mask(inp: Inputs | None) -> None:
+    r = linear_mask_view(inp)
+    st.markdown(t("efficiency.pit_lin_now", n=r["n"], theirs=f"{r['theirs_first']:.3f}",
+                  ours=f"{r['ours_first']:.1e}", all=f"{r['theirs_all']:.3f}"))
+    if r["cross_error"]:
+        st.markdown(t("efficiency.pit_lin_cross", n=r["n"], m=2 * r["n"], err=r["cross_error"].replace("`", "'")))
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def block_mask_view(n: int, block: int) -> dict:
+    torch.set_num_threads(1)
+    return seed_bugs.block_mask_demo(n, block)
+
+
+def pitfall_block_mask(n: int, block: int) -> None:
+    r = block_mask_view(n, block)
+    for name in ("padding", "causal"):
+        if r[name] is None:
+            st.markdown(t("efficiency.pit_bm_ok", what=t(f"efficiency.pit_bm_{name}"), n=n, block=block))
+        else:
+            st.markdown(t("efficiency.pit_bm_now", what=t(f"efficiency.pit_bm_{name}"), n=n, block=block,
+                          err=r[name].replace("`", "'")))
+
+
 # ------------------------------------------------------------------ the page
 anatomy.header(NS)
 anatomy.intuition(NS)
@@ -694,7 +831,7 @@ anatomy.formula(FORMULA.replace(r"\text{or}", r"\text{%s}" % t("efficiency.formu
                 t("efficiency.formula_caption"))
 
 inp, labels = read_inputs()
-tab_names = [t(f"efficiency.tab_{x}") for x in ("approx", "cost", "flash", "rnn")]
+tab_names = [t(f"efficiency.tab_{x}") for x in ("approx", "cost", "flash", "rnn", "tips")]
 tabs = st.tabs(tab_names, key="tab", bind="query-params")
 ran = []
 if inp is None:
@@ -729,6 +866,12 @@ if tabs[1].open:
         cost_section()
         ran += [bench.measure, bench.fit_slope, bench.summarise, bench.measured_ratios, bench.lra_reference,
                 el.time_method]
+if tabs[4].open:
+    with tabs[4]:
+        tips_section(inp[2] if inp is not None else 0)
+        anatomy.pitfall(t("efficiency.tips_pit_title"), t("efficiency.tips_pit_body"), t("efficiency.tips_pit_code"),
+                        demo=pitfall_fp16_underflow)
+        ran += [pl.saved_tensor_bytes, pl.run_encoder, pl.checkpoint_report, pl.attention_in, pl.precision_table]
 
 doc = recorded()
 if doc is None:
@@ -748,6 +891,12 @@ if inp is not None:
     anatomy.pitfall(t("efficiency.pit1_title"), t("efficiency.pit1_body"), t("efficiency.pit1_code"),
                     demo=lambda: pitfall_first_tutorial(inp))
 anatomy.pitfall(t("efficiency.pit3_title"), t("efficiency.pit3_body"), None, demo=pitfall_flash_space)
+anatomy.pitfall(t("efficiency.pit_bm_title"), t("efficiency.pit_bm_body"), t("efficiency.pit_bm_code"),
+                demo=lambda: pitfall_block_mask(n_now, block_now))
+anatomy.pitfall(t("efficiency.pit_lin_title"), t("efficiency.pit_lin_body", tab=t("efficiency.tab_rnn")),
+                t("efficiency.pit_lin_code"),
+                demo=lambda: pitfall_linear_mask(inp))
 
 anatomy.show_code(*dict.fromkeys(ran), el.tutorial_strided_mask_loops, el.tutorial_chunks,
-                  el.tutorial_global_branch)
+                  el.tutorial_global_branch, seed_bugs.tutorial_block_local_attention,
+                  seed_bugs.tutorial_linear_attention, seed_bugs.linear_mask_demo)

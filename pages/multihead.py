@@ -44,8 +44,10 @@ from ui.anatomy import (
 from ui.charts import ROW_SELECTION, heatmap_spec, unique_labels
 from ui.controls import seed, sentence
 from ui.i18n import LANGS, catalog, current_lang, lesson, t
+from ui.registry import ROOT
 
 NS = "multihead"
+ANALYSIS_PAGE = ROOT / "pages" / "analysis.py"    # where the tutorial's pattern table is mapped
 D_MIN, D_MAX, D_DEFAULT = 4, 256, 64
 H_MAX, H_DEFAULT = 32, 8
 MAX_CHARTS = 60       # fixed-size and matrix charts kept (the largest, 32 heads x 64 tokens, holds ~1.5 MB of data)
@@ -355,6 +357,7 @@ def gallery_section(r: dict, v: View) -> None:
         selectable=False, panel_size=120 if n <= 16 else 100), key="mh_gallery", cache=(tuple(v.tokens),),
         width="content")
     st.caption(t(f"{NS}.gallery_caption"))
+    st.page_link(ANALYSIS_PAGE, label=t(f"{NS}.seedpat_link"), icon=":material/table_view:")
     left, right = st.columns(2)
     with left:
         show_chart(lambda: heatmap_spec(

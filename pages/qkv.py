@@ -13,6 +13,7 @@ import streamlit as st
 import torch
 
 from attention_core import qkv_lab as lab
+from attention_core import seed_bugs
 from attention_core.diagnostics import attention_entropy
 from attention_core.functional import masked_softmax
 from attention_core.modules import AdditiveAttention
@@ -545,7 +546,25 @@ def similarity_tab() -> None:
     ])
     exercise("qkv_ex_similarity", t("qkv.s_ex_q"), [t("qkv.s_ex_a0"), t("qkv.s_ex_a1"), t("qkv.s_ex_a2")], 0,
              t("qkv.s_ex_why"))
-    show_code(lab.compare_similarities, AdditiveAttention.scores)
+    pitfall(t("qkv.p_add_title"), t("qkv.p_add_body"), t("qkv.p_add_code"),
+            demo=lambda: additive_pitfall_demo(tuple(tokens), int(d_k), int(hidden), seed_))
+    show_code(lab.compare_similarities, AdditiveAttention.scores, seed_bugs.tutorial_additive_scores,
+              seed_bugs.additive_pairing_demo)
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def additive_pairing(tokens: tuple[str, ...], d_k: int, hidden: int, seed_: int) -> dict:
+    s = lab.qkv_step_through(tokens, CMP_D_MODEL, d_k, seed=seed_)
+    return seed_bugs.additive_pairing_demo(lab.make_additive(d_k, d_k, hidden, seed_), s.q[None], s.k[None])
+
+
+def additive_pitfall_demo(tokens: tuple[str, ...], d_k: int, hidden: int, seed_: int) -> None:
+    r = additive_pairing(tokens, d_k, hidden, seed_)
+    n = len(tokens)
+    st.markdown(t("qkv.p_add_now", n=n, theirs=r["theirs_shape"], ours=r["ours_shape"],
+                  diff=f"{r['diag_diff']:.1e}", missing=r["off_diag"]))
+    if r["fewer_queries_error"]:
+        st.markdown(t("qkv.p_add_error", m=n - 1, n=n, err=r["fewer_queries_error"].replace("`", "'")))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -554,6 +573,10 @@ def similarity_tab() -> None:
 
 header(NS)
 intuition(NS)
+with st.expander(t("qkv.origin_title"), expanded=True, icon=":material/visibility:"):
+    st.markdown(lesson("qkv/origin"))
+    exercise("qkv_ex_origin", t("qkv.origin_ex_q"), [t(f"qkv.origin_ex_a{i}") for i in range(3)], 1,
+             t("qkv.origin_ex_why"))
 formula(r"\operatorname{Attention}\big(q, (k_1, v_1), \dots, (k_n, v_n)\big) = \sum_{i=1}^{n} "
         r"\underbrace{\operatorname{softmax}_i\big(a(q, k_i)\big)}_{\alpha_i}\; v_i",
         t("qkv.formula_caption"))

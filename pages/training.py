@@ -14,11 +14,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+import pandas as pd
 import streamlit as st
 import torch
 from streamlit.runtime import Runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from attention_core import seed_bugs
 from attention_core.pronoun import pronoun_loss
 from attention_core.seq2seq import seq2seq_loss
 from attention_core.seq2seq_lab import clean_digits, matching_form, smooth
@@ -407,6 +409,35 @@ def schedule_demo(steps: int) -> None:
                  first=f"{theirs[0]:.0f}"))
 
 
+# ------------------------------------------------------------------ pitfalls of the tutorial's train_step
+@st.cache_data(show_spinner=False)
+def trainer_bugs() -> dict:
+    torch.set_num_threads(1)
+    loss = seed_bugs.tutorial_loss_on_encoder_states()
+    decay = {g: (seed_bugs.weight_decay_effect("adam", g), seed_bugs.weight_decay_effect("adamw", g))
+             for g in DECAY_GRADS}
+    return {"loss": loss, "decay": decay}
+
+
+DECAY_GRADS = (0.0, 0.01, 1.0, 100.0)
+
+
+def loss_head_demo() -> None:
+    r = trainer_bugs()["loss"]
+    st.markdown(t(f"{NS}.pit_head_now", states=r["states"], targets=r["targets"], err=(r["error"] or "—").replace(
+        "`", "'"), logits=r["logits"], loss=f"{r['fixed_loss']:.2f}", chance=f"{r['chance']:.2f}"))
+
+
+def adamw_demo() -> None:
+    decay = trainer_bugs()["decay"]
+    st.dataframe(pd.DataFrame([{t(f"{NS}.pit_decay_grad"): f"{g:g}", t(f"{NS}.pit_decay_adam"): f"{a:.2e}",
+                                t(f"{NS}.pit_decay_adamw"): f"{w:.2e}"} for g, (a, w) in decay.items()]),
+                 hide_index=True)
+    st.markdown(t(f"{NS}.pit_decay_now", a0=f"{decay[0.0][0]:.3f}", a001=f"{decay[0.01][0]:.1e}",
+                  a100=f"{decay[100.0][0]:.1e}",
+                  w=f"{decay[1.0][1]:.2e}"))
+
+
 # ------------------------------------------------------------------ the page
 anatomy.header(NS)
 anatomy.intuition(NS)
@@ -454,5 +485,10 @@ else:
                      explain)
 anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=t(f"{NS}.pit_code"),
                 demo=lambda: schedule_demo(cfg["steps"] if cfg else STEPS[2]))
+anatomy.pitfall(t(f"{NS}.pit_head_title"), t(f"{NS}.pit_head_body"), code=t(f"{NS}.pit_head_code"),
+                demo=loss_head_demo)
+anatomy.pitfall(t(f"{NS}.pit_decay_title"), t(f"{NS}.pit_decay_body"), code=t(f"{NS}.pit_decay_code"),
+                demo=adamw_demo)
 anatomy.show_code(live_run, TransformerTrainer.fit, TransformerTrainer.train_step, warmup_cosine,
-                  pronoun_loss if task_now == "pronoun" else seq2seq_loss)
+                  pronoun_loss if task_now == "pronoun" else seq2seq_loss,
+                  seed_bugs.tutorial_loss_on_encoder_states, seed_bugs.weight_decay_effect)

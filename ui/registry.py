@@ -24,7 +24,7 @@ class PageSpec:
         return ROOT / self.path
 
 
-SECTIONS = ("start", "foundations", "transformer", "efficiency", "learned")
+SECTIONS = ("start", "foundations", "transformer", "efficiency", "learned", "review")
 
 PAGES: tuple[PageSpec, ...] = (
     PageSpec("home", "start", ":material/home:"),
@@ -42,6 +42,7 @@ PAGES: tuple[PageSpec, ...] = (
     PageSpec("analysis", "learned", ":material/analytics:"),
     PageSpec("training", "learned", ":material/model_training:"),
     PageSpec("glossary", "start", ":material/menu_book:"),     # last in the list, shown under Start
+    PageSpec("summary", "review", ":material/summarize:"),
 )
 
 
