@@ -11,6 +11,7 @@
 #   REPLICA_PORTS="p1 p2 ..."      or exactly these ports (then N is their number)
 #   RUN_DIR=<temp dir>             replica logs, pid files and the generated servers.cfg
 #   PYTHON=python3                 the interpreter that has requirements.txt installed (e.g. a venv's)
+#   HAPROXY=/usr/sbin/haproxy      the balancer's executable
 # The balancer's settings are deploy/haproxy.cfg, shared with compose.yaml; its log goes to stdout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,7 +26,9 @@ RUN_DIR=${RUN_DIR:-$(mktemp -d -t attention-serve.XXXXXX)}
 export PYTHON=${PYTHON:-python3}
 mkdir -p "$RUN_DIR"
 
-if ! command -v haproxy >/dev/null; then
+# Debian installs it in /usr/sbin, which is not on an ordinary user's PATH
+HAPROXY=${HAPROXY:-$(command -v haproxy || echo /usr/sbin/haproxy)}
+if [[ ! -x $HAPROXY ]]; then
   echo "serve.sh: HAProxy is not installed (Debian/Ubuntu: sudo apt-get install haproxy)" >&2
   exit 1
 fi
@@ -71,8 +74,8 @@ PY
     echo "    server replica$i 127.0.0.1:${PORTS[$((i - 1))]}"
   done
 } > "$RUN_DIR/servers.cfg"
-haproxy -q -c -f deploy/haproxy.cfg -f "$RUN_DIR/servers.cfg"
-haproxy -db -f deploy/haproxy.cfg -f "$RUN_DIR/servers.cfg" &
+"$HAPROXY" -q -c -f deploy/haproxy.cfg -f "$RUN_DIR/servers.cfg"
+"$HAPROXY" -db -f deploy/haproxy.cfg -f "$RUN_DIR/servers.cfg" &
 pids+=($!)
 echo $! > "$RUN_DIR/haproxy.pid"
 echo "serve.sh: $N replicas (ports ${PORTS[*]}) behind http://${BIND/#:/localhost:} ; logs and pids in $RUN_DIR" >&2
