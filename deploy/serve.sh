@@ -47,7 +47,7 @@ trap 'exit 143' INT TERM
 # the replicas listen on loopback only: learners reach them through the balancer
 for i in $(seq 1 "$N"); do
   port=${PORTS[$((i - 1))]}
-  deploy/run-replica.sh "$port" 127.0.0.1 > "$RUN_DIR/replica$i.log" 2>&1 &
+  sh deploy/run-replica.sh "$port" 127.0.0.1 > "$RUN_DIR/replica$i.log" 2>&1 &
   pids+=($!)
   echo $! > "$RUN_DIR/replica$i.pid"
 done

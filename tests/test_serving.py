@@ -22,15 +22,14 @@ import pathlib
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 
 import pytest
+
+from deploy.loadcheck import Client, free_ports, http_get, page_paths
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -39,7 +38,6 @@ SESSIONS = 60
 CONCURRENT = 12
 RSS_BUDGET = 700 * 2**20
 HAPROXY = shutil.which("haproxy") or next((p for p in ("/usr/sbin/haproxy",) if os.access(p, os.X_OK)), None)
-NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))   # loopback only, whatever the env says
 
 
 def need_haproxy():
@@ -102,138 +100,6 @@ def test_compose_and_serve_share_the_balancer_config():
 
 
 # ------------------------------------------------------------------------- a Streamlit client, as a browser
-
-def _protocol():
-    websockets = pytest.importorskip("websockets.asyncio.client")
-    from streamlit.proto.BackMsg_pb2 import BackMsg
-    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
-    return websockets, BackMsg, ForwardMsg
-
-
-def http_get(url: str, cookie: str | None = None) -> tuple[int, str | None, bytes]:
-    """(status, the SERVERID cookie the response sets or None, body)."""
-    req = urllib.request.Request(url, headers={"Cookie": f"SERVERID={cookie}"} if cookie else {})
-    try:
-        with NO_PROXY.open(req, timeout=60) as r:
-            status, headers, body = r.status, r.headers, r.read()
-    except urllib.error.HTTPError as e:
-        status, headers, body = e.code, e.headers, b""
-    set_cookie = re.search(r"SERVERID=([^;]+)", " ".join(headers.get_all("Set-Cookie") or []))
-    return status, set_cookie.group(1) if set_cookie else None, body
-
-
-class Client:
-    """One browser tab: the cookie HAProxy set, one websocket to /_stcore/stream, reruns over it."""
-
-    def __init__(self, base: str, lang: str):
-        self.base, self.lang = base, lang
-        self.cookie: str | None = None
-        self.ws = None
-        self.sid: str | None = None
-        self.pages: dict[str, str] = {}       # url path -> page_script_hash (from the navigation message)
-        self.errors: list[str] = []
-
-    async def get(self, path: str) -> tuple[int, bytes]:
-        status, set_cookie, body = await asyncio.to_thread(http_get, self.base + path, self.cookie)
-        if set_cookie:
-            self.cookie = set_cookie
-        if status != 200:
-            self.errors.append(f"GET {path}: HTTP {status}")
-        return status, body
-
-    async def connect(self, reconnect: bool = False):
-        ws_mod, _, _ = _protocol()
-        # a reconnecting browser names its session in the subprotocol list: (protocol, xsrf token, session id)
-        protocols = ["streamlit", "-", self.sid] if reconnect and self.sid else ["streamlit"]
-        self.ws = await ws_mod.connect(
-            self.base.replace("http://", "ws://") + "/_stcore/stream", subprotocols=protocols, proxy=None,
-            origin=self.base, additional_headers={"Cookie": f"SERVERID={self.cookie}"} if self.cookie else None,
-            max_size=None, open_timeout=30, compression=None)
-        set_cookie = re.search(r"SERVERID=([^;]+)", " ".join(self.ws.response.headers.get_all("Set-Cookie")))
-        if set_cookie:
-            self.cookie = set_cookie.group(1)
-
-    async def recv(self, timeout: float = 120):
-        _, _, ForwardMsg = _protocol()
-        msg = ForwardMsg()
-        msg.ParseFromString(await asyncio.wait_for(self.ws.recv(), timeout))
-        return msg
-
-    async def run_page(self, path: str) -> dict:
-        """Ask for a run of the page at url `path` (as the browser does on load or a click in the navigation) and
-        read until it finishes. Returns what a test needs: elements drawn, CSV downloads offered, script time."""
-        _, BackMsg, _ = _protocol()
-        msg = BackMsg()
-        msg.rerun_script.query_string = f"lang={self.lang}"
-        msg.rerun_script.page_name = path
-        msg.rerun_script.page_script_hash = self.pages.get(path, "")
-        msg.rerun_script.context_info.locale = "zh-CN" if self.lang == "zh" else "en-US"
-        t0 = time.perf_counter()
-        await self.ws.send(msg.SerializeToString())
-        out = {"elements": 0, "downloads": [], "seconds": 0.0}
-        for _ in range(20000):
-            fwd = await self.recv()
-            kind = fwd.WhichOneof("type")
-            if kind == "new_session":
-                self.sid = fwd.new_session.initialize.session_id
-            elif kind == "navigation":
-                self.pages = {p.url_pathname: p.page_script_hash for p in fwd.navigation.app_pages}
-            elif kind == "page_not_found":
-                self.errors.append(f"page {path!r}: page not found")
-            elif kind == "delta" and fwd.delta.WhichOneof("type") == "new_element":
-                element = fwd.delta.new_element
-                out["elements"] += 1
-                if element.WhichOneof("type") == "exception":
-                    self.errors.append(f"page {path!r} ({self.lang}): exception {element.exception.type} "
-                                       f"{element.exception.message[:200]}")
-                elif element.WhichOneof("type") == "download_button" and element.download_button.deferred_file_id:
-                    out["downloads"].append(element.download_button.deferred_file_id)
-            elif kind == "script_finished":
-                if fwd.script_finished == 1:   # FINISHED_WITH_COMPILE_ERROR
-                    self.errors.append(f"page {path!r}: compile error")
-                if fwd.script_finished != 2:   # not FINISHED_EARLY_FOR_RERUN: this run is the page
-                    break
-        out["seconds"] = time.perf_counter() - t0
-        if out["elements"] < 5:
-            self.errors.append(f"page {path!r} ({self.lang}): only {out['elements']} elements drawn")
-        return out
-
-    async def download_url(self, file_id: str) -> str:
-        """Click a CSV download: the replica makes the file and answers with its /media/ URL."""
-        _, BackMsg, _ = _protocol()
-        msg = BackMsg()
-        msg.backend_operation_request.request_id = file_id
-        msg.backend_operation_request.session_id = self.sid
-        msg.backend_operation_request.deferred_file.file_id = file_id
-        await self.ws.send(msg.SerializeToString())
-        for _ in range(1000):
-            fwd = await self.recv()
-            if fwd.WhichOneof("type") == "backend_operation_response":
-                response = fwd.backend_operation_response
-                if response.error_msg or not response.deferred_file.url:
-                    self.errors.append(f"CSV download: {response.error_msg or 'no url'}")
-                return response.deferred_file.url
-        self.errors.append("CSV download: no answer")
-        return ""
-
-    async def close(self):
-        if self.ws is not None:
-            await self.ws.close()
-            self.ws = None
-
-
-# --------------------------------------------------------------------------------- the school, started
-
-def free_ports(n: int) -> list[int]:
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
 
 class School:
     """deploy/serve.sh with 3 replicas on free loopback ports; its stdout is HAProxy's log."""
@@ -312,7 +178,6 @@ class School:
 @pytest.fixture(scope="module")
 def school(tmp_path_factory):
     need_haproxy()
-    _protocol()
     import psutil  # noqa: F401  (the memory figures)
     school = School(tmp_path_factory.mktemp("school"))
     try:
@@ -330,11 +195,6 @@ def _alive(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
-
-
-def page_paths() -> list[str]:
-    from ui.registry import available_pages
-    return ["" if p.key == "home" else p.key for p in available_pages()]
 
 
 async def finds_session(port: int, sid: str, lang: str) -> bool:
