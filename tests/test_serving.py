@@ -14,7 +14,8 @@ script run, ForwardMsgs come back until the run finishes), each session keeping 
   carry on, and sessions of the dead replica reconnect to a live one.
 
 Loopback only; every loop and wait is bounded; the script, the replicas and HAProxy are stopped at the end,
-also on failure. Runtime about 1 to 2 minutes on 2 cores. Also: the Docker image installs the tested pins.
+also on failure. Runtime 45 s to 2 minutes on 2 cores (the longer when the machine is busy).
+Also: the Docker image installs the tested pins.
 """
 import asyncio
 import os
