@@ -53,17 +53,25 @@ for i in $(seq 1 "$N"); do
 done
 
 # open the door once every replica answers its health check (first start imports torch: a few seconds)
-"$PYTHON" - "${PORTS[@]}" <<'PY'
-import sys, time, urllib.request
+checks=()
+for i in $(seq 1 "$N"); do checks+=("${PORTS[$((i - 1))]}:${pids[$((i - 1))]}:$RUN_DIR/replica$i.log"); done
+"$PYTHON" - "${checks[@]}" <<'PY'
+import os, sys, time, urllib.request
 deadline = time.monotonic() + 180
-for port in sys.argv[1:]:
+for check in sys.argv[1:]:
+    port, pid, log = check.split(":", 2)
     while True:
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2)
             break
         except OSError:
+            try:
+                os.kill(int(pid), 0)
+            except ProcessLookupError:
+                sys.exit(f"serve.sh: the replica on port {port} stopped (port in use?), its log {log}:\n"
+                         + open(log, errors="replace").read()[-2000:])
             if time.monotonic() > deadline:
-                sys.exit(f"serve.sh: the replica on port {port} did not become healthy in 180 s (see its log)")
+                sys.exit(f"serve.sh: the replica on port {port} did not become healthy in 180 s (log: {log})")
             time.sleep(0.2)
 PY
 
