@@ -58,11 +58,12 @@ for i in $(seq 1 "$N"); do checks+=("${PORTS[$((i - 1))]}:${pids[$((i - 1))]}:$R
 "$PYTHON" - "${checks[@]}" <<'PY'
 import os, sys, time, urllib.request
 deadline = time.monotonic() + 180
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))   # local: never through a proxy
 for check in sys.argv[1:]:
     port, pid, log = check.split(":", 2)
     while True:
         try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2)
+            opener.open(f"http://127.0.0.1:{port}/_stcore/health", timeout=2)
             break
         except OSError:
             try:
