@@ -182,7 +182,10 @@ def check_run(info: Page, lang: str, params: dict) -> set[str]:
 def test_hostile_values_in_every_bound_control(page):
     info = page_info(page)
     keys = info.keys()
-    assert keys, f"no URL-bound control found on {page}"
+    if not keys:   # a page without URL-bound controls (the summary): unknown and hostile parameters are ignored
+        for lang in ("en", "zh"):
+            check_run(info, lang, {name: value for name, value in HOSTILE[:6]})
+        return
     for lang, params in plan(info):
         drawn = check_run(info, lang, params)
         new = sorted(drawn - set(params))

@@ -214,7 +214,9 @@ async def finds_session(port: int, sid: str, lang: str) -> bool:
 async def one_session(school: School, i: int, pages: list[str]) -> dict:
     """A learner: opens a page, downloads a heatmap's CSV, moves to a second page, loses the connection and
     reconnects (the browser keeps its cookie and names its session)."""
-    client = Client(school.base, "zh" if i % 2 else "en")
+    # the language alternates, shifted by one on each pass over the pages, so both languages reach every page
+    # whatever the number of pages (with an even count, i % 2 alone ties each page to one language)
+    client = Client(school.base, "zh" if (i + i // len(pages)) % 2 else "en")
     first, second = pages[i % len(pages)], pages[(i + len(pages) // 2) % len(pages)]
     record = {"i": i, "pages": (first, second), "lang": client.lang, "errors": client.errors, "runs": [],
               "csv_clicks": 0}
