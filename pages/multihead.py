@@ -41,6 +41,7 @@ from ui.anatomy import (
     show_code,
     show_matrix,
 )
+from ui.cache import MB, cache_data
 from ui.charts import ROW_SELECTION, heatmap_spec, unique_labels
 from ui.controls import seed, sentence
 from ui.i18n import LANGS, catalog, current_lang, lesson, t
@@ -72,7 +73,7 @@ self.d_k = d_model // num_heads
 # cached computations: plain parameters in, numpy arrays out
 # ---------------------------------------------------------------------------------------------
 
-@st.cache_data(max_entries=32, show_spinner=False)
+@cache_data(max_entries=32, max_bytes=24 * MB)
 def run_heads(tokens: tuple[str, ...], d_model: int, num_heads: int, seed_: int, mode: str) -> dict:
     """One forward pass with every step, the classifier, head similarity, and the parameter counts."""
     mha, recipes = build_mha(mode, d_model, num_heads, seed_)
@@ -95,7 +96,7 @@ def run_heads(tokens: tuple[str, ...], d_model: int, num_heads: int, seed_: int,
     }
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
+@cache_data(max_entries=32, max_bytes=8 * MB)
 def gallery(n: int) -> np.ndarray:
     return np.stack([synthetic_pattern(name, n).numpy() for name in PATTERNS])
 

@@ -165,6 +165,11 @@ def _key_part(value):
                                           digest_size=16).digest())
 
 
+def key_of_values(values: tuple) -> tuple:
+    """A cache key for a tuple of argument values (see ``_key_part``)."""
+    return tuple(_key_part(v) for v in values)
+
+
 # ---------------------------------------------------------------------------------------------
 # the budgeted LRU
 # ---------------------------------------------------------------------------------------------
