@@ -199,7 +199,7 @@ def _candidates(name: str, n: int) -> list[torch.Tensor]:
 
 
 _CACHED_N = 64         # template stacks kept for n <= 64 (at most 8: <= 17 MB in float32)
-_CHUNK = 1 << 20       # elements of the largest temporary of the classifier (4 MB in float32)
+_CHUNK = 1 << 18       # elements of the largest temporary of the classifier (1 MB in float32)
 
 
 def _all_candidates(n: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -230,9 +230,10 @@ def _js_bits_rows(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     of ~1e-3 after the square root), the rounding here is ~eps * s |d| per entry, and so at most
     ~eps * sqrt(sum s) / 2 ~ 1e-7 on the distance sqrt(JS) (Cauchy-Schwarz)."""
     s = p + q
-    d = torch.where(s > 0, (p - q) / torch.where(s > 0, s, torch.ones_like(s)), torch.zeros_like(s))
-    f = torch.special.xlog1py(1 + d, d) + torch.special.xlog1py(1 - d, -d)
-    return (s * f).sum(dim=-1, dtype=torch.float64) / (4 * _LN2)
+    d = torch.sub(p, q).div_(s).nan_to_num_(0.0)             # 0 / 0 (both zero) -> 0; in place: fewer buffers
+    f = torch.special.xlog1py(1 + d, d)
+    f += torch.special.xlog1py(1 - d, d.neg_())
+    return f.mul_(s).sum(dim=-1, dtype=torch.float64) / (4 * _LN2)
 
 
 def _scores_batch(weights: torch.Tensor) -> torch.Tensor:

@@ -239,7 +239,7 @@ def test_every_page_cache_has_a_byte_budget_and_the_total_is_bounded():
             continue
         text = path.read_text(encoding="utf-8")
         assert "st.cache_data" not in text and "st.cache_resource" not in text, path.name
-    assert uc.BUDGET.max_bytes <= 160 * uc.MB
+    assert uc.BUDGET.max_bytes <= 96 * uc.MB
     from ui import anatomy
     assert isinstance(anatomy.SPECS, uc.ByteBudgetCache) and anatomy.SPECS.max_bytes <= 64 * uc.MB
 
@@ -315,19 +315,27 @@ def test_head_similarity_chunked_equals_all_at_once(monkeypatch):
     torch.testing.assert_close(an.head_similarity(w), direct, rtol=0, atol=1e-12)
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the peak RSS from /proc")
 def test_classifier_memory_is_bounded_at_32_heads_of_64_tokens():
     """The page maximum (multihead: h = 32, n = 64) once took ~550 MB of float64 temporaries (921 MB server peak);
-    chunked float32 must stay under 60 MB above the inputs. Measured in a fresh process (peak RSS)."""
+    chunked float32 must stay under 60 MB above the inputs. Measured in a fresh process (peak RSS, Linux)."""
     probe = textwrap.dedent("""
-        import resource, sys, torch
+        import sys, torch
         sys.path.insert(0, sys.argv[1])
         torch.set_num_threads(1)
         from attention_core import analysis as an
+
+        def peak_mb():   # VmHWM, the peak RSS; ru_maxrss would start at the forking parent's (pytest's) size
+            with open("/proc/self/status") as f:
+                return next(int(line.split()[1]) for line in f if line.startswith("VmHWM")) / 1024
+
         w = torch.softmax(torch.randn(32, 64, 64), -1)
         an.classify_heads(w[:, :8, :8]); an.head_similarity(w[:2, :8, :8])   # imports and kernels warmed
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")                                                      # reset VmHWM to the RSS now
+        before = peak_mb()
         an.classify_heads(w); an.head_similarity(w)
-        print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024)
+        print(peak_mb() - before)
     """)
     out = subprocess.run([sys.executable, "-c", probe, str(ROOT)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
