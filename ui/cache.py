@@ -30,9 +30,11 @@ import copy
 import functools
 import hashlib
 import inspect
+import os
 import pickle
 import sys
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
@@ -40,30 +42,48 @@ from typing import Any
 import numpy as np
 
 MB = 2 ** 20
-GLOBAL_BUDGET = 96 * MB       # every cache of this module together (README, "Memory")
+GLOBAL_BUDGET = 64 * MB       # every cache of this module together (README, "Memory")
 _MISSING = object()
 
 
-def return_freed_memory_to_the_os() -> bool:
-    """Make glibc give large freed blocks back to the OS (Linux; elsewhere nothing happens).
-
-    By default glibc raises its mmap threshold each time a large block is freed (up to 32 MB), so the
-    temporaries of a large computation (torch / numpy buffers of a few MB) end up on the heap and stay in
-    the server's RSS after the computation; and each session thread may get its own heap (arena), each
-    keeping its own free memory. A fixed threshold of 256 KB keeps large buffers in mmap (returned on
-    free), and two arenas bound the per-thread heaps. Measured with scripts/bench_memory.py."""
-    if not sys.platform.startswith("linux"):
-        return False
+def _glibc():
+    if not sys.platform.startswith("linux") or os.environ.get("ATTN_KEEP_MALLOC"):
+        return None
     try:
         import ctypes
         libc = ctypes.CDLL("libc.so.6")
-        m_mmap_threshold, m_arena_max = -3, -8
-        return bool(libc.mallopt(m_mmap_threshold, 256 * 1024)) and bool(libc.mallopt(m_arena_max, 2))
-    except (OSError, AttributeError):       # not glibc (e.g. musl): its allocator returns memory by itself
+        libc.malloc_trim, libc.mallopt                       # noqa: B018 - glibc only (not musl)
+        return libc
+    except (OSError, AttributeError):
+        return None
+
+
+_LIBC = _glibc()
+_TRIM = {"last": 0.0}
+TRIM_AFTER_S = 0.01      # a computation at least this long may have left freed buffers on the heap
+TRIM_EVERY_S = 0.25      # at most four trims a second (one costs 1-2 ms)
+
+
+def return_freed_memory_to_the_os(force: bool = False) -> bool:
+    """Give freed heap memory back to the OS (glibc ``malloc_trim``), at most every TRIM_EVERY_S seconds.
+
+    glibc keeps freed blocks of the heap for reuse, so the temporaries of a large computation (torch / numpy
+    buffers under its 32 MB mmap threshold) stay in the server's RSS after it; and each session thread may
+    get its own heap (arena). Called after cache misses that computed for a while. On other platforms
+    nothing happens. (A fixed low mmap threshold would also return them, but made torch-heavy reruns 1.5-2x
+    slower: every large buffer then costs fresh page faults.)"""
+    if _LIBC is None:
         return False
+    now = time.monotonic()
+    if not force and now - _TRIM["last"] < TRIM_EVERY_S:
+        return False
+    _TRIM["last"] = now
+    _LIBC.malloc_trim(0)
+    return True
 
 
-return_freed_memory_to_the_os()
+if _LIBC is not None:
+    _LIBC.mallopt(-8, 2)     # M_ARENA_MAX: two heaps for all session threads, not one per thread
 
 
 # ---------------------------------------------------------------------------------------------
@@ -225,6 +245,15 @@ class _Budget:
 
 
 BUDGET = _Budget(GLOBAL_BUDGET)
+COMPUTE_SLOTS = 2        # cache misses computing at once in the server (2 cores; 10 sessions' temporaries would add up)
+_COMPUTING = threading.BoundedSemaphore(COMPUTE_SLOTS)
+
+
+class _Depth(threading.local):
+    depth = 0                # > 0: this thread is inside a computation (and holds a slot)
+
+
+_SLOTS = _Depth()
 
 
 class ByteBudgetCache:
@@ -280,7 +309,10 @@ class ByteBudgetCache:
 
     def get_or_compute(self, key, compute: Callable[[], tuple[Any, Any, int]]):
         """The cached value for ``key``; on a miss ``compute()`` returns (value to return, value to keep, its
-        size). Concurrent misses of one key compute once: the others wait and read the kept value."""
+        size). Concurrent misses of one key compute once: the others wait and read the kept value. At most
+        ``COMPUTE_SLOTS`` misses compute at once in the server (their temporaries add up); a computation that
+        calls another cached function keeps its slot, and never waits for another thread's computation."""
+        holding = _SLOTS.depth > 0
         for _ in range(3):                    # bounded: a waiter whose result was not kept computes itself
             with self.budget.lock:
                 value = self.get(key)
@@ -288,18 +320,27 @@ class ByteBudgetCache:
                     self.hits += 1
                     return value, True
                 waiting = self._inflight.get(key)
-                if waiting is None:
-                    mine = self._inflight[key] = threading.Event()
+                if waiting is None or holding:
+                    mine = self._inflight[key] = threading.Event() if waiting is None else None
                     break
             waiting.wait(timeout=120)
         else:
             mine = None
         self.misses += 1
+        if not holding:
+            _COMPUTING.acquire()
+        _SLOTS.depth += 1
         try:
+            t0 = time.monotonic()
             result, kept, size = compute()
             self.put(key, kept, size)
+            if time.monotonic() - t0 >= TRIM_AFTER_S:
+                return_freed_memory_to_the_os()
             return result, False
         finally:
+            _SLOTS.depth -= 1
+            if not holding:
+                _COMPUTING.release()
             if mine is not None:
                 with self.budget.lock:
                     self._inflight.pop(key, None)
