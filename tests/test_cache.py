@@ -227,6 +227,9 @@ def test_nbytes_counts_buffers():
     assert uc.nbytes([a, a]) < 81_000 + 200                       # the same array counts once
     assert uc.nbytes(a[:10]) >= 80_000                            # a view keeps its whole base alive
     assert uc.nbytes(torch.zeros(1000)) >= 4000
+    layer = torch.nn.Linear(100, 100)                             # a module: its parameters and buffers
+    assert 40_400 <= uc.nbytes(layer) < 40_400 + 5_000
+    assert uc.nbytes({"a": layer, "b": layer}) < 40_400 + 6_000   # shared, counted once
     frame = pd.DataFrame({"token": ["word"] * 1000, "w": np.zeros(1000)})
     assert uc.nbytes({"datasets": {"data": frame}}) >= frame.memory_usage(deep=True).sum() >= 8000 + 4000
 

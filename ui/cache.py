@@ -60,8 +60,8 @@ def _glibc():
 
 _LIBC = _glibc()
 _TRIM = {"last": 0.0}
-TRIM_AFTER_S = 0.01      # a computation at least this long may have left freed buffers on the heap
-TRIM_EVERY_S = 0.25      # at most four trims a second (one costs 1-2 ms)
+TRIM_AFTER_S = 0.1       # a computation at least this long may have left many freed buffers on the heap
+TRIM_EVERY_S = 1.0       # at most one trim a second (1-2 ms, and the next rerun faults the pages in again)
 
 
 def return_freed_memory_to_the_os(force: bool = False) -> bool:
@@ -167,6 +167,9 @@ def nbytes(value, _seen: set | None = None) -> int:
     mod = type(value).__module__.split(".")[0]
     if mod == "torch" and hasattr(value, "untyped_storage"):
         return 200 + value.untyped_storage().nbytes()
+    if hasattr(value, "named_modules") and hasattr(value, "state_dict"):    # an nn.Module: its tensors
+        tensors = {id(t): t for t in (*value.parameters(), *value.buffers())}
+        return 2000 * sum(1 for _ in value.modules()) + sum(nbytes(t, seen) for t in tensors.values())
     if mod == "pandas" and hasattr(value, "memory_usage"):
         usage = value.memory_usage(index=True, deep=True)
         return 500 + int(usage.sum() if hasattr(usage, "sum") else usage)
