@@ -32,6 +32,7 @@ from attention_core.tasks import (
 )
 from ui import alignment_charts as ac
 from ui import anatomy, models
+from ui.cache import MB, cache_data
 from ui.charts import bars_spec, heatmap_spec
 from ui.controls import cap_selection, keep_row, kept_row
 from ui.i18n import lesson, t
@@ -62,7 +63,7 @@ assert set(PATTERNS) == set(DATE_FORMAT_IDS)
 
 
 # ------------------------------------------------------------------ models and cached computations
-@st.cache_data(max_entries=256, show_spinner=False)
+@cache_data(max_entries=256, max_bytes=4 * MB)
 def read(text: str) -> dict:
     """The attention model's answer and alignment for one normalised input, and the plain model's answer."""
     m = model("dates")
@@ -72,7 +73,7 @@ def read(text: str) -> dict:
     return {"output": r.output, "w": r.alignment.numpy(), "plain": other, "form": matching_form(text, r.output)}
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
+@cache_data(max_entries=32, max_bytes=4 * MB)
 def read_forms(date: dt.date, forms: tuple[str, ...]) -> list[dict]:
     """``date`` written in each of ``forms``, through the model in one batch."""
     m = model("dates")
@@ -82,7 +83,7 @@ def read_forms(date: dt.date, forms: tuple[str, ...]) -> list[dict]:
     return [{"form": f, "text": s, "output": o.output, "w": o.alignment.numpy()} for (f, s), o in zip(texts, outs)]
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@cache_data(max_entries=64, max_bytes=2 * MB)
 def tutorial_batch(text: str) -> dict:
     m = model("dates")
     r = decode_as_tutorial(m.model, [text, PITFALL_PARTNER], m.src_vocab, m.tgt_vocab, MAX_LEN)[0]
@@ -248,7 +249,7 @@ def notices(text: str, r: dict, row: int, forms: list[dict]) -> None:
     anatomy.notice(items)
 
 
-@st.cache_data(max_entries=2, show_spinner=False)
+@cache_data(max_entries=2, max_bytes=1 * MB)
 def exercise_facts() -> dict:
     """Where the model looks when it writes the century of "5 mar 17": the answer of the exercise."""
     m = model("dates")

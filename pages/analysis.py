@@ -50,6 +50,7 @@ from ui.anatomy import (
     show_code,
     show_matrix,
 )
+from ui.cache import MB, cache_data, shared_arrays
 from ui.charts import heatmap_spec, respec, to_spec, unique_labels
 from ui.controls import seed as seed_control
 from ui.i18n import current_lang, lesson, t
@@ -79,14 +80,14 @@ def shipped_model():
 PAD = max(len(tpl.tokens(lang)) for tpl in PRONOUN_TEMPLATES for lang in PRONOUN_LANGS)
 
 
-@st.cache_resource(max_entries=64, show_spinner=False)
+@shared_arrays(max_entries=64, max_bytes=4 * MB)
 def chunk_examples(seed_: int, mix: str, chunk: int) -> list:
     """Sentences [chunk * CHUNK, (chunk + 1) * CHUNK) of the seed's batch (``fresh_examples`` is
     prefix-stable, so a batch of b sentences is the first b whatever the largest batch)."""
     return fresh_examples(seed_, (chunk + 1) * CHUNK, MIXES[mix], split=None)[chunk * CHUNK:]
 
 
-@st.cache_resource(max_entries=64, show_spinner=False)
+@shared_arrays(max_entries=64, max_bytes=32 * MB)
 def chunk_rows(seed_: int, mix: str, chunk: int):
     """One forward pass over one chunk of sentences, padded to PAD tokens, run only when a batch size first
     reaches it (a new seed computes one chunk at the default batch, not B_MAX sentences): shared, never
@@ -111,7 +112,7 @@ def batch(b: int, seed_: int, mix: str) -> tuple:
     return examples[:b], weights, lengths
 
 
-@st.cache_resource(max_entries=64, show_spinner=False)
+@shared_arrays(max_entries=64, max_bytes=4 * MB)
 def chunk_labels(seed_: int, mix: str, chunk: int) -> torch.Tensor:
     """Pattern labels (CHUNK, L, h) of the sentences of one chunk, classified only when a batch size first
     reaches them: shared, never mutated."""
@@ -119,7 +120,7 @@ def chunk_labels(seed_: int, mix: str, chunk: int) -> torch.Tensor:
     return sentence_labels(rows.weights, rows.lengths)
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
+@cache_data(max_entries=32, max_bytes=8 * MB)
 def stats(b: int, seed_: int, mix: str, tau: float, normalize: bool) -> dict:
     examples, w, lengths = batch(b, seed_, mix)
     ours = head_stats(w, lengths, tau, normalize)
@@ -135,7 +136,7 @@ def stats(b: int, seed_: int, mix: str, tau: float, normalize: bool) -> dict:
                                   / lengths.double().sum())}
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
+@cache_data(max_entries=16, max_bytes=8 * MB)
 def patterns(b: int, seed_: int, mix: str) -> dict:
     labels = torch.cat([chunk_labels(seed_, mix, c) for c in range((b - 1) // CHUNK + 1)])[:b]
     part = prefix_rows(batch_rows(b, seed_, mix), b)
@@ -144,7 +145,7 @@ def patterns(b: int, seed_: int, mix: str) -> dict:
             "agree": part.agree.float().mean(0).numpy()}     # (L, h): "it" weighs the referent over the other noun
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@cache_data(max_entries=64, max_bytes=16 * MB)
 def sentence(seed_: int, mix: str, idx: int) -> dict:
     """One sentence of the batch, run alone (no padding): every head, their labels, rollout. The same
     sentence for every batch size that holds it."""
@@ -187,7 +188,7 @@ def spec_of(chart) -> dict:
     return to_spec(chart) or chart.to_dict(validate=False)
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
+@cache_data(max_entries=32, max_bytes=8 * MB)
 def stat_spec(kind: str, b: int, seed_: int, mix: str, tau: float, normalize: bool, lang: str) -> dict:
     s = stats(b, seed_, mix, tau, normalize)
     m = s[kind]
@@ -204,7 +205,7 @@ def stat_spec(kind: str, b: int, seed_: int, mix: str, tau: float, normalize: bo
                         selectable=False, domain=(0.0, top), height=90 * L + 170)
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
+@cache_data(max_entries=16, max_bytes=4 * MB)
 def pattern_spec(b: int, seed_: int, mix: str, lang: str) -> dict:
     counts = patterns(b, seed_, mix)["counts"]
     L, h, _ = counts.shape
@@ -215,7 +216,7 @@ def pattern_spec(b: int, seed_: int, mix: str, lang: str) -> dict:
                         selectable=False, height=30 * L * h + 130)
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
+@cache_data(max_entries=32, max_bytes=8 * MB)
 def heads_spec(seed_: int, mix: str, idx: int, lang: str) -> dict:
     s = sentence(seed_, mix, idx)
     L, h = s["weights"].shape[:2]
@@ -226,7 +227,7 @@ def heads_spec(seed_: int, mix: str, idx: int, lang: str) -> dict:
         panel_title=t(f"{NS}.head"), panel_size=150))
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@cache_data(max_entries=64, max_bytes=8 * MB)
 def geometry_spec(seed_: int, mix: str, idx: int, layer: int, head: int, query: int, lang: str) -> dict:
     s = sentence(seed_, mix, idx)
     g = qk_geometry(torch.from_numpy(s["q"][layer, head]), torch.from_numpy(s["k"][layer, head]))
@@ -250,7 +251,7 @@ def every_label(spec: dict) -> dict:
     return spec
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@cache_data(max_entries=64, max_bytes=8 * MB)
 def rollout_spec(seed_: int, mix: str, idx: int, which: str, lang: str) -> dict:
     s = sentence(seed_, mix, idx)
     L = s["weights"].shape[0]
@@ -261,7 +262,7 @@ def rollout_spec(seed_: int, mix: str, idx: int, which: str, lang: str) -> dict:
                                     selectable=False, height=28 * s["n"] + 130))
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
+@cache_data(max_entries=32, max_bytes=4 * MB)
 def compare_spec(kind: str, b: int, seed_: int, mix: str, tau: float, lang: str) -> dict:
     s = stats(b, seed_, mix, tau, False)
     L = len(s["seed_entropy"])

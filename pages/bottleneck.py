@@ -22,6 +22,7 @@ from attention_core.seq2seq_lab import (
 from attention_core.tasks import REVERSE_MAX_LEN, REVERSE_MIN_LEN
 from ui import anatomy, models
 from ui import bottleneck_charts as bc
+from ui.cache import MB, cache_data
 from ui.charts import heatmap_spec, respec
 from ui.controls import seed as seed_control
 from ui.i18n import lesson, t
@@ -43,7 +44,7 @@ FORMULA = (r"\begin{aligned}"
 
 
 # ------------------------------------------------------------------ models and cached computations
-@st.cache_data(max_entries=256, show_spinner=False)
+@cache_data(max_entries=256, max_bytes=4 * MB)
 def answers(digits: str) -> dict:
     """Both models' answers (and the attention model's alignment) for one digit string."""
     out = {}
@@ -56,7 +57,7 @@ def answers(digits: str) -> dict:
     return out
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@cache_data(max_entries=64, max_bytes=4 * MB)
 def check_many(length: int, seed: int) -> dict:
     """Both models on CHECK_N fresh strings of one length (on request: ~0.3 s at length 30)."""
     out = {}
@@ -66,7 +67,7 @@ def check_many(length: int, seed: int) -> dict:
     return out
 
 
-@st.cache_data(max_entries=8, show_spinner=False)
+@cache_data(max_entries=8, max_bytes=2 * MB)
 def tutorial_batch(long: str) -> dict:
     """PITFALL_SHORT alone and batched the tutorial's way with ``long``, through both models."""
     out = {}
@@ -271,7 +272,7 @@ def notices(digits: str, res: dict, marked: dict, rev: dict | None, checked: dic
     anatomy.notice(items)
 
 
-@st.cache_data(max_entries=2, show_spinner=False)
+@cache_data(max_entries=2, max_bytes=1 * MB)
 def exercise_numbers() -> dict:
     r = reverse_check(model(MODELS["no_attention"]).model, 30, CHECK_N, 0)
     third = 10

@@ -22,6 +22,7 @@ from attention_core.crossmodal import (
 )
 from attention_core.modules import MultiHeadAttention
 from ui import anatomy
+from ui.cache import MB, cache_data
 from ui.charts import bars_spec, heatmap_spec, unique_labels
 from ui.controls import keep_row, kept_row, sentence
 from ui.controls import seed as seed_control
@@ -51,14 +52,14 @@ def fmt(x: float, digits: int = 2) -> str:
 
 
 # ------------------------------------------------------------------ cached computations
-@st.cache_data(max_entries=64, show_spinner=False)
+@cache_data(max_entries=64, max_bytes=8 * MB)
 def translate(source: tuple[str, ...], target: tuple[str, ...], d_model: int, seed: int,
               trained: bool) -> dict:
     r = cl.decoder_cross_attention(source, target, d_model, 1, seed=seed, trained=trained)
     return {"w": r.weights[0].numpy(), "out": tuple(r.output.shape), "meaning": r.meaning}
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@cache_data(max_entries=64, max_bytes=8 * MB)
 def look(kind: str, words: tuple[str, ...], patch: int, heads: int, sharpness: float, seed: int) -> dict:
     scene = synthetic_scene(kind, IMAGE_SIZE, seed)
     with torch.random.fork_rng():

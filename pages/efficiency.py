@@ -13,15 +13,15 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from attention_core import bench
+from attention_core import bench, seed_bugs
 from attention_core import efficiency_lab as el
-from attention_core import perf_lab as pl
-from attention_core import seed_bugs
 from attention_core import efficient as eff
+from attention_core import perf_lab as pl
 from attention_core.functional import masked_softmax, scaled_dot_product_attention
 from attention_core.masks import causal_mask
 from ui import anatomy, models
 from ui import efficiency_charts as ec
+from ui.cache import MB, cache_data, shared_arrays
 from ui.charts import bars, heatmap_spec, unique_labels
 from ui.controls import seed as seed_control
 from ui.controls import sentence
@@ -43,7 +43,7 @@ FORMULA = (r"\underbrace{\operatorname{softmax}\!\Big(\tfrac{QK^\top}{\sqrt{d}}\
 
 
 # ------------------------------------------------------------------ drawing: Altair once, then only new data
-@st.cache_data(max_entries=256, show_spinner=False)
+@cache_data(max_entries=256, max_bytes=4 * MB)
 def _skeleton(kind: str, options: tuple, _build) -> str:
     return ec.skeleton(_build())    # runs on a cache miss only (new language, new labels, new option)
 
@@ -93,7 +93,7 @@ def knobs_of(items: tuple) -> el.Knobs:
     return el.Knobs(**dict(items))
 
 
-@st.cache_data(max_entries=128, show_spinner=False)
+@cache_data(max_entries=128, max_bytes=16 * MB)
 def variant_view(inp: Inputs, variant: str, knob_items: tuple) -> dict:
     torch.set_num_threads(1)   # tiny tensors: one thread avoids thread-pool stalls on a shared CPU
     q, k, v = lab_qkv(inp)
@@ -107,7 +107,7 @@ def variant_view(inp: Inputs, variant: str, knob_items: tuple) -> dict:
             "max_abs_out": float((run.output - run.exact_output).abs().max())}
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@cache_data(max_entries=64, max_bytes=8 * MB)
 def sweep_view(tokens, n: int, gain: float, variant: str, knob_items: tuple) -> dict:
     """Error vs the knob, averaged over SWEEP_SEEDS (inputs and random parts); the knob's own value and the
     seed do not enter (so moving the knob does not recompute the sweep)."""
@@ -117,7 +117,7 @@ def sweep_view(tokens, n: int, gain: float, variant: str, knob_items: tuple) -> 
     return el.knob_sweep(variant, tokens, n, knobs_of(knob_items), SWEEP_SEEDS, gain=gain)
 
 
-@st.cache_resource(max_entries=32, show_spinner=False)
+@shared_arrays(max_entries=32, max_bytes=24 * MB)
 def flash_view(inp: Inputs, bq: int, bk: int, causal: bool) -> dict:
     """Shared and read-only (a resource, not copied per rerun): the trace can hold thousands of tiles."""
     torch.set_num_threads(1)
@@ -131,7 +131,7 @@ def flash_view(inp: Inputs, bq: int, bk: int, causal: bool) -> dict:
             "out": res.output[0, 0].numpy(), "exact": exact.output[0, 0].numpy()}
 
 
-@st.cache_data(max_entries=128, show_spinner=False)
+@cache_data(max_entries=128, max_bytes=8 * MB)
 def flash_step_view(inp: Inputs, bq: int, bk: int, causal: bool, index: int) -> dict:
     q, k, v = lab_qkv(inp)
     trace = flash_view(inp, bq, bk, causal)["trace"]
@@ -144,7 +144,7 @@ def flash_step_view(inp: Inputs, bq: int, bk: int, causal: bool, index: int) -> 
             "last_of_block": last_of_block}
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@cache_data(max_entries=64, max_bytes=8 * MB)
 def rnn_view(inp: Inputs) -> dict:
     torch.set_num_threads(1)
     q, k, v = lab_qkv(inp)
@@ -161,7 +161,7 @@ def recorded() -> dict | None:
     return models.bench()
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
+@cache_data(max_entries=16, max_bytes=1 * MB)
 def loop_mask_check(n: int, stride: int) -> bool:
     loops = el.tutorial_strided_mask_loops(n, stride).bool()
     return bool(torch.equal(loops, eff.strided_sparse_mask(n, stride, 2)))

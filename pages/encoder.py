@@ -14,7 +14,7 @@ from attention_core.analysis import attention_rollout
 from attention_core.text import embed_tokens
 from attention_core.transformer import PositionWiseFFN, TransformerEncoder, TransformerEncoderLayer
 from ui import anatomy
-from ui.cache import shared_arrays
+from ui.cache import MB, shared_arrays
 from ui.charts import bars_spec, heatmap_spec, respec, unique_labels
 from ui.controls import keep_row, sentence
 from ui.controls import seed as seed_control
@@ -71,13 +71,13 @@ LATEX = (r"\begin{aligned}"
 
 # ------------------------------------------------------------------ computation (cached on plain params)
 # key = (tokens, activation, d_model, heads, seed): everything the weights and the input depend on.
-@st.cache_resource(max_entries=8, show_spinner=False)
+@shared_arrays(max_entries=8, max_bytes=24 * MB)
 def encoders(act: str, d: int, h: int, seed: int) -> dict[str, TransformerEncoder]:
     """Both variants, 12 layers deep, the same weights (read-only: never put in train mode)."""
     return {v: el.encoder_for(v, d, h, MAX_LAYERS, act, seed, max_len=MAX_TOKENS) for v in el.VARIANTS}
 
 
-@shared_arrays(max_entries=32)
+@shared_arrays(max_entries=32, max_bytes=24 * MB)
 def run_stacks(key: tuple) -> dict:
     """Per variant: every step of every layer (numpy), weights (L, h, n, n), stream RMS, cumulative rollout."""
     tokens, act, d, h, seed = key
@@ -101,7 +101,7 @@ def run_stacks(key: tuple) -> dict:
     return out
 
 
-@shared_arrays(max_entries=32)
+@shared_arrays(max_entries=32, max_bytes=4 * MB)
 def dropout_demo(key: tuple, variant: str, p: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Layer 1's attention weights (h, n, n), eval vs train mode, and the kept entries.
 
@@ -112,7 +112,7 @@ def dropout_demo(key: tuple, variant: str, p: float) -> tuple[np.ndarray, np.nda
     return view.eval_weights[0].numpy(), view.train_weights[0].numpy(), view.keep[0].numpy()
 
 
-@shared_arrays(max_entries=32)
+@shared_arrays(max_entries=32, max_bytes=2 * MB)
 def double_residual(key: tuple, layer: int) -> tuple[np.ndarray, np.ndarray]:
     """How far the FFN sublayer moves each token (n,): correct post-LN layer vs the second tutorial's."""
     tokens, act, d, h, seed = key

@@ -13,6 +13,7 @@ from attention_core.functional import masked_softmax, scaled_dot_product_attenti
 from attention_core.masks import causal_mask, local_mask, padding_mask
 from attention_core.text import tokenize
 from ui import anatomy
+from ui.cache import MB, cache_data
 from ui.charts import heatmap_spec, unique_labels
 from ui.controls import keep_row, kept_row
 from ui.controls import seed as seed_control
@@ -85,7 +86,7 @@ def pct(x: float) -> str:
 Batch = tuple[tuple[str, ...], ...]
 
 
-_cached = st.cache_data(max_entries=64, show_spinner=False)
+_cached = cache_data(max_entries=64, max_bytes=8 * MB)
 attend = _cached(ml.attend_batch)              # (sentences, side, seed, causal) -> batch, keep, qkv, stages
 attend_custom = _cached(ml.custom_attention)   # (tokens, mask text, seed) -> mask, stages, naive weights
 fully_masked_demo = _cached(ml.fully_masked_demo)

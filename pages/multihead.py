@@ -41,6 +41,7 @@ from ui.anatomy import (
     show_code,
     show_matrix,
 )
+from ui.cache import MB, cache_data
 from ui.charts import ROW_SELECTION, heatmap_spec, unique_labels
 from ui.controls import seed, sentence
 from ui.i18n import LANGS, catalog, current_lang, lesson, t
@@ -66,7 +67,7 @@ STEPS = (("x", "x"), ("q_proj", "W_query(x)"), ("view", ".view(b, n, h, d_k)"),
 # cached computations: plain parameters in, numpy arrays out
 # ---------------------------------------------------------------------------------------------
 
-@st.cache_data(max_entries=32, show_spinner=False)
+@cache_data(max_entries=32, max_bytes=24 * MB)
 def run_heads(tokens: tuple[str, ...], d_model: int, num_heads: int, seed_: int, mode: str) -> dict:
     """One forward pass with every step, the classifier, head similarity, and the parameter counts."""
     mha, recipes = build_mha(mode, d_model, num_heads, seed_)
@@ -89,7 +90,7 @@ def run_heads(tokens: tuple[str, ...], d_model: int, num_heads: int, seed_: int,
     }
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
+@cache_data(max_entries=32, max_bytes=8 * MB)
 def gallery(n: int) -> np.ndarray:
     return np.stack([synthetic_pattern(name, n).numpy() for name in PATTERNS])
 

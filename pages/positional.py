@@ -16,6 +16,7 @@ from attention_core import positional_lab as pl
 from attention_core.positional import sinusoidal_encoding
 from attention_core.rotary import rotary_embedding
 from ui import anatomy
+from ui.cache import MB, cache_data
 from ui.charts import heatmap_spec, unique_labels
 from ui.controls import keep_row, kept_row, sentence
 from ui.controls import seed as seed_control
@@ -39,13 +40,13 @@ BASES = (10, 100, 1000, 10000, 100000)
 
 # ------------------------------------------------------------------ drawing
 # ------------------------------------------------------------------ cached computations
-@st.cache_data(max_entries=64, show_spinner=False)
+@cache_data(max_entries=64, max_bytes=8 * MB)
 def table(n: int, d: int, base: float):
     pe = sinusoidal_encoding(n, d, base)
     return pe.numpy(), pl.binary_counter(n).numpy(), pl.periods(d, base).numpy()
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@cache_data(max_entries=64, max_bytes=8 * MB)
 def shuffle_all(tokens: tuple[str, ...], seed: int, shuffle_seed: int) -> dict[str, dict]:
     out = {}
     for enc in pl.ENCODINGS:
@@ -55,7 +56,7 @@ def shuffle_all(tokens: tuple[str, ...], seed: int, shuffle_seed: int) -> dict[s
     return out
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
+@cache_data(max_entries=32, max_bytes=8 * MB)
 def comparison(n: int, base: float, seed: int) -> dict[str, tuple]:
     q, k = pl.random_qk(D_ROT, seed)
     grids = {

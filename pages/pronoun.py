@@ -49,6 +49,7 @@ from ui.anatomy import (
     show_code,
     show_matrix,
 )
+from ui.cache import MB, cache_data, shared_arrays
 from ui.charts import ROW_SELECTION, heatmap_spec, to_spec
 from ui.controls import MAX_CHARS
 from ui.controls import seed as seed_control
@@ -96,7 +97,7 @@ def example_of(key: tuple) -> PronounExample:
     return build_example(*key)
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@cache_data(max_entries=64, max_bytes=8 * MB)
 def run(key: tuple) -> dict:
     """The model on one sentence: the answer and its probability, the most probable word of the whole
     vocabulary, the encoder's rows from "it"."""
@@ -108,7 +109,7 @@ def run(key: tuple) -> dict:
             "weights": np.stack([w.numpy() for w in r.weights])}                            # (L, h, n, n)
 
 
-@st.cache_resource(max_entries=32, show_spinner=False)
+@shared_arrays(max_entries=32, max_bytes=16 * MB)
 def fresh_chunk(seed_: int, chunk: int) -> PronounRows:
     """Per-sentence rows of fresh sentences [chunk * CHUNK, (chunk + 1) * CHUNK) of ``seed_`` (one forward
     pass, run when a batch size first reaches them): shared, never mutated."""
@@ -118,7 +119,7 @@ def fresh_chunk(seed_: int, chunk: int) -> PronounRows:
     return prefix_rows(rows, CHUNK)                                # the weights are not kept
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
+@cache_data(max_entries=16, max_bytes=4 * MB)
 def fresh(seed_: int, n_per_lang: int) -> dict:
     """Agreement and mean weights from "it" over fresh sentences (noun pairs never trained on): the
     first 2 n of the seed's sequence (``fresh_examples`` is prefix-stable), averaged sentence by sentence."""
@@ -293,7 +294,7 @@ def from_it_matrix(r: dict) -> np.ndarray:
     return f.reshape(-1, f.shape[-1])
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@cache_data(max_entries=64, max_bytes=8 * MB)
 def from_it_spec(key: tuple, lang: str, selected: int | None) -> dict:
     e, r = example_of(key), run(key)
     L, h = r["from_it"].shape[:2]
@@ -302,7 +303,7 @@ def from_it_spec(key: tuple, lang: str, selected: int | None) -> dict:
                         selected_row=selected, height=30 * L * h + 120)
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@cache_data(max_entries=64, max_bytes=8 * MB)
 def flip_spec(key: tuple, other: tuple, lang: str) -> dict:
     es = [example_of(key), example_of(other)]
     rs = [run(key), run(other)]
@@ -317,7 +318,7 @@ def flip_spec(key: tuple, other: tuple, lang: str) -> dict:
         referent_title=t(f"{NS}.is_referent")))
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@cache_data(max_entries=64, max_bytes=8 * MB)
 def head_spec(key: tuple, layer: int, head: int, lang: str) -> dict:
     e, r = example_of(key), run(key)
     n = len(e.tokens)
@@ -332,7 +333,7 @@ def fresh_table(f: dict) -> np.ndarray:
     return np.column_stack([f[k].reshape(-1) for k in ("agreement", "referent", "other", "adjective")])
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
+@cache_data(max_entries=16, max_bytes=2 * MB)
 def fresh_spec(seed_: int, n_per_lang: int, lang: str) -> dict:
     """The agreement table of the learner's fresh sentences as a heatmap (heads x measures)."""
     f = fresh(seed_, n_per_lang)

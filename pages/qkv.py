@@ -32,6 +32,7 @@ from ui.anatomy import (
     show_code,
     show_matrix,
 )
+from ui.cache import MB, cache_data
 from ui.charts import bars, heatmap, heatmap_spec, unique_labels
 from ui.controls import seed, sentence
 from ui.i18n import LANGS, catalog, current_lang, lesson, t
@@ -53,7 +54,7 @@ CMP_D_MODEL = 32
 # cached computations (plain parameters in, numpy arrays out)
 # ---------------------------------------------------------------------------------------------
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@cache_data(max_entries=64, max_bytes=8 * MB)
 def kernel_fit(n_train: int, noise: float, seed_: int, h: float) -> dict:
     x, y = lab.kernel_regression_data(n_train, noise, seed_)
     grid, curve = lab.query_grid(N_GRID), lab.query_grid(201)
@@ -65,7 +66,7 @@ def kernel_fit(n_train: int, noise: float, seed_: int, h: float) -> dict:
             "neff": lab.effective_neighbours(w).numpy(), "rmse": rmse}
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@cache_data(max_entries=64, max_bytes=8 * MB)
 def step_through(tokens: tuple[str, ...], d_model: int, d_k: int, seed_: int) -> dict:
     s = lab.qkv_step_through(tokens, d_model, d_k, seed=seed_)
     p = lab.normalisation_pitfalls(s)
@@ -76,7 +77,7 @@ def step_through(tokens: tuple[str, ...], d_model: int, d_k: int, seed_: int) ->
     return out
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@cache_data(max_entries=64, max_bytes=16 * MB)
 def similarities(tokens: tuple[str, ...], d_k: int, hidden: int, seed_: int) -> dict:
     s = lab.qkv_step_through(tokens, CMP_D_MODEL, d_k, seed=seed_)
     res = lab.compare_similarities(s.q, s.k, hidden, seed_)

@@ -13,6 +13,7 @@ from attention_core.diagnostics import softmax_jacobian_norm
 from attention_core.functional import masked_softmax
 from ui import anatomy
 from ui import scaling_charts as sc
+from ui.cache import MB, cache_data, shared_arrays
 from ui.charts import heatmap, heatmap_frame, to_spec
 from ui.controls import keep_row, kept_row
 from ui.controls import seed as seed_control
@@ -29,20 +30,20 @@ K_LABELS = tuple(f"k{j + 1}" for j in range(N_K))
 
 
 # ------------------------------------------------------------------ computations, cached on plain params
-@st.cache_data(max_entries=8, show_spinner=False)
+@cache_data(max_entries=8, max_bytes=8 * MB)
 def sweep_scores(seed: int) -> np.ndarray:
     """Raw q.k of the same nested queries and keys at every d_k of the sweep: (n_d, N_Q, N_K)."""
     return sl.sweep_scores(seed, sl.SWEEP_D_K, N_Q, N_K).numpy()
 
 
-@st.cache_data(max_entries=8, show_spinner=False)
+@cache_data(max_entries=8, max_bytes=8 * MB)
 def variance_data(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """q.k of N_PAIRS independent pairs at every slider d_k, and their measured variances."""
     v = sl.variance_sweep(seed, sl.D_K_STEPS, N_PAIRS)
     return v.dots.numpy(), v.var_raw.numpy(), v.var_scaled.numpy()
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@cache_data(max_entries=64, max_bytes=8 * MB)
 def variance_view(seed: int, d_k: int, notes: tuple[str, str], series: tuple[str, ...]) -> dict:
     dots, var_raw, var_scaled = variance_data(seed)
     i = sl.D_K_STEPS.index(d_k)
@@ -53,7 +54,7 @@ def variance_view(seed: int, d_k: int, notes: tuple[str, str], series: tuple[str
             "var": sc.variance_frame(sl.D_K_STEPS, var_raw, var_scaled, d_k, series)}
 
 
-@st.cache_data(max_entries=128, show_spinner=False)
+@cache_data(max_entries=128, max_bytes=8 * MB)
 def softmax_view(seed: int, d_k: int, tau: float, scaled: bool, row: int, modes: tuple[str, str]) -> dict:
     """The heatmap, the clicked row, the same row as d_k grows, and its temperature curve."""
     all_scores = torch.from_numpy(sweep_scores(seed))                  # (n_d, N_Q, N_K)
@@ -73,7 +74,7 @@ def softmax_view(seed: int, d_k: int, tau: float, scaled: bool, row: int, modes:
             "temp": sc.temperature_frame(TAU_GRID, curves.numpy(), tau, modes)}
 
 
-@st.cache_data(max_entries=128, show_spinner=False)
+@cache_data(max_entries=128, max_bytes=8 * MB)
 def gradient_view(seed: int, d_k: int, tau: float, modes: tuple[str, str]) -> dict:
     sweep = sl.saturation_curves(torch.from_numpy(sweep_scores(seed)), sl.SWEEP_D_K, tau)
     stats = {mode: {name: getattr(s, name).numpy() for name in s._fields}
@@ -81,7 +82,7 @@ def gradient_view(seed: int, d_k: int, tau: float, modes: tuple[str, str]) -> di
     return {**stats, "frame": sc.sweep_frame(sl.SWEEP_D_K, stats["unscaled"], stats["scaled"], d_k, modes)}
 
 
-@st.cache_data(max_entries=128, show_spinner=False)
+@cache_data(max_entries=128, max_bytes=1 * MB)
 def overflow_counts(seed: int, d_k: int, tau: float) -> dict:
     """Rows the naive exp(s)/sum exp(s) turns into NaN, in float16 and float32, without / with scaling."""
     scores = torch.from_numpy(sweep_scores(seed)[sl.SWEEP_D_K.index(d_k)])
@@ -90,7 +91,7 @@ def overflow_counts(seed: int, d_k: int, tau: float) -> dict:
             for name, flag in (("raw", False), ("scaled", True))}
 
 
-@st.cache_data(max_entries=8, show_spinner=False)
+@cache_data(max_entries=8, max_bytes=1 * MB)
 def which_d(seed: int) -> tuple[float, float]:
     """A typical query's max weight in one head (d_k = 64) scaled by 1/sqrt(d_k) vs 1/sqrt(d_model)."""
     head = torch.from_numpy(sweep_scores(seed)[sl.SWEEP_D_K.index(D_MODEL // HEADS)])
@@ -100,7 +101,7 @@ def which_d(seed: int) -> tuple[float, float]:
 
 
 # ------------------------------------------------------------------ charts: Altair once, then only new data
-@st.cache_resource(max_entries=128, show_spinner=False)
+@shared_arrays(max_entries=128, max_bytes=4 * MB)
 def skeleton(cache_id: tuple, _build) -> dict:
     return to_spec(_build())     # runs only on a cache miss (new language / new option)
 

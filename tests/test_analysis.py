@@ -253,8 +253,9 @@ def test_qk_geometry_uses_one_shared_plane():
 
 
 def test_pattern_scores_equal_the_js_distance_definition():
-    """The classifier computes JS through entropies (faster); it must agree with js_distance's KL form, and give
-    the same labels, on random heads of every sharpness and on the exact templates (whose ties it keeps)."""
+    """The classifier computes JS in float32, in chunks (bounded memory); it must agree with js_distance's float64
+    KL form, and give the same labels, on random heads of every sharpness and on the exact templates (whose ties
+    it keeps)."""
     from attention_core import analysis as an
     g = torch.Generator().manual_seed(0)
 
@@ -263,7 +264,8 @@ def test_pattern_scores_equal_the_js_distance_definition():
         total = w.sum(-1, keepdim=True)
         live = (total > 0).squeeze(-1).to(torch.float64)
         w = w / torch.where(total > 0, total, torch.ones_like(total))
-        temps, owner, _ = an._all_candidates(w.shape[-1])
+        temps, owner = an._all_candidates(w.shape[-1])
+        temps = temps.to(torch.float64)
         d = an.js_distance(w[:, None], temps[None])
         mean_d = (d * live[:, None]).sum(-1) / live.sum(-1, keepdim=True).clamp_min(1)
         best = torch.full((w.shape[0], len(an.PATTERNS)), float("inf"), dtype=torch.float64)

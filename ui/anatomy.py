@@ -14,6 +14,7 @@ from typing import Callable, Sequence
 import streamlit as st
 
 from . import url_guard
+from .cache import MB, ByteBudgetCache, FrozenDict, key_of_values, nbytes
 from .charts import matrix_csv, to_spec
 from .i18n import current_lang, t
 
@@ -44,10 +45,18 @@ def formula(latex: str, caption: str | None = None) -> None:
         st.caption(caption)
 
 
-@st.cache_resource(max_entries=512, show_spinner=False)
-def _cached_spec(cache_id: tuple, _build: Callable):
-    """One finished Vega-Lite spec per distinct chart, shared by all sessions of the server."""
-    return to_spec(_build())
+# finished Vega-Lite specs shared by all sessions of the server, LRU within a byte budget (ui.cache); a
+# heatmap of 64 x 64 tokens with its data is ~1.5 MB, a skeleton a few KB
+SPECS = ByteBudgetCache("ui.anatomy.cached_spec", 16 * MB)
+
+
+def _build_spec(build: Callable):
+    # read-only at the top level (a page copies it before changing it: show_chart, ui.charts.respec); the nested
+    # parts stay plain dicts and lists, because Streamlit patches them in place when it draws (a null legend
+    # title becomes " ", the same for every session)
+    spec = to_spec(build())
+    spec = FrozenDict(spec) if isinstance(spec, dict) else spec
+    return spec, spec, nbytes(spec)
 
 
 def cached_spec(cache_id: tuple, build: Callable) -> dict | None:
@@ -55,8 +64,9 @@ def cached_spec(cache_id: tuple, build: Callable) -> dict | None:
 
     ``cache_id``: a name for the chart and every plain value it depends on (the builder itself is not
     hashed). Use it for specs a page reuses (e.g. a skeleton for ``ui.charts.respec``); to draw a
-    chart, ``show_chart(build, cache=...)`` does the same."""
-    return _cached_spec((current_lang(), *cache_id), build)
+    chart, ``show_chart(build, cache=...)`` does the same. The spec's top level is read-only (a FrozenDict):
+    copy it (``dict(spec)``, ``copy.deepcopy``) to change it."""
+    return SPECS.get_or_compute(key_of_values((current_lang(), *cache_id)), lambda: _build_spec(build))[0]
 
 
 def show_chart(chart, *, key: str | None = None, select: bool = False, cache: tuple | None = None,
