@@ -239,7 +239,7 @@ TABLE1 = {"self_attention": ("O(n²·d)", "O(1)", "O(1)"), "recurrent": ("O(n·d
           "convolution": ("O(k·n·d²)", "O(1)", "O(n/k)"), "restricted": ("O(r·n·d)", "O(1)", "O(n/r)")}
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@cache_data(max_entries=64, max_bytes=2 * MB)
 def table1_view(n: int, d: int, i: int, j: int, kernel: int, r: int) -> list[dict]:
     return [row._asdict() for row in paths_lab.table1(n, d, i, j, kernel=kernel, neighbourhood=r)]
 

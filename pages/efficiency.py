@@ -647,13 +647,13 @@ PREC_GAINS = (0.5, 1.0, 2.0, 4.0, 8.0)
 PREC_N, PREC_D = 64, 32
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@cache_data(max_entries=64, max_bytes=2 * MB)
 def checkpoint_view(n: int, layers: int, bf16: bool) -> dict:
     torch.set_num_threads(1)
     return pl.checkpoint_report(n, layers, autocast=bf16)._asdict()
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@cache_data(max_entries=64, max_bytes=2 * MB)
 def precision_view(gain: float, seed: int) -> dict:
     torch.set_num_threads(1)
     return {"rows": [r._asdict() for r in pl.precision_table(PREC_N, PREC_D, gain, seed)],
@@ -789,7 +789,7 @@ def pitfall_flash_space() -> None:
                       t("efficiency.pit3_row", n=n, a=f"{a:.1f}", b=f"{b:,.0f}") for n, a, b in rows)))
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@cache_data(max_entries=64, max_bytes=2 * MB)
 def linear_mask_view(inp: Inputs | None) -> dict:
     torch.set_num_threads(1)
     if inp is None:
@@ -807,7 +807,7 @@ def pitfall_linear_mask(inp: Inputs | None) -> None:
         st.markdown(t("efficiency.pit_lin_cross", n=r["n"], m=2 * r["n"], err=r["cross_error"].replace("`", "'")))
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@cache_data(max_entries=64, max_bytes=2 * MB)
 def block_mask_view(n: int, block: int) -> dict:
     torch.set_num_threads(1)
     return seed_bugs.block_mask_demo(n, block)

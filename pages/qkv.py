@@ -553,7 +553,7 @@ def similarity_tab() -> None:
               seed_bugs.additive_pairing_demo)
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
+@cache_data(max_entries=64, max_bytes=2 * MB)
 def additive_pairing(tokens: tuple[str, ...], d_k: int, hidden: int, seed_: int) -> dict:
     s = lab.qkv_step_through(tokens, CMP_D_MODEL, d_k, seed=seed_)
     return seed_bugs.additive_pairing_demo(lab.make_additive(d_k, d_k, hidden, seed_), s.q[None], s.k[None])

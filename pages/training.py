@@ -39,6 +39,7 @@ from ui import anatomy
 from ui import training_charts as tc
 from ui import training_queue as tq
 from ui.alignment_charts import visible_chars
+from ui.cache import MB, cache_data
 from ui.charts import heatmap_spec, respec, unique_labels
 from ui.controls import seed as seed_control
 from ui.i18n import lesson, t
@@ -172,7 +173,7 @@ def head_rows(n_layers: int, n_heads: int) -> list[str]:
     return [t("pronoun.head_label", layer=a + 1, head=b + 1) for a in range(n_layers) for b in range(n_heads)]
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
+@cache_data(max_entries=16, max_bytes=4 * MB)
 def untrained(task: str, seed: int, probe: str) -> dict:
     """The probe through a freshly initialised attention model (step 0): how attention starts out."""
     run = live_run(task, attention=True, seed=seed, lr=LRS[task], warmup_steps=WARMUP, probe=probe)
@@ -410,7 +411,7 @@ def schedule_demo(steps: int) -> None:
 
 
 # ------------------------------------------------------------------ pitfalls of the tutorial's train_step
-@st.cache_data(show_spinner=False)
+@cache_data(max_entries=1, max_bytes=1 * MB)
 def trainer_bugs() -> dict:
     torch.set_num_threads(1)
     loss = seed_bugs.tutorial_loss_on_encoder_states()

@@ -235,10 +235,10 @@ def test_nbytes_counts_buffers():
 
 
 def test_every_page_cache_has_a_byte_budget_and_the_total_is_bounded():
-    """No page keeps results in Streamlit's entry-count caches (training's are h3's); the budgets of ui.cache
+    """No page keeps results in Streamlit's entry-count caches ; the budgets of ui.cache
     hold the total (README, "Memory")."""
     for path in sorted((ROOT / "pages").glob("*.py")):
-        if path.stem in ("training", "home"):
+        if path.stem == "home":
             continue
         text = path.read_text(encoding="utf-8")
         assert "st.cache_data" not in text and "st.cache_resource" not in text, path.name
