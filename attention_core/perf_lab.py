@@ -104,7 +104,9 @@ def checkpoint_report(n: int, num_layers: int, *, batch: int = 1, d_model: int =
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
         _, layer_saved = saved_tensor_bytes(lambda: one.layers[0](x1).output)
     diff = max(float((a - b).abs().max()) for a, b in zip(results[0][2], results[1][2]))
-    return CheckpointReport(results[0][0].bytes, results[1][0].bytes, layer_saved.bytes, results[0][1], results[1][1], diff, results[0][0].count, results[1][0].count)
+    (plain, plain_calls, _), (ckpt, ckpt_calls, _) = results
+    return CheckpointReport(plain.bytes, ckpt.bytes, layer_saved.bytes, plain_calls, ckpt_calls, diff,
+                            plain.count, ckpt.count)
 
 
 # ------------------------------------------------------------------ mixed precision

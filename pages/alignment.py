@@ -96,7 +96,8 @@ def chars(text: str) -> list[str]:
 
 
 def quoted(items: list[str], limit: int = 8) -> str:
-    shown = t(f"{NS}.sep").join(t("common.quoted", text=anatomy.md_escape(c)) for c in ac.visible_chars("".join(items[:limit])))
+    shown = t(f"{NS}.sep").join(t("common.quoted", text=anatomy.md_escape(c))
+                                for c in ac.visible_chars("".join(items[:limit])))
     return shown + ("…" if len(items) > limit else "")
 
 
@@ -300,6 +301,7 @@ if not models.unavailable("dates"):
     anatomy.exercise("al_ex", t(f"{NS}.ex_question", text=EXERCISE_INPUT),
                      [t(f"{NS}.ex_{k}") for k in ("day", "month", "year", "even")], ex["answer"],
                      t(f"{NS}.ex_explain", text=EXERCISE_INPUT, **{k: ex[k] for k in ("out", "day", "month", "year")}))
-    anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=t(f"{NS}.pit_code"), demo=lambda: pitfall_demo(text))
+    anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=t(f"{NS}.pit_code"),
+                    demo=lambda: pitfall_demo(text))
 anatomy.show_code(AdditiveAttention.scores, AdditiveAttention.forward, AttentionDecoder.attend, AttentionDecoder.step,
                   translate)

@@ -138,7 +138,8 @@ def pronoun_probe(text: str) -> PronounExample | None:
 
 
 def quoted(chars: list[str], limit: int = 8) -> str:
-    shown = t(f"{NS}.sep").join(t("common.quoted", text=anatomy.md_escape(c)) for c in visible_chars("".join(chars[:limit])))
+    shown = t(f"{NS}.sep").join(t("common.quoted", text=anatomy.md_escape(c))
+                                for c in visible_chars("".join(chars[:limit])))
     return shown + ("…" if len(chars) > limit else "")
 
 

@@ -27,7 +27,8 @@ def test_block_sparse_pitfall_counts_the_blocks_that_are_not_block_size(lang):
     text = all_text(at)
     cat = catalog(lang)
     assert cat["efficiency.pit2_example"].format(sizes=", ".join(map(str, sizes)), k=len(sizes), wrong=wrong) in text
-    claim = {"en": f"{wrong} of the {len(sizes)} blocks are not 32 long", "zh": f"{len(sizes)} 块中有 {wrong} 块不是 32 长"}
+    claim = {"en": f"{wrong} of the {len(sizes)} blocks are not 32 long",
+             "zh": f"{len(sizes)} 块中有 {wrong} 块不是 32 长"}
     assert claim[lang] in text
 
 

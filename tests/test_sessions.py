@@ -4,8 +4,8 @@ Two AppTest instances in one process share ``st.cache_data``, ``st.cache_resourc
 cache and the training queue, like two browser sessions of one server. Session A opens a page with input X,
 then session B opens it with input Y (everything else the same): every chart (spec and data) and every text
 of B must show Y and nothing of X. Every page and tab that shows typed text is covered (the library tab of
-the Q/K/V page and the measured-cost tab of the efficiency page show none). About 50 s. A shared cache keyed by something that omits the input (the training
-page's snapshot grid was cached under the run's name) fails this.
+the Q/K/V page and the measured-cost tab of the efficiency page show none). About 50 s. A shared cache keyed by something that omits the input (the
+training page's snapshot grid was cached under the run's name) fails this.
 """
 import json
 import time
