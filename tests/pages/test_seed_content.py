@@ -214,7 +214,10 @@ def test_analysis_pattern_table_asks_first_and_quotes_the_batch(lang):
     names = {p: c[f"analysis.pattern_{p}"] for p in PATTERNS}
     share = {p: float(data[data["key"] == names[p]]["value"].mean()) for p in PATTERNS}
     heads = data["query"].nunique()
-    pct = lambda x: f"{100 * x:.0f}%"
+
+    def pct(x: float) -> str:
+        return f"{100 * x:.0f}%"
+
     expected = c["analysis.seedpat_notice_shares"].format(
         pairs=heads * b, diag=pct(share["diagonal"] + share["previous"] + share["next"]),
         self_=pct(share["diagonal"]), prev=pct(share["previous"]), next_=pct(share["next"]),
