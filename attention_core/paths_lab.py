@@ -1,15 +1,19 @@
 """Why self-attention connects any two positions in one step (Vaswani et al. 2017, Table 1; first
-tutorial, section 5.1), measured on the connection graph of each layer type.
+tutorial, section 5.1), measured as path lengths on the connection graph of each layer type.
 
-One layer lets information flow from position j to position i when ``connections[i, j]`` is True:
+The paper's measure is the path length: how many steps a signal takes from position j to position i. One
+step moves information from j to i when ``connections[i, j]`` is True:
 
-- self-attention: every pair;
-- recurrent: a step carries the state from position t - 1 to t (and, read in both directions, t + 1 to t);
-- convolution with a contiguous kernel of width k: |i - j| <= (k - 1) // 2;
-- restricted self-attention with a neighbourhood r: |i - j| <= r.
+- self-attention: every pair, in one layer;
+- recurrent: one time step carries the state from position t - 1 to t (and, read in both directions,
+  t + 1 to t). A single RNN layer already links position 0 to position n - 1, through n - 1 time steps
+  run one after another: here a step is a time step, not a layer;
+- convolution with a contiguous kernel of width k: |i - j| <= (k - 1) // 2 per layer;
+- restricted self-attention with a neighbourhood r: |i - j| <= r per layer.
 
-Stacking L layers multiplies the graphs, so the number of layers needed between i and j is the
-shortest path length in the graph. ``path_lengths`` finds it by repeated boolean matrix products.
+Chaining steps multiplies the graphs, so the path length between i and j is the shortest path length in
+the graph (time steps for the RNN, stacked layers for the convolution and restricted self-attention).
+``path_lengths`` finds it by repeated boolean matrix products.
 """
 from __future__ import annotations
 
@@ -22,7 +26,8 @@ KINDS = ("self_attention", "recurrent", "convolution", "restricted")
 
 
 def layer_connections(n: int, kind: str, *, kernel: int = 3, neighbourhood: int = 2) -> torch.Tensor:
-    """(n, n) bool: True where one layer of ``kind`` moves information from key j to position i."""
+    """(n, n) bool: True where one step of ``kind`` (a layer; a time step for ``recurrent``) moves
+    information from key j to position i."""
     dist = (torch.arange(n)[:, None] - torch.arange(n)[None, :]).abs()
     if kind == "self_attention":
         return torch.ones(n, n, dtype=torch.bool)
@@ -40,7 +45,7 @@ def layer_connections(n: int, kind: str, *, kernel: int = 3, neighbourhood: int 
 
 
 def path_lengths(connections: torch.Tensor) -> torch.Tensor:
-    """(n, n) long: the fewest layers after which position i has seen position j (0 on the diagonal);
+    """(n, n) long: the path length, the fewest steps after which position i has seen position j (0 on the diagonal);
     -1 where j never reaches i. Breadth-first by repeated boolean matrix products."""
     n = connections.size(0)
     step = connections.to(torch.float32)
@@ -59,7 +64,7 @@ class Table1Row(NamedTuple):
     ops_per_layer: int         # multiply-adds per layer at this n, d (the paper's complexity, constants 1)
     sequential: int            # operations that must run one after another inside a layer
     max_path: int              # longest shortest path, measured on the graph
-    steps: int                 # layers between the two chosen positions, measured on the graph
+    steps: int                 # path length between the two chosen positions, measured on the graph
 
 
 def table1(n: int, d: int, i: int, j: int, *, kernel: int = 3, neighbourhood: int = 2) -> list[Table1Row]:
@@ -76,7 +81,7 @@ def table1(n: int, d: int, i: int, j: int, *, kernel: int = 3, neighbourhood: in
 
 
 def closed_form_steps(distance: int, kind: str, *, kernel: int = 3, neighbourhood: int = 2) -> int:
-    """Layers needed to cover ``distance`` positions: 1 (any distance > 0), distance, ⌈distance / ((k-1)/2)⌉,
+    """Path length (steps) to cover ``distance`` positions: 1 (any distance > 0), distance, ⌈distance / ((k-1)/2)⌉,
     ⌈distance / r⌉ — the oracle of ``path_lengths``."""
     if distance == 0:
         return 0

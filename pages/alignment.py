@@ -218,7 +218,7 @@ def forms_section() -> tuple[dt.date, list[dict]]:
                 key=f"form_{r['form']}")
     st.markdown(f"**{t(f'{NS}.moves_title')}**")
     st.dataframe(ac.moves_table(res, PARTS, {k: t(f"{NS}.part_{k}") for k in PARTS}, PATTERNS,
-                                t(f"{NS}.col_part")), hide_index=True, width="stretch")
+                                t(f"{NS}.col_part"), t(f"{NS}.col_form")), hide_index=True, width="stretch")
     return day, res
 
 

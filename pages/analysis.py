@@ -327,15 +327,32 @@ SEED_PATTERNS = (("diagonal", ("diagonal", "previous", "next")), ("vertical", ("
                  ("horizontal", ("broad",)), ("block", ("block",)), ("sparse", ("broad",)))
 
 
-def seed_pattern_map() -> None:
-    """Where each row of the tutorial's table went: a table with the classifier's names (this page's keys)."""
+def seed_row_shares(counts: np.ndarray) -> dict[str, float]:
+    """Share of all (head, sentence) labels of the batch that fall on each classifier pattern."""
+    total = max(float(counts.sum()), 1.0)
+    return {p: float(counts[..., k].sum()) / total for k, p in enumerate(PATTERNS)}
+
+
+def seed_pattern_map(counts: np.ndarray, lengths: np.ndarray) -> None:
+    """Where each row of the tutorial's table went: a question first (can a row be a bright horizontal
+    stripe?), the table with the classifier's names (this page's keys), and what this batch's labels say."""
     st.markdown(t(f"{NS}.seedpat_intro"))
+    exercise("seedpat_ex", t(f"{NS}.seedpat_ex_q"), [t(f"{NS}.seedpat_ex_a{i}") for i in range(3)], 1,
+                     t(f"{NS}.seedpat_ex_why"))
     st.table(pd.DataFrame([{
         t(f"{NS}.seedpat_c_seed"): t(f"{NS}.seedpat_{row}"),
         t(f"{NS}.seedpat_c_desc"): t(f"{NS}.seedpat_{row}_desc"),
         t(f"{NS}.seedpat_c_app"): t(f"{NS}.seedpat_sep").join(pattern_name(p) for p in names),
         t(f"{NS}.seedpat_c_note"): t(f"{NS}.seedpat_{row}_note", broad=pattern_name("broad"))}
         for row, names in SEED_PATTERNS]))
+    share = seed_row_shares(counts)
+    n_min = int(lengths.min())
+    notice([
+        t(f"{NS}.seedpat_notice_shares", pairs=int(counts.sum()),
+          diag=pct(share["diagonal"] + share["previous"] + share["next"]), self_=pct(share["diagonal"]),
+          prev=pct(share["previous"]), next_=pct(share["next"]), vertical=pct(share["vertical"]),
+          block=pct(share["block"]), broad=pct(share["broad"]), broad_name=pattern_name("broad")),
+        t(f"{NS}.seedpat_notice_row", n=n_min, w=f"{1 / n_min:.3f}")])
 
 
 def facts_of(st_: dict, pats: dict, s: dict, layer: int, head: int, query: int, tau: float,
@@ -452,7 +469,7 @@ with left:
     show_chart(pattern_spec(b, seed_, mix, lang), key="an_patterns")
 with right:
     st.dataframe(pattern_table(pats["counts"], st_), hide_index=True, width="stretch")
-seed_pattern_map()
+seed_pattern_map(pats["counts"], st_["lengths"])
 
 st.subheader(t(f"{NS}.sentence_heading"))
 idx = sentence_choice(b, seed_, mix)

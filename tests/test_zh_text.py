@@ -4,10 +4,14 @@ left on a page shown in Chinese except code, symbols, formulas, names and the En
 1. Every zh file (assets/i18n/zh/*.toml, assets/lessons/zh/**) uses the glossary's Chinese term for a concept,
    never one of its rejected variants; Chinese text has “” (not ASCII "…" or «»), and no ASCII colon next to a
    Chinese character. Code (keys rendered with st.code), inline `code` and $math$ are left alone.
-2. Every page run once in zh with AppTest (about 15 s for all pages): the rendered text (titles, Markdown,
-   captions, alerts, widget labels, help and options, tabs, expanders, metrics, chart titles, \\text{} in
-   formulas) has no English word outside the allow-lists below, the same punctuation rules hold, and the
-   comments of the lesson code (pitfall code, not the "show the code" source) are Chinese.
+2. Every page run in zh with AppTest, every tab of it (a tab that renders lazily, only when open, is opened
+   through its ?tab= URL parameter): the rendered text (titles, Markdown, captions, alerts, widget labels,
+   help and options, text box values, tabs, expanders, metrics, tables and dataframes, chart titles, \\text{}
+   in formulas) has no English word outside the allow-lists below, the same punctuation rules hold, and the
+   comments of the lesson code (pitfall code, not the "show the code" source) are Chinese. The English data
+   words (the sentence the cross-attention page translates, the pronoun grammar, the date formats) are allowed
+   only on the pages that show that data, and never in a text box's value, except the English source sentence
+   of the cross-attention page.
 """
 from __future__ import annotations
 
@@ -107,7 +111,8 @@ def test_zh_files_use_chinese_punctuation():
 
 def test_the_checks_catch_what_they_look_for():
     """The two checks above are not vacuous: they flag the kinds of text issue 11 found."""
-    assert variants_used("编码器块") and variants_used("注意力 rollout 的每一行") and variants_used("几乎成了 one-hot。")
+    assert variants_used("编码器块") and variants_used("注意力 rollout 的每一行")
+    assert variants_used("几乎成了 one-hot。")
     assert not variants_used("注意力展开（rollout）与独热（one-hot）的编码器层")
     assert punctuation_faults('每个词找到的"搭档"还是那几个') and punctuation_faults("给了«5»")
     assert punctuation_faults("避坑: 整行都被遮住") and punctuation_faults("**避坑:** 整行")
@@ -122,36 +127,53 @@ def test_the_checks_catch_what_they_look_for():
 NAMES = {
     "Vaswani", "Bahdanau", "Nadaraya", "Watson", "Abnar", "Zuidema", "Xiong", "Katharopoulos", "Choromanski",
     "Wang", "Beltagy", "Zaheer", "Child", "Dao", "Tay", "Press", "Jain", "Wallace", "Frobenius", "Transformer",
-    "Transformers", "PyTorch", "torch", "Python", "Flax", "harvardnlp", "Annotated",
+    "Transformers", "PyTorch", "torch", "Python", "Flax", "harvardnlp", "Annotated", "Loshchilov", "Hutter",
 }
-# Phrases quoted as they are: paper and benchmark titles, the first tutorial's own (English) example sentence
-# (§5.2), and the language switch that must be readable in both languages.
+# Phrases quoted as they are: paper and benchmark titles and the language switch that must be readable in both
+# languages.
 PHRASES = ("Attention is not Explanation", "Transformers are RNNs", "Long Range Arena", "The Annotated Transformer",
-           "Local Attention", "The animal didn't cross the street because it was too tired.", "Language / 语言")
+           "Local Attention", "Linear Transformer", "Language / 语言")
+# The first tutorial's own (English) example sentence (§5.2): quoted by the pronoun lesson, and the English
+# source sentence the cross-attention page translates into Chinese. Nowhere else.
+SEED_SENTENCE = "The animal didn't cross the street because it was too tired."
+SEED_PAGES = {"pronoun", "cross_attention"}
 # Function names of formulas written in text (max |…|, log n, 2 sin x …) and a formula's variable names.
 MATH = {"sin", "cos", "exp", "log", "max", "min", "softmax", "argmax", "tanh", "elu", "diag", "cumsum", "Var",
-        "sqrt", "ceil", "inf", "act", "base", "pos", "block", "stride", "window", "acc", "out", "logit"}
+        "sqrt", "ceil", "inf", "act", "base", "pos", "block", "stride", "window", "acc", "out", "logit", "ln",
+        "lr", "wd"}                                      # ln(…); lr, wd: the optimiser's learning rate, weight decay
 # The name of the language itself (the switch, "English + 中文" batches of the analysis page).
 LANGUAGE = {"English"}
 
 
 @functools.cache
-def data_words() -> frozenset[str]:
-    """Words that are the pages' data, not their prose: the English sentence the cross-attention page
-    translates and the words its images know, the pronoun grammar's English words (the "it" model reads both
-    languages), and the English month and weekday names and format names the date model reads."""
+def data_words(kinds: tuple[str, ...]) -> frozenset[str]:
+    """Words that are a page's data, not its prose. ``source``: the English sentence the cross-attention page
+    translates and the words its images know; ``pronoun``: the pronoun grammar's English words (the "it" model
+    reads both languages); ``dates``: the English month and weekday names and format names the date model
+    reads."""
     from attention_core import tasks
     from attention_core.cross_attention_lab import ZH_SCENE_WORDS
     from attention_core.text import tokenize
 
-    words = set(tokenize(i18n.catalog("en")["cross_attention.default_source_sentence"]))
-    words |= set(ZH_SCENE_WORDS.values()) | set(tasks.PRONOUN_LEXICON["en"])
-    words |= {w for phrase in tasks._EN_CONTRACTIONS for w in phrase.split()}      # "did not" = "didn't"
-    words |= set(tasks.MONTHS + tasks.MONTHS_ABBR + tasks.WEEKDAYS + tasks.WEEKDAYS_ABBR) | {"th"}
-    for fmt in tasks.DATE_FORMATS:
-        if fmt.lang == "en":
-            words |= set(re.findall(r"[A-Za-z]+", fmt.description))
+    words = set()
+    if "source" in kinds:
+        words |= set(tokenize(i18n.catalog("en")["cross_attention.default_source_sentence"]))
+        words |= set(ZH_SCENE_WORDS.values())
+    if "pronoun" in kinds:
+        words |= set(tasks.PRONOUN_LEXICON["en"])
+        words |= {w for phrase in tasks._EN_CONTRACTIONS for w in phrase.split()}      # "did not" = "didn't"
+    if "dates" in kinds:
+        words |= set(tasks.MONTHS + tasks.MONTHS_ABBR + tasks.WEEKDAYS + tasks.WEEKDAYS_ABBR) | {"th"}
+        for fmt in tasks.DATE_FORMATS:
+            if fmt.lang == "en":
+                words |= set(re.findall(r"[A-Za-z]+", fmt.description))
     return frozenset(w.lower() for w in words)
+
+
+# The pages that show each kind of data (the training page trains the pronoun and date models; the analysis
+# page runs the pronoun model on an "English + 中文" batch of its sentences).
+DATA_PAGES = {"cross_attention": ("source",), "pronoun": ("pronoun",), "alignment": ("dates",),
+              "training": ("pronoun", "dates"), "analysis": ("pronoun",)}
 
 
 @functools.cache
@@ -162,8 +184,29 @@ def allowed() -> frozenset[str]:
     return frozenset(ok)
 
 
-def rendered(at) -> tuple[list[str], list[str]]:
-    """(text a learner reads, lesson code) of one AppTest run; the "show the code" source is left out."""
+@functools.cache
+def code_headers() -> frozenset[str]:
+    """Column headers that announce code (e.g. the "code" column of the multi-head shapes table)."""
+    return frozenset(str(v) for k, v in i18n.catalog("zh").items() if is_code_key(k) and isinstance(v, str))
+
+
+def table_text(element) -> list[str]:
+    """Column headers (a column_config label replaces the column's name), index labels and text cells of a
+    dataframe or table element; a column headed as code is left out."""
+    frame = element.value
+    config = json.loads(element.proto.columns or "{}") if hasattr(element.proto, "columns") else {}
+    texts = [str(i) for i in frame.index if isinstance(i, str)]
+    for column in frame.columns:
+        header = str((config.get(str(column)) or {}).get("label") or column)
+        texts.append(header)
+        if header not in code_headers():
+            texts += [v for v in frame[column].tolist() if isinstance(v, str)]
+    return texts
+
+
+def rendered(at) -> tuple[list[str], list[str], list[str]]:
+    """(text a learner reads, values of the text boxes, lesson code) of one AppTest run; the "show the code"
+    source is left out."""
     texts = []
     for kind in ("title", "header", "subheader", "markdown", "caption", "info", "warning", "error", "success",
                  "text"):
@@ -177,6 +220,10 @@ def rendered(at) -> tuple[list[str], list[str]]:
             texts += [str(o) for o in (getattr(e, "options", None) or [])]
     texts += [str(e.label) for kind in ("tab", "expander") for e in at.get(kind)]
     texts += [str(e.proto.label) for e in at.get("metric")]
+    for kind in ("dataframe", "table"):
+        for e in at.get(kind):
+            texts += table_text(e)
+    inputs = [str(e.value) for kind in ("text_input", "text_area") for e in at.get(kind) if e.value]
 
     def titles(node):
         if isinstance(node, dict):
@@ -195,16 +242,16 @@ def rendered(at) -> tuple[list[str], list[str]]:
     source = i18n.catalog("zh")["common.show_code"]
     shown_source = {id(c.proto) for x in at.get("expander") if x.label == source for c in x.get("code")}
     code = [str(c.value) for c in at.get("code") if id(c.proto) not in shown_source]
-    return texts, code
+    return texts, inputs, code
 
 
-def english_words(text: str, extra: frozenset[str] = frozenset()) -> list[str]:
+def english_words(text: str, extra: frozenset[str] = frozenset(), phrases: tuple[str, ...] = ()) -> list[str]:
     """English words of a rendered Chinese text that no allow-list covers. Not words: identifiers and symbols
     (with a digit, _, . or ^, or glued to one: d_model, W_Q, α_tj, fp16, nn.Embedding), special tokens
     (<pad>), single letters, CamelCase names (LayerNorm, NaN, RoPE), acronyms (FFN, CSV), and English given in
     brackets after its Chinese term (前馈网络（FFN）, 预热（warm-up）)."""
     text = re.sub(r"\s+", " ", prose(text))
-    for phrase in PHRASES:
+    for phrase in PHRASES + phrases:
         text = text.replace(phrase, " ")
     text = re.sub(r"（[A-Za-z][A-Za-z \-’']*）", " ", text)
     text = re.sub(r"<[a-z]+>", " ", text)
@@ -212,8 +259,7 @@ def english_words(text: str, extra: frozenset[str] = frozenset()) -> list[str]:
     for m in re.finditer(r"(?<![\w/\\])[A-Za-z][A-Za-z0-9_'’\-.^/]*", text):
         word = m.group().rstrip(".-")
         if (re.search(r"[0-9_.^/]", word) or len(word) == 1 or re.search(r"[a-z][A-Z]", word) or word.isupper()
-                or word in allowed() or word.lower() in allowed() or word.lower() in data_words()
-                or word.lower() in extra):
+                or word in allowed() or word.lower() in allowed() or word.lower() in extra):
             continue
         found.append(word)
     return found
@@ -231,17 +277,68 @@ def comment_words(code: str) -> list[str]:
     return words
 
 
+def lazy_tabs(at) -> list[str]:
+    """Labels of the tabs a run left empty: those pages draw a tab only when it is open (``tab.open``)."""
+    return [str(tab.label) for tab in at.get("tab") if not tab.children]
+
+
+# Other states of a page that show other text boxes (the training page's probe box depends on its task).
+MORE_RUNS = {"training": ({"task": "12345 → 54321"}, {"task": "it / 它 → ?"})}
+
+
+def page_runs(key: str) -> list[tuple[str, object]]:
+    """(what, AppTest run) of the page in zh, then once more with each lazily drawn tab opened through ?tab=,
+    and in each state of MORE_RUNS."""
+    at = open_page(key, "zh")
+    runs = [("default", at)] + [(f"tab {label}", open_page(key, "zh", {"tab": label})) for label in lazy_tabs(at)]
+    return runs + [(str(params), open_page(key, "zh", params)) for params in MORE_RUNS.get(key, ())]
+
+
+def check_zh_run(at, key: str) -> dict[str, list[str]]:
+    """The faults of one zh run of page ``key``: English words in its text and in its text boxes' values,
+    ASCII punctuation, English in the lesson code's comments."""
+    texts, inputs, code = rendered(at)
+    extra = data_words(DATA_PAGES.get(key, ()))
+    if key == "glossary":        # the glossary page shows each term's English next to the Chinese
+        extra |= {w.lower() for term in glossary() for w in re.findall(r"[A-Za-z]+(?:-[A-Za-z]+)*", term["en"])}
+    phrases = (SEED_SENTENCE,) if key in SEED_PAGES else ()
+    # a text box's default value: only the cross-attention page's English source sentence is English by design
+    input_extra = data_words(("source",)) if key == "cross_attention" else frozenset()
+    input_phrases = (SEED_SENTENCE,) if key == "cross_attention" else ()
+    return {
+        "exceptions": [e.value for e in at.exception],
+        "english": sorted({w for text in texts for w in english_words(text, extra, phrases)}),
+        "english in text boxes": sorted({w for text in inputs for w in english_words(text, input_extra,
+                                                                                        input_phrases)}),
+        "ASCII quotes/colons": [f for text in texts for f in punctuation_faults(text)],
+        "English in lesson code comments": sorted({w for block in code for w in comment_words(block)}),
+    }
+
+
 @pytest.mark.parametrize("key", [p.key for p in available_pages()])
 def test_zh_page_shows_no_english_and_chinese_punctuation(key):
-    at = open_page(key, "zh")
-    assert [e.value for e in at.exception] == []
-    texts, code = rendered(at)
-    # the glossary page shows each term's English next to the Chinese: those words are the glossary's own
-    extra = frozenset(w.lower() for term in glossary() for w in re.findall(r"[A-Za-z]+(?:-[A-Za-z]+)*", term["en"])) \
-        if key == "glossary" else frozenset()
-    english = sorted({w for text in texts for w in english_words(text, extra)})
-    assert english == [], f"English words on the zh {key} page: {english}"
-    faults = [f for text in texts for f in punctuation_faults(text)]
-    assert faults == [], f"ASCII quotes/colons on the zh {key} page: {faults}"
-    in_comments = sorted({w for block in code for w in comment_words(block)})
-    assert in_comments == [], f"English in the comments of the zh {key} page's lesson code: {in_comments}"
+    faults = {}
+    for where, at in page_runs(key):
+        for kind, found in check_zh_run(at, key).items():
+            if found:
+                faults[f"{where}: {kind}"] = found
+    assert faults == {}, f"on the zh {key} page: {faults}"
+
+
+def test_the_page_scan_sees_lazy_tabs_tables_and_text_boxes():
+    """The scan is not blind where issue 11's review found it blind: the efficiency page's lazy tabs are
+    opened and read, dataframes/tables are read, text box values are read, and the seed sentence as a text
+    box's value is English outside the cross-attention page."""
+    at = open_page("efficiency", "zh")
+    labels = lazy_tabs(at)
+    c = i18n.catalog("zh")
+    assert c["efficiency.tab_tips"] in labels and c["efficiency.tab_cost"] in labels
+    tips = open_page("efficiency", "zh", {"tab": c["efficiency.tab_tips"]})
+    assert not any(tab.label == c["efficiency.tab_tips"] for tab in tips.get("tab") if not tab.children)
+    texts, _, _ = rendered(tips)
+    assert any(c["efficiency.tips_ck_bf16_help"] in text for text in texts)
+    assert tips.get("table") or tips.get("dataframe")
+    table = (list(tips.get("table")) + list(tips.get("dataframe")))[0]
+    assert set(table_text(table)) <= set(texts)
+    assert english_words(SEED_SENTENCE) and not english_words(SEED_SENTENCE, phrases=(SEED_SENTENCE,))
+    assert english_words("因为它 was too tired", data_words(("dates",)))

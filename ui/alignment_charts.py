@@ -38,12 +38,13 @@ def reading_table(weights, output: str, source: str, col_out: str, col_reads: st
 
 
 def moves_table(results: Sequence[Mapping], parts: Mapping[str, Sequence[int]], part_names: Mapping[str, str],
-                patterns: Mapping[str, str], col_part: str) -> pd.DataFrame:
+                patterns: Mapping[str, str], col_part: str, col_form: str = "{form}: {text}") -> pd.DataFrame:
     """How the alignment moves between forms: for each part of the answer (year, month, day) and each
-    form, the input characters its rows weigh most (``seq2seq_lab.part_focus``) with the mean peak."""
+    form, the input characters its rows weigh most (``seq2seq_lab.part_focus``) with the mean peak.
+    ``col_form`` titles a form's column (translated: its separator is the language's)."""
     table: dict[str, list[str]] = {col_part: [part_names[k] for k in parts]}
     for r in results:
-        name = f"{patterns[r['form']]}: {r['text']}"
+        name = col_form.format(form=patterns[r["form"]], text=r["text"])
         if len(r["output"]) != 10:
             table[name] = ["—"] * len(parts)
             continue

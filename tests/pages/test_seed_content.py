@@ -1,5 +1,7 @@
 """AppTest of the seed content added for issue 11 §2, in both languages: the sections are there, nothing
 raises, and the numbers on screen are those attention_core computes."""
+import re
+
 import pytest
 
 from attention_core import paths_lab
@@ -188,6 +190,46 @@ def test_analysis_maps_every_row_of_the_tutorials_pattern_table(lang):
     used = {p for p in PATTERNS if any(names[p] in cell for cell in app)}
     assert used == set(PATTERNS)                     # every classifier pattern is accounted for
     assert all(names["broad"] in note for note in table[c["analysis.seedpat_c_note"]][[2, 4]])
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_analysis_pattern_table_asks_first_and_quotes_the_batch(lang):
+    """Review of issue 11, item 6: the tutorial's pattern table comes with a predict-first question, and its
+    notice quotes the batch's label shares, which agree with the page's own pattern chart (per-head shares,
+    every head labelled once per sentence), and 1/n for the batch's shortest sentence. About 4 s."""
+    from attention_core.analysis import PATTERNS
+    from tests.apptest_util import chart_data, chart_spec, charts
+
+    c = CAT[lang]
+    at = open_page("analysis", lang)
+    assert not exceptions(at)
+    text = "\n".join(str(e.value) for e in at.markdown)
+    assert text.index(c["analysis.seedpat_intro"]) < text.index(c["analysis.seedpat_ex_q"])
+    options = [c[f"analysis.seedpat_ex_a{i}"] for i in range(3)]
+    assert any(list(r.options) == options for r in at.radio)
+    b = int(at.slider[0].value)
+    pattern_chart = next(ch for ch in charts(at) if str(chart_spec(ch).get("title")) ==
+                         c["analysis.patterns_title"].format(b=b))
+    data = chart_data(pattern_chart)["data"]
+    names = {p: c[f"analysis.pattern_{p}"] for p in PATTERNS}
+    share = {p: float(data[data["key"] == names[p]]["value"].mean()) for p in PATTERNS}
+    heads = data["query"].nunique()
+
+    def pct(x: float) -> str:
+        return f"{100 * x:.0f}%"
+
+    expected = c["analysis.seedpat_notice_shares"].format(
+        pairs=heads * b, diag=pct(share["diagonal"] + share["previous"] + share["next"]),
+        self_=pct(share["diagonal"]), prev=pct(share["previous"]), next_=pct(share["next"]),
+        vertical=pct(share["vertical"]), block=pct(share["block"]), broad=pct(share["broad"]),
+        broad_name=names["broad"])
+    assert expected in text
+    assert abs(sum(share.values()) - 1) < 1e-6
+    pattern = re.escape(c["analysis.seedpat_notice_row"]).replace(r"\{n\}", r"(\d+)").replace(r"\{w\}", r"([0-9.]+)")
+    found = re.findall(pattern, text)
+    assert len(found) == 1
+    n, w = int(found[0][0]), found[0][2]
+    assert n >= 2 and w == f"{1 / n:.3f}"
 
 
 # ------------------------------------------------------------------ URLs a learner may edit by hand
