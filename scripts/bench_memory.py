@@ -66,7 +66,7 @@ def tab_labels(root: pathlib.Path) -> dict[str, dict[str, str]]:
 
 
 PAGES = ("home", "qkv", "scaling", "masking", "multihead", "positional", "encoder", "cross_attention", "efficiency",
-         "bottleneck", "alignment", "pronoun", "analysis", "training")
+         "bottleneck", "alignment", "pronoun", "analysis", "training", "summary", "glossary")
 
 
 def heavy_requests(root: pathlib.Path, rng: random.Random) -> list[tuple[str, dict]]:
@@ -102,7 +102,9 @@ def heavy_requests(root: pathlib.Path, rng: random.Random) -> list[tuple[str, di
             ("efficiency", {"tab": e["flash"], "src": "random", "n": "64", "bq": "1", "bk": "1", "fc": "true",
                             "step": "64", "tile": "4096", "seed": seed()}),
             ("efficiency", {"tab": e["flash"], "src": "text", "text": s(40), "bq": "1", "bk": "1", "step": "32"}),
-            ("efficiency", {"tab": e["rnn"], "src": "random", "n": "64", "step": "64", "seed": seed()})]
+            ("efficiency", {"tab": e["rnn"], "src": "random", "n": "64", "step": "64", "seed": seed()}),
+            ("efficiency", {"tab": e["tips"], "ck_n": "64", "ck_L": "4", "ck_bf16": "true", "mp_gain": "8.0",
+                            "seed": seed()})]
     digits = "".join(str(rng.randrange(10)) for _ in range(60))
     out += [("bottleneck", {"own": "true", "digits": digits, "len": "60", "step": "65", "per_char": "true"})]
     out += [("alignment", {"date": f"{rng.randrange(1, 29)} March {rng.randrange(1950, 2050)} " + s(60)[:300],
@@ -111,6 +113,7 @@ def heavy_requests(root: pathlib.Path, rng: random.Random) -> list[tuple[str, di
     out += [("pronoun", {"src": "type", "text": s(60), "n": "500"})]
     out += [("analysis", {"b": "512", "tau": "0.5", "mix": "both", "norm": "true", "text": s(70)})]
     out += [("training", {"steps": "600", "every": "5", "probe_reverse": digits[:40]})]
+    out += [("glossary", {"q": s(70)[:400]}), ("summary", {})]
     return out
 
 

@@ -242,7 +242,7 @@ def test_every_page_cache_has_a_byte_budget_and_the_total_is_bounded():
             continue
         text = path.read_text(encoding="utf-8")
         assert "st.cache_data" not in text and "st.cache_resource" not in text, path.name
-    assert uc.BUDGET.max_bytes <= 48 * uc.MB
+    assert uc.BUDGET.max_bytes <= 32 * uc.MB
     from ui import anatomy
     assert isinstance(anatomy.SPECS, uc.ByteBudgetCache) and anatomy.SPECS.max_bytes <= 64 * uc.MB
 

@@ -47,7 +47,7 @@ def formula(latex: str, caption: str | None = None) -> None:
 
 # finished Vega-Lite specs shared by all sessions of the server, LRU within a byte budget (ui.cache); a
 # heatmap of 64 x 64 tokens with its data is ~1.5 MB, a skeleton a few KB
-SPECS = ByteBudgetCache("ui.anatomy.cached_spec", 16 * MB)
+SPECS = ByteBudgetCache("ui.anatomy.cached_spec", 12 * MB)
 
 
 def _build_spec(build: Callable):

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 MB = 2 ** 20
-GLOBAL_BUDGET = 48 * MB       # every cache of this module together (README, "Memory")
+GLOBAL_BUDGET = 32 * MB       # every cache of this module together (README, "Memory")
 _MISSING = object()
 
 
