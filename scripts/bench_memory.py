@@ -30,6 +30,7 @@ import random
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -199,17 +200,21 @@ def free_port() -> int:
 
 
 def start_server(root: pathlib.Path, port: int) -> subprocess.Popen:
+    """``streamlit run app.py`` of ``root`` on 127.0.0.1:``port``, once it answers /_stcore/health (also used by
+    bench_training_queue). Its log goes to a temporary file: a pipe nobody reads would stall a chatty server."""
+    log = tempfile.TemporaryFile()
     proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
                              "--server.address", "127.0.0.1", "--server.headless", "true",
                              "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"],
-                            cwd=root, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                            cwd=root, stdout=subprocess.DEVNULL, stderr=log)
     for _ in range(600):                                  # at most 60 s
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1)
             return proc
         except OSError:
             if proc.poll() is not None:
-                raise RuntimeError("the server exited: " + proc.stderr.read().decode()[-2000:])
+                log.seek(0)
+                raise RuntimeError("the server exited: " + log.read().decode(errors="replace")[-2000:])
             time.sleep(0.1)
     proc.terminate()
     raise RuntimeError("the server did not answer /_stcore/health within 60 s")

@@ -89,28 +89,15 @@ def server_mode(tabs: int, steps: int, chromium: str | None, app: pathlib.Path =
     import os
     import re
     import shutil
-    import socket
-    import subprocess
-    import urllib.request
 
     import websockets
+    from bench_memory import free_port, start_server  # the same server start (scripts/ is on sys.path)
     from playwright.sync_api import sync_playwright
     from streamlit.proto.BackMsg_pb2 import BackMsg
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-                             "--server.headless", "true", "--browser.gatherUsageStats", "false",
-                             "--server.fileWatcherType", "none"], cwd=app, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    base = f"http://localhost:{port}"
-    for _ in range(300):
-        try:
-            urllib.request.urlopen(base + "/_stcore/health", timeout=1)
-            break
-        except OSError:
-            time.sleep(0.1)
+    port = free_port()
+    proc = start_server(app, port)
+    base = f"http://127.0.0.1:{port}"
 
     def server_cpu() -> float:
         fields = pathlib.Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
