@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import copy
 import functools
+import inspect
 import json
 import math
 import re
+import os
+import warnings
 from collections import Counter
 from typing import NamedTuple, Sequence
 
@@ -72,14 +75,16 @@ def pool_factor(n: int, limit: int = MAX_CELLS_PER_AXIS) -> int:
     return max(1, math.ceil(n / limit))
 
 
-def _pool(arr: np.ndarray, fr: int, fc: int, reduce) -> np.ndarray:
+def _pool(arr: np.ndarray, fr: int, fc: int, reduce=np.nanmean) -> np.ndarray:
+    """Average ``fr`` x ``fc`` tiles (NaN cells ignored; an all-NaN tile stays NaN), vectorised."""
     n_q, n_k = arr.shape
-    out = np.full((math.ceil(n_q / fr), math.ceil(n_k / fc)), np.nan)
-    for a in range(out.shape[0]):          # at most 128 x 128 tiles: cheap
-        for b in range(out.shape[1]):
-            tile = arr[a * fr:(a + 1) * fr, b * fc:(b + 1) * fc]
-            out[a, b] = reduce(tile)
-    return out
+    rows, cols = math.ceil(n_q / fr), math.ceil(n_k / fc)
+    padded = np.full((rows * fr, cols * fc), np.nan)
+    padded[:n_q, :n_k] = arr
+    tiles = padded.reshape(rows, fr, cols, fc).transpose(0, 2, 1, 3).reshape(rows, cols, fr * fc)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)   # an all-NaN (fully masked) tile
+        return reduce(tiles, axis=-1)
 
 
 def _range_labels(labels: Sequence[str], f: int) -> list[str]:
@@ -120,9 +125,10 @@ def _heatmap_data(matrix, row_labels: Sequence[str], col_labels: Sequence[str], 
     if fr > 1 or fc > 1:
         visible = np.where(hidden, np.nan, arr)
         with np.errstate(all="ignore"):
-            arr = _pool(visible, fr, fc, lambda tile: np.nan if np.isnan(tile).all() else np.nanmean(tile))
+            arr = _pool(visible, fr, fc)
         hidden = np.isnan(arr)
-        rows, cols = _range_labels(row_labels, fr), _range_labels(col_labels, fc)
+        rows = _range_labels(row_labels, fr) if fr > 1 else rows      # an unpooled axis keeps unique labels
+        cols = _range_labels(col_labels, fc) if fc > 1 else cols
     qi, ki = np.meshgrid(np.arange(arr.shape[0]) * fr, np.arange(arr.shape[1]) * fc, indexing="ij")
     finite = np.isfinite(arr)
     values = np.where(finite, arr, np.nan)  # masked weights stay 0; -inf scores become null
@@ -142,100 +148,237 @@ def _heatmap_data(matrix, row_labels: Sequence[str], col_labels: Sequence[str], 
     return _HeatmapData(frame, max(fr, fc), list(rows), list(cols), bool(hidden.any()), bound)
 
 
-class HeatmapLayout(NamedTuple):
-    """Everything the spec of a heatmap depends on besides its data (see ``heatmap_spec``)."""
+# =====================================================================================================
+# The one way to build and draw a chart: a chart kind
+# =====================================================================================================
+#
+# Altair is the authoring language: a *builder* takes a DataFrame (or a dict of them) and options and
+# returns an ``alt.Chart``. Building and serialising an Altair chart costs 30-80 ms, far more than the
+# maths of a rerun, so ``@chart_kind`` turns a builder into a function that returns the finished
+# Vega-Lite spec (``st.vega_lite_chart``'s input) in about a millisecond:
+#
+# - the spec is built ONCE per *static shape*: the builder's arguments other than the data and the
+#   ``fill`` arguments (options, titles in the current language, sizes that change the layout);
+# - the ``fill`` arguments (axis orders, colour domains, heights, titles, a selected row ...) are given
+#   placeholders in that one build and replaced by this rerun's values in the JSON text;
+# - the data never enters the spec: each DataFrame becomes a named dataset that Streamlit ships as Arrow.
+#
+# The cache key is derived from the arguments (never written by hand), and the skeletons live in one
+# byte-budgeted cache shared by every session (a skeleton holds options and placeholders, no data).
+# A fill argument must reach the spec unchanged (no arithmetic, no ``if`` on it); a value that is None,
+# empty or a bool is part of the static shape instead. ``VERIFY`` (tests: ``tests/test_chart_kinds.py``)
+# rebuilds every chart directly with Altair and checks the filled spec is the same.
 
-    kind: str
-    domain: tuple             # colour domain (lo, hi)
-    threshold: float          # scores: |value| above it gets white numbers
-    show_numbers: bool
-    fine: bool                # at most 48 rows: cell borders, "×" on masked cells
-    any_masked: bool
-    upright_x: bool           # every key label is at most 2 characters (digits, CJK): no need to slant them
-    overlap_x: bool           # let Vega drop labels (more than 40 per axis)
-    overlap_y: bool
-    selectable: bool
-    selected: int | None      # selected query_pos
-    height: int
-    width: int | None         # plotting width in px (None: as wide as the container allows)
-    legend: bool
-    fit_x: bool               # autosize fit-x: the chart fills its column, labels included
-    title: str | None
-    x_title: str
-    y_title: str
-    value_title: str
-    row_order: tuple
-    col_order: tuple
+from .cache import MB, ByteBudgetCache, key_of_values, nbytes
+
+SKELETONS = ByteBudgetCache("ui.charts.skeletons", 4 * MB)
+VERIFY = os.environ.get("ATTENTION_VERIFY_CHARTS") == "1"   # tests switch it on: every fill is checked
+_HOLE = "\u27e6fill:{}\u27e7"                               # ⟦fill:i⟧ (string and list placeholders)
+_INT_HOLE, _FLOAT_HOLE = 918273000, 61728.0625             # + i: numbers no real chart spec contains
+Spec = dict                                                 # a finished Vega-Lite spec, "datasets" included
 
 
-def _heatmap_layout(data: _HeatmapData, *, kind: str, title, x_title, y_title, value_title,
-                    show_numbers, selected_row, selectable, height, domain, width=None,
-                    legend=True, fit_x=False) -> HeatmapLayout:
-    n_rows, n_cols = len(data.rows), len(data.cols)
-    if show_numbers is None:
-        show_numbers = n_rows <= MAX_NUMBERS and n_cols <= MAX_NUMBERS
-    if kind == "weights":
-        lo, hi = domain or (0.0, 1.0)
-    else:
-        lo, hi = domain or (-data.bound, data.bound)
+def _fill_kind(value) -> str:
+    """How a fill value enters the skeleton: a placeholder of its type, or "static" (part of the key)."""
+    if value is None or isinstance(value, bool) or (isinstance(value, (str, list, tuple)) and not value):
+        return "static"
+    if isinstance(value, (int, np.integer)):
+        return "int"
+    if isinstance(value, (float, np.floating)):
+        return "float" if math.isfinite(value) else "static"
+    if isinstance(value, str):
+        return "str"
+    if isinstance(value, (list, tuple)):
+        return "list"
+    raise TypeError(f"a fill value must be a number, a string or a list, not {type(value).__name__}")
+
+
+def _placeholder(kind: str, i: int):
+    return {"int": _INT_HOLE + 7 * i, "float": _FLOAT_HOLE + i, "str": _HOLE.format(i),
+            "list": [_HOLE.format(i)]}[kind]
+
+
+def _plain(value):
+    """JSON-able: numpy scalars and arrays to Python, tuples to lists."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def _named(data):
+    """The builder's data argument as Altair named datasets (what the spec refers to)."""
+    if isinstance(data, pd.DataFrame):
+        return alt.NamedData(name="data")
+    if isinstance(data, dict):
+        return {name: alt.NamedData(name=name) for name in data}
+    raise TypeError(f"chart data must be a DataFrame or a dict of them, not {type(data).__name__}")
+
+
+def _datasets(data) -> dict:
+    return {"data": data} if isinstance(data, pd.DataFrame) else dict(data)
+
+
+def _bare_spec(chart) -> dict:
+    spec = chart.to_dict(validate=VERIFY)
+    spec.pop("datasets", None)
+    view = spec.get("config", {}).get("view", {})
+    for key in ("continuousWidth", "continuousHeight"):   # Altair's default theme; Streamlit drops it too
+        view.pop(key, None)
+    return spec
+
+
+class _Skeleton(NamedTuple):
+    text: str                 # the spec as JSON with placeholders
+    pattern: re.Pattern | None
+    holes: dict               # placeholder text -> (fill name, how to write the value there)
+
+
+class ChartKind:
+    """A chart builder made cheap to redraw (see the comment above). ``kind(data, **args)`` returns the
+    finished spec; ``kind.chart(data, **args)`` the Altair chart itself (tests, notebooks)."""
+
+    def __init__(self, build, fill: tuple[str, ...]):
+        self.build, self.fill = build, tuple(fill)
+        self.name = f"{build.__module__}.{build.__qualname__}"
+        params = inspect.signature(build).parameters
+        missing = [f for f in self.fill if f not in params]
+        if missing:
+            raise TypeError(f"{self.name} has no argument {', '.join(missing)} to fill")
+        self.defaults = {name: p.default for name, p in params.items() if p.default is not inspect.Parameter.empty}
+        functools.update_wrapper(self, build)
+
+    def chart(self, data, **args):
+        return self.build(data, **args)
+
+    def __call__(self, data, **args) -> Spec:
+        values = {name: _plain(args.pop(name, self.defaults.get(name))) for name in self.fill}
+        kinds = {name: _fill_kind(v) for name, v in values.items()}
+        static = {**args, **{n: v for n, v in values.items() if kinds[n] == "static"}}
+        holes = {n: k for n, k in kinds.items() if k != "static"}
+        key = (self.name, key_of_values(tuple(sorted(static.items(), key=lambda kv: kv[0]))),
+               tuple(sorted(holes.items())), None if isinstance(data, pd.DataFrame) else tuple(data))
+        skeleton = SKELETONS.get_or_compute(key, lambda: self._skeleton(data, static, holes))[0]
+        spec = self._fill(skeleton, values)
+        if VERIFY:
+            self.verify(spec, data, {**args, **values})
+        spec["usermeta"] = {"chart_kind": self.name}     # Vega-Lite ignores it; tests read which kind drew a chart
+        spec["datasets"] = _datasets(data)
+        return spec
+
+    def _skeleton(self, data, static: dict, holes: dict):
+        placeholders = {name: _placeholder(kind, i) for i, (name, kind) in enumerate(sorted(holes.items()))}
+        text = json.dumps(_bare_spec(self.build(_named(data), **static, **placeholders)), ensure_ascii=False)
+        found = {}
+        for name, ph in placeholders.items():
+            if isinstance(ph, list):
+                forms = {json.dumps(ph, ensure_ascii=False): "json"}
+            elif isinstance(ph, str):
+                forms = {json.dumps(ph, ensure_ascii=False): "json", f"'{ph}'": "expr"}
+            else:
+                forms = {json.dumps(ph): "number"}
+            # a fill argument this shape does not use is simply absent (VERIFY catches one changed on the way)
+            found.update({form: (name, how) for form, how in forms.items() if form in text})
+        stray = re.findall(r"\u27e6fill:\d+\u27e7", re.sub("|".join(re.escape(f) for f in found), "", text)) \
+            if found else []
+        if stray:
+            raise ValueError(f"{self.name}: a fill argument was changed on its way into the spec")
+        pieces = [rf"(?<![\d.]){re.escape(f)}(?![\d.])" if how == "number" else re.escape(f)
+                  for f, (_, how) in sorted(found.items(), key=lambda kv: len(kv[0]), reverse=True)]
+        pattern = re.compile("|".join(pieces)) if found else None
+        skeleton = _Skeleton(text, pattern, found)
+        return skeleton, skeleton, nbytes(text) + 200 * len(found)
+
+    @staticmethod
+    def _fill(skeleton: _Skeleton, values: dict) -> dict:
+        if skeleton.pattern is None:
+            return json.loads(skeleton.text)
+
+        def write(match: re.Match) -> str:
+            name, how = skeleton.holes[match.group(0)]
+            text = json.dumps(values[name], ensure_ascii=False)
+            return json.dumps(text, ensure_ascii=False)[1:-1] if how == "expr" else text   # "expr": inside a string
+
+        return json.loads(skeleton.pattern.sub(write, skeleton.text))
+
+    def verify(self, spec: dict, data, args: dict) -> None:
+        """The filled spec equals a fresh Altair build with the same arguments (auto-named params aside)."""
+        direct = _bare_spec(self.build(_named(data), **args))
+        norm = lambda s: re.sub(r'"(param|view)_[0-9a-f_]+"', '"auto"', json.dumps(s, sort_keys=True, ensure_ascii=False))
+        if norm(direct) != norm(spec):
+            raise AssertionError(f"{self.name}: the filled spec differs from a direct build\n"
+                                 f"direct: {norm(direct)[:2000]}\nfilled: {norm(spec)[:2000]}")
+
+
+def chart_kind(*, fill: tuple[str, ...] = ()):
+    """Decorator: an Altair builder ``build(data, **options) -> alt.Chart`` becomes a ``ChartKind``."""
+    return lambda build: ChartKind(build, fill)
+
+
+# =====================================================================================================
+# The attention heatmap
+# =====================================================================================================
+
+def heatmap_height(n_rows: int) -> int:
+    """The plot height of a heatmap of ``n_rows`` query rows (30 px cells up to 16 rows, then smaller)."""
     cell = 30 if n_rows <= MAX_NUMBERS else max(4, min(22, 560 // max(n_rows, 1)))
-    return HeatmapLayout(
-        kind, (lo, hi), 0.6 * hi, bool(show_numbers), n_rows <= 48, data.any_masked,
-        all(len(str(c)) <= 2 for c in data.cols), n_cols > 40, n_rows > 40, selectable,
-        None if selected_row is None else int(selected_row) // data.factor * data.factor,
-        height or max(120, cell * n_rows), width, bool(legend), bool(fit_x), title, x_title, y_title, value_title,
-        tuple(data.rows), tuple(data.cols))
+    return max(120, cell * n_rows)
 
 
-def _heatmap_chart(frame: pd.DataFrame, L: HeatmapLayout) -> alt.Chart:
-    if L.kind == "weights":
-        scale = alt.Scale(domain=list(L.domain), scheme=WEIGHT_SCHEME, clamp=True)
+@chart_kind(fill=("domain", "threshold", "selected", "height", "width", "title", "row_order", "col_order"))
+def heatmap_chart(frame, *, kind: str, show_numbers: bool, fine: bool, any_masked: bool, upright_x: bool,
+                  overlap_x: bool, overlap_y: bool, selectable: bool, legend: bool, fit_x: bool, x_title: str,
+                  y_title: str, value_title: str, domain, threshold: float, selected: int | None, height: int,
+                  width: int | None = None, title: str | None = None, row_order=(), col_order=()) -> alt.Chart:
+    """The Altair heatmap of ``heatmap_frame``'s data: rect per cell, numbers where they fit, click = row."""
+    if kind == "weights":
+        scale = alt.Scale(domain=domain, scheme=WEIGHT_SCHEME, clamp=True)
     else:
-        scale = alt.Scale(domain=list(L.domain), scheme=SIGNED_SCHEME, domainMid=0)
+        scale = alt.Scale(domain=domain, scheme=SIGNED_SCHEME, domainMid=0)
     base = alt.Chart(frame).encode(
         # every token label stays up to 40 per axis (Vega would drop every other one when narrow)
-        x=alt.X("key:N", sort=list(L.col_order), title=L.x_title,
-                axis=alt.Axis(labelAngle=0 if L.upright_x else -45, labelOverlap=L.overlap_x, labelLimit=90,
+        x=alt.X("key:N", sort=col_order, title=x_title,
+                axis=alt.Axis(labelAngle=0 if upright_x else -45, labelOverlap=overlap_x, labelLimit=90,
                               orient="top")),
-        y=alt.Y("query:N", sort=list(L.row_order), title=L.y_title,
-                axis=alt.Axis(labelOverlap=L.overlap_y, labelLimit=90)),
+        y=alt.Y("query:N", sort=row_order, title=y_title, axis=alt.Axis(labelOverlap=overlap_y, labelLimit=90)),
     )
     colour = (alt.when(alt.datum.masked).then(alt.value(MASKED_GREY))
-              .otherwise(alt.Color("value:Q", scale=scale, title=L.value_title)))
-    tooltip = [alt.Tooltip("query:N", title=L.y_title), alt.Tooltip("key:N", title=L.x_title),
-               alt.Tooltip("exact:N", title=L.value_title)]
-    rect = base.mark_rect(stroke="white", strokeWidth=0.5 if L.fine else 0).encode(
-        color=colour, tooltip=tooltip)
-    if L.selectable:
+              .otherwise(alt.Color("value:Q", scale=scale, title=value_title)))
+    tooltip = [alt.Tooltip("query:N", title=y_title), alt.Tooltip("key:N", title=x_title),
+               alt.Tooltip("exact:N", title=value_title)]
+    rect = base.mark_rect(stroke="white", strokeWidth=0.5 if fine else 0).encode(color=colour, tooltip=tooltip)
+    if selectable:
         pick = alt.selection_point(name=ROW_SELECTION, fields=["query_pos"], on="click",
-                                   value=None if L.selected is None else [{"query_pos": L.selected}])
-        rect = rect.add_params(pick).encode(
-            opacity=alt.when(pick).then(alt.value(1.0)).otherwise(alt.value(0.35)))
+                                   value=None if selected is None else [{"query_pos": selected}])
+        rect = rect.add_params(pick).encode(opacity=alt.when(pick).then(alt.value(1.0)).otherwise(alt.value(0.35)))
     layers = [rect]
-    if L.show_numbers:
-        if L.kind == "weights":
+    if show_numbers:
+        if kind == "weights":
             light_text = alt.datum.value < 0.55          # dark end of viridis
         else:
-            light_text = abs(alt.datum.value) > L.threshold  # dark ends of blue/orange
+            light_text = abs(alt.datum.value) > threshold  # dark ends of blue/orange
         text = base.mark_text(fontSize=11).encode(
             text=alt.Text("cell_text:N"),
             color=(alt.when(alt.datum.masked).then(alt.value("#555555"))
                    .when(light_text).then(alt.value("white")).otherwise(alt.value("black"))),
             tooltip=tooltip,
-        ).transform_calculate(
-            cell_text="datum.masked ? '×' : format(datum.value, '.2f')")
+        ).transform_calculate(cell_text="datum.masked ? '×' : format(datum.value, '.2f')")
         layers.append(text)
-    elif L.any_masked and L.fine:
-        layers.append(base.transform_filter(alt.datum.masked).mark_text(text="×", color="#666666",
-                                                                         fontSize=10))
-    chart = alt.layer(*layers).properties(height=L.height)
-    if L.width is not None:
-        chart = chart.properties(width=L.width)
-    if not L.legend:
+    elif any_masked and fine:
+        layers.append(base.transform_filter(alt.datum.masked).mark_text(text="×", color="#666666", fontSize=10))
+    chart = alt.layer(*layers).properties(height=height)
+    if width is not None:
+        chart = chart.properties(width=width)
+    if not legend:
         chart = chart.configure_legend(disable=True)
-    if L.title:
-        chart = chart.properties(title=L.title)
-    if L.fit_x:
+    if title:
+        chart = chart.properties(title=title)
+    if fit_x:
         chart = chart.properties(autosize=FIT_X)
     return chart
 
@@ -246,107 +389,61 @@ def heatmap(matrix, row_labels: Sequence[str], col_labels: Sequence[str] | None 
             show_numbers: bool | None = None, selected_row: int | None = None,
             selectable: bool = True, height: int | None = None,
             domain: tuple[float, float] | None = None, width: int | None = None,
-            legend: bool = True, fit_x: bool = True) -> alt.Chart:
-    """The one attention heatmap: queries as rows, keys as columns.
+            legend: bool = True, fit_x: bool = True) -> Spec:
+    """The one attention heatmap, as a finished spec: queries as rows, keys as columns.
 
     ``height`` is the plot's own height (the rows): with ``fit_x`` (default) the chart stretches to its
-    column's width and grows below for the axis labels and the legend; with fit_x=False Streamlit's
-    "fit" squeezes all of them into ``height``, which can cut a legend.
+    column's width and grows below for the axis labels and the legend.
     kind="weights": fixed 0..1 colour domain (viridis), so two heatmaps compare by colour.
     kind="scores": diverging scheme centred on 0 for raw / scaled scores.
-    Masked cells are drawn grey with a "×", never just dark. Clicking a cell selects its
-    query row (selection named ``row``, field ``query_pos``). ``heatmap_spec`` gives the same
-    chart as a finished spec, about 40 times faster.
+    Masked cells are drawn grey with a "×", never just dark. Clicking a cell selects its query row
+    (selection named ``row``, field ``query_pos``). Larger than 128 per axis: averaged tiles.
     """
     col_labels = row_labels if col_labels is None else col_labels
     data = _heatmap_data(matrix, row_labels, col_labels, masked)
-    return _heatmap_chart(data.frame, _heatmap_layout(
-        data, kind=kind, title=title, x_title=x_title, y_title=y_title, value_title=value_title,
-        show_numbers=show_numbers, selected_row=selected_row, selectable=selectable, height=height,
-        domain=domain, width=width, legend=legend, fit_x=fit_x))
+    n_rows, n_cols = len(data.rows), len(data.cols)
+    if show_numbers is None:
+        show_numbers = n_rows <= MAX_NUMBERS and n_cols <= MAX_NUMBERS
+    lo, hi = domain or ((0.0, 1.0) if kind == "weights" else (-data.bound, data.bound))
+    return heatmap_chart(
+        data.frame, kind=kind, show_numbers=bool(show_numbers), fine=n_rows <= 48, any_masked=data.any_masked,
+        upright_x=all(len(str(c)) <= 2 for c in data.cols), overlap_x=n_cols > 40, overlap_y=n_rows > 40,
+        selectable=selectable, legend=bool(legend), fit_x=bool(fit_x), x_title=x_title, y_title=y_title,
+        value_title=value_title, domain=[float(lo), float(hi)], threshold=0.6 * float(hi),
+        selected=None if selected_row is None else int(selected_row) // data.factor * data.factor,
+        height=int(height or heatmap_height(n_rows)), width=width, title=title,
+        row_order=list(data.rows), col_order=list(data.cols))
 
 
-# Placeholders of a heatmap skeleton; each is replaced by the real value in one pass over the JSON
-# text (so a token that happens to spell a placeholder is never replaced again).
-_SENTINELS = {"lo": 123456.5, "hi": 654321.5, "threshold": 777777.25, "selected": 987650123,
-              "height": 987654321, "width": 987654322, "title": "@@title@@", "rows": "@@rows@@", "cols": "@@cols@@"}
+def attention_heatmap(weights, tokens: Sequence[str], key_tokens: Sequence[str] | None = None, *,
+                      title: str | None = None, **options) -> Spec:
+    """``heatmap`` with the page's language filling the common titles (key, query, weight / score)."""
+    from .i18n import t          # ui.charts stays importable without a Streamlit session (t falls back)
+
+    value = "common.score" if options.get("kind") == "scores" else "common.weight"
+    options.setdefault("x_title", t("common.key"))
+    options.setdefault("y_title", t("common.query"))
+    options.setdefault("value_title", t(value))
+    return heatmap(weights, tokens, key_tokens, title=title, **options)
 
 
-@functools.lru_cache(maxsize=128)
-def _heatmap_skeleton(L: HeatmapLayout) -> tuple[str, re.Pattern]:
-    spec = to_spec(_heatmap_chart(_EMPTY_FRAME, L))
-    del spec["datasets"]
-    text = json.dumps(spec, ensure_ascii=False)
-    pieces = {json.dumps(v) for k, v in _SENTINELS.items() if k not in ("rows", "cols")}
-    pieces |= {json.dumps([_SENTINELS["rows"]]), json.dumps([_SENTINELS["cols"]])}
-    present = [p for p in pieces if p in text]
-    return text, re.compile("|".join(re.escape(p) for p in sorted(present, key=len, reverse=True)))
+# =====================================================================================================
+# Bars: one row of weights (or any vector)
+# =====================================================================================================
 
-
-_EMPTY_FRAME = pd.DataFrame({"query_pos": [], "key_pos": [], "query": [], "key": [], "value": [],
-                             "exact": [], "masked": []})
-
-
-def heatmap_spec(matrix, row_labels: Sequence[str], col_labels: Sequence[str] | None = None, *,
-                 kind: str = "weights", masked=None, title: str | None = None,
-                 x_title: str = "key", y_title: str = "query", value_title: str = "weight",
-                 show_numbers: bool | None = None, selected_row: int | None = None,
-                 selectable: bool = True, height: int | None = None,
-                 domain: tuple[float, float] | None = None, width: int | None = None,
-                 legend: bool = True, fit_x: bool = True) -> dict:
-    """``to_spec(heatmap(...))`` with the same arguments, without building an Altair chart.
-
-    Building the chart costs 30-80 ms (Altair copies and validates every piece); here the spec
-    of each *kind* of heatmap (options, not data) is built once with placeholders and kept as
-    JSON text, and a new matrix only fills in its data, axis orders, colour domain, selection,
-    height and title (about 1 ms). A test checks the result equals ``to_spec(heatmap(...))``.
-    """
-    col_labels = row_labels if col_labels is None else col_labels
-    data = _heatmap_data(matrix, row_labels, col_labels, masked)
-    frame = data.frame
-    L = _heatmap_layout(
-        data, kind=kind, title=title, x_title=x_title, y_title=y_title, value_title=value_title,
-        show_numbers=show_numbers, selected_row=selected_row, selectable=selectable, height=height,
-        domain=domain, width=width, legend=legend, fit_x=fit_x)
-    s = _SENTINELS
-    text, pattern = _heatmap_skeleton(L._replace(
-        domain=(s["lo"], s["hi"]), threshold=s["threshold"],
-        selected=None if L.selected is None else s["selected"], height=s["height"],
-        width=None if L.width is None else s["width"],
-        title=s["title"] if L.title else None, row_order=(s["rows"],), col_order=(s["cols"],)))
-    values = {json.dumps(s["lo"]): _json_number(L.domain[0]), json.dumps(s["hi"]): _json_number(L.domain[1]),
-              json.dumps(s["threshold"]): _json_number(L.threshold), json.dumps(s["selected"]): str(L.selected),
-              json.dumps(s["height"]): str(int(L.height)), json.dumps(s["width"]): str(L.width),
-              json.dumps(s["title"]): json.dumps(L.title, ensure_ascii=False),
-              json.dumps([s["rows"]]): json.dumps(list(L.row_order), ensure_ascii=False),
-              json.dumps([s["cols"]]): json.dumps(list(L.col_order), ensure_ascii=False)}
-    spec = json.loads(pattern.sub(lambda m: values[m.group(0)], text))
-    spec["datasets"] = {"data": frame}
-    return spec
-
-
-def _json_number(x) -> str:
-    x = x.item() if hasattr(x, "item") else x
-    return json.dumps(x if isinstance(x, int) and not isinstance(x, bool) else float(x))
-
-
-def _bars_frame(values, labels: Sequence[str], highlight: int | None) -> pd.DataFrame:
+def bars_frame(values, labels: Sequence[str], highlight: int | None = None) -> pd.DataFrame:
     vals = as_numpy(np.asarray(values, dtype=np.float64).reshape(1, -1))[0]
     return pd.DataFrame({"pos": np.arange(len(vals)), "label": unique_labels(list(labels)),
                          "value": vals, "exact": np.char.mod("%.8g", vals),
                          "highlight": np.arange(len(vals)) == (-1 if highlight is None else highlight)})
 
 
-def bars(values, labels: Sequence[str], *, value_title: str = "weight", label_title: str = "key",
-         domain: tuple[float, float] | None = (0.0, 1.0), highlight: int | None = None,
-         height: int = 220, title: str | None = None, fit_x: bool = False) -> alt.Chart:
-    """One row of weights (or any vector) as labelled bars, exact value in the tooltip."""
-    frame = _bars_frame(values, labels, highlight)
-    upright = all(len(str(label)) <= 2 for label in frame["label"])     # digits, CJK characters: no slant
-    y = alt.Y("value:Q", title=value_title,
-              scale=alt.Scale(domain=list(domain)) if domain else alt.Undefined)
+@chart_kind(fill=("order", "domain", "height", "title"))
+def bars_chart(frame, *, value_title: str, label_title: str, upright: bool, fit_x: bool, order=(),
+               domain=None, height: int = 220, title: str | None = None) -> alt.Chart:
+    y = alt.Y("value:Q", title=value_title, scale=alt.Scale(domain=domain) if domain else alt.Undefined)
     chart = alt.Chart(frame).mark_bar().encode(
-        x=alt.X("label:N", sort=list(frame["label"]), title=label_title,
+        x=alt.X("label:N", sort=order, title=label_title,
                 axis=alt.Axis(labelAngle=0 if upright else -45, labelOverlap=True)),
         y=y,
         color=alt.when(alt.datum.highlight).then(alt.value("#e66101")).otherwise(alt.value("#3b528b")),
@@ -357,6 +454,17 @@ def bars(values, labels: Sequence[str], *, value_title: str = "weight", label_ti
     return chart.properties(title=title) if title else chart
 
 
+def bars(values, labels: Sequence[str], *, value_title: str = "weight", label_title: str = "key",
+         domain: tuple[float, float] | None = (0.0, 1.0), highlight: int | None = None,
+         height: int = 220, title: str | None = None, fit_x: bool = False) -> Spec:
+    """One row of weights (or any vector) as labelled bars, exact value in the tooltip."""
+    frame = bars_frame(values, labels, highlight)
+    return bars_chart(frame, value_title=value_title, label_title=label_title,
+                      upright=all(len(str(label)) <= 2 for label in frame["label"]), fit_x=fit_x,
+                      order=list(frame["label"]), domain=None if domain is None else [float(d) for d in domain],
+                      height=height, title=title)
+
+
 def matrix_csv(matrix, row_labels: Sequence[str], col_labels: Sequence[str] | None = None) -> bytes:
     """The full matrix as CSV (UTF-8 with BOM so spreadsheet programs read Chinese labels)."""
     col_labels = row_labels if col_labels is None else col_labels
@@ -365,6 +473,8 @@ def matrix_csv(matrix, row_labels: Sequence[str], col_labels: Sequence[str] | No
     return frame.to_csv(float_format="%.8g").encode("utf-8-sig")
 
 
+
+# ---- LEGACY (removed once every page draws through chart kinds) ----
 _SKELETONS: dict[tuple, dict] = {}     # chart class -> finished spec (bounded: cleared past 256 classes)
 
 
@@ -433,19 +543,8 @@ def respec(skeleton: dict, frame: pd.DataFrame, *, sort: dict | None = None, dom
     return out
 
 
-@functools.lru_cache(maxsize=64)
-def _bars_skeleton(value_title: str, label_title: str, has_domain: bool, height: int, fit_x: bool,
-                   upright: bool) -> dict:
-    return to_spec(bars([0.0], ["·" if upright else "···"], value_title=value_title, label_title=label_title,
-                        domain=(0.0, 1.0) if has_domain else None, height=height, fit_x=fit_x))
 
 
-def bars_spec(values, labels: Sequence[str], *, value_title: str = "weight", label_title: str = "key",
-              domain: tuple[float, float] | None = (0.0, 1.0), highlight: int | None = None,
-              height: int = 220, title: str | None = None, fit_x: bool = False) -> dict:
-    """``to_spec(bars(...))`` with the same arguments, from a cached skeleton (``respec``): ~1 ms."""
-    frame = _bars_frame(values, labels, highlight)
-    upright = all(len(str(label)) <= 2 for label in frame["label"])
-    skeleton = _bars_skeleton(value_title, label_title, domain is not None, height, fit_x, upright)
-    return respec(skeleton, frame, sort={"label": list(frame["label"])},
-                  domain={"y": list(domain)} if domain is not None else None, title=title or None)
+# ---- LEGACY names (removed once every page draws through chart kinds) ----
+heatmap_spec = heatmap
+bars_spec = bars
