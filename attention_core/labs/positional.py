@@ -25,13 +25,11 @@ from typing import NamedTuple
 
 import torch
 
-from .functional import scaled_dot_product_attention
-from .modules import SelfAttention
-from .positional import sinusoidal_encoding
-from .rotary import apply_rotary, rotary_embedding
-from .text import embed_tokens
-from .transformer import LearnedPositionalEmbedding
-from .types import AttentionOutput
+from ..functional import scaled_dot_product_attention
+from ..modules import SelfAttention
+from ..positional import LearnedPositionalEmbedding, apply_rotary, rotary_embedding, sinusoidal_encoding
+from ..text import embed_tokens
+from ..types import AttentionOutput
 
 ENCODINGS = ("none", "sinusoidal", "learned", "rotary")
 
