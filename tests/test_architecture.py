@@ -123,3 +123,11 @@ def test_app_code_never_opens_the_network():
             assert not imported_modules(path) & network, f"{path.relative_to(ROOT)} imports a network module"
     app = (ROOT / "app.py")
     assert not imported_modules(app) & network
+
+
+def test_moved_modules_still_find_the_shipped_assets():
+    """models/ and labs/ sit one folder deeper than the modules they came from: their asset paths follow."""
+    from attention_core.labs.efficiency_bench import DEFAULT_OUT
+    from attention_core.models.recipes import MODELS_DIR
+    assert MODELS_DIR == ROOT / "assets" / "models" and (MODELS_DIR / "dates.pt").exists()
+    assert DEFAULT_OUT == ROOT / "assets" / "bench" / "efficient.json" and DEFAULT_OUT.exists()

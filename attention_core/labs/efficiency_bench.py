@@ -48,7 +48,7 @@ METHODS: dict[str, tuple[float, float, str]] = {
 PERFORMER_M, LINFORMER_K, WINDOW, FLASH_BLOCK = 256, 256, 64, 128
 SIZES = [256, 512, 1024, 2048, 4096, 8192, 16384]
 MAX_N = {"sparse_masked": 4096}        # shown to make a point, not to burn minutes
-DEFAULT_OUT = Path(__file__).resolve().parent.parent / "assets" / "bench" / "efficient.json"
+DEFAULT_OUT = Path(__file__).resolve().parents[2] / "assets" / "bench" / "efficient.json"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -188,7 +188,7 @@ def _run_one(method: str, n: int, args, timeout: float) -> dict:
            "--repeats", str(args.repeats), "--threads", str(args.threads)]
     try:
         proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout,
-                              cwd=Path(__file__).resolve().parent.parent)
+                              cwd=Path(__file__).resolve().parents[2])
     except subprocess.TimeoutExpired:
         return {"method": method, "n": n, "skipped": f"timed out after {timeout:.0f} s"}
     if proc.returncode != 0:

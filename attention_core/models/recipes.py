@@ -61,7 +61,7 @@ from .tasks import (
 )
 from .trainer import TrainProgress, TransformerTrainer
 
-MODELS_DIR = Path(__file__).resolve().parent.parent / "assets" / "models"
+MODELS_DIR = Path(__file__).resolve().parents[2] / "assets" / "models"
 CURVES_FILE = "curves.json"
 ABLATION_FILE = "pronoun_ablation.json"   # scripts/pronoun_readout_ablation.py
 CHECKPOINT_FORMAT = 1
