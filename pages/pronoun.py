@@ -81,7 +81,7 @@ def model() -> PronounResolver:
 
 def resolving_head() -> dict:
     """The encoder head that prefers the referent most often, chosen at training time on held-out
-    sentences of ``train.EVAL_SEED`` (the checkpoint's meta), with its figures there."""
+    sentences of ``models.recipes.EVAL_SEED`` (the checkpoint's meta), with its figures there."""
     ev = shipped_model().meta["eval"]
     layer, head = ev["best_encoder_head"]
     return {"layer": int(layer), "head": int(head), "fraction": float(ev["best_encoder_head_fraction"]),

@@ -11,7 +11,7 @@ Both readouts start from the pronoun's final vector, h = W_read x_it (``attentio
 
 Same encoder (the "pronoun" recipe: 2 post-LN layers, 4 heads, d_model 64), same seeds, batches,
 steps and schedule; evaluated like the shipped checkpoint (float16-rounded weights,
-``train.evaluate_pronoun`` on held-out noun pairs from ``train.EVAL_SEED``). The two-way logit
+``recipes.evaluate_pronoun`` on held-out noun pairs from ``recipes.EVAL_SEED``). The two-way logit
 difference <h, E[a] - E[b]> is antisymmetric: "it" can answer from *either* noun, e.g. by looking at
 the other one and subtracting it, so nothing pushes a head to look at the referent. Writes
 assets/models/pronoun_ablation.json, which the "it" page quotes in its pitfall box. About 25 s per

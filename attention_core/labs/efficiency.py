@@ -376,7 +376,7 @@ LIVE_METHODS = ("full", "linear", "performer", "linformer", "window", "flash")
 
 
 def time_method(method: str, n: int, repeats: int = 5, d: int = 64, seed: int = 0) -> float:
-    """Median wall seconds of one call of a benchmark method (``bench``'s exact settings) at (1, 1, n, d)."""
+    """Median wall seconds of one call of a benchmark method (``efficiency_bench``'s exact settings) at (1, 1, n, d)."""
     from .efficiency_bench import _make_call
 
     g = torch.Generator().manual_seed(seed)

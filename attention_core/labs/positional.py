@@ -15,7 +15,7 @@
    relative size of token embeddings and positions after ``embedding(x) * sqrt(d_model)``.
 
 torch + numpy only. Attention, the sinusoidal table, RoPE and the learned table come from
-``functional``, ``modules``, ``positional``, ``rotary`` and ``transformer``.
+``functional``, ``modules`` and ``positional`` (sinusoidal, learned and rotary in one module).
 """
 from __future__ import annotations
 
