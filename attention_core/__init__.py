@@ -46,11 +46,9 @@ from .functional import (
 )
 from .masks import block_mask, causal_mask, global_tokens_mask, local_mask, padding_mask, strided_mask
 from .modules import AdditiveAttention, HeadDivisibilityError, MultiHeadAttention, SelfAttention
-from .positional import sinusoidal_encoding
-from .rotary import apply_rotary, rotary_embedding
+from .positional import LearnedPositionalEmbedding, apply_rotary, rotary_embedding, sinusoidal_encoding
 from .transformer import (
     EncoderOutput,
-    LearnedPositionalEmbedding,
     PositionWiseFFN,
     TransformerEncoder,
     TransformerEncoderLayer,

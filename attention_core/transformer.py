@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .modules import MultiHeadAttention
-from .positional import sinusoidal_encoding
+from .positional import LearnedPositionalEmbedding, sinusoidal_encoding
 from .types import AttentionOutput
 
 ACTIVATIONS = ("relu", "gelu")
@@ -184,29 +184,6 @@ class TransformerEncoderLayer(nn.Module):
         mine.dropout1.p, mine.dropout2.p = layer.dropout1.p, layer.dropout2.p
         mine.train(layer.training)
         return mine
-
-
-class LearnedPositionalEmbedding(nn.Module):
-    """A trainable table P (max_len, d_model), one row per position (BERT, GPT-2).
-
-    forward(n) -> P[:n], shape (n, d_model). Unlike the sinusoidal table it cannot go beyond
-    max_len and knows nothing of relative offsets until trained. Initialised N(0, 0.02^2) (GPT-2).
-    """
-
-    def __init__(self, max_len: int, d_model: int):
-        super().__init__()
-        self.max_len = max_len
-        self.weight = nn.Parameter(torch.randn(max_len, d_model) * 0.02)
-
-    def forward(self, n: int) -> torch.Tensor:
-        if n > self.max_len:
-            raise ValueError(f"sequence length {n} exceeds max_len {self.max_len} of the learned table")
-        return self.weight[:n]
-
-
-def learned_positional_embedding(max_len: int, d_model: int) -> LearnedPositionalEmbedding:
-    """A fresh ``LearnedPositionalEmbedding`` (seeded by the caller's ``torch.manual_seed``)."""
-    return LearnedPositionalEmbedding(max_len, d_model)
 
 
 class EncoderOutput(NamedTuple):

@@ -12,17 +12,19 @@ import datetime as dt
 import streamlit as st
 import torch
 
-from attention_core.modules import AdditiveAttention
-from attention_core.seq2seq import AttentionDecoder, translate
-from attention_core.seq2seq_lab import (
+from attention_core.labs.alignment import (
     date_forms,
-    decode_as_tutorial,
     matching_form,
     parse_iso,
     part_focus,
+)
+from attention_core.models.seq2seq import (
+    AttentionDecoder,
+    decode_as_tutorial,
+    translate,
     translate_one,
 )
-from attention_core.tasks import (
+from attention_core.models.tasks import (
     DATE_FORMAT_IDS,
     DATE_MAX,
     DATE_MIN,
@@ -30,6 +32,7 @@ from attention_core.tasks import (
     normalize_date_text,
     unknown_chars,
 )
+from attention_core.modules import AdditiveAttention
 from ui import alignment_charts as ac
 from ui import anatomy, models
 from ui.cache import MB, cache_data

@@ -22,18 +22,20 @@ from attention_core.analysis import (
     head_sparsity,
     qk_geometry,
 )
-from attention_core.pronoun_lab import (
+from attention_core.labs.analysis import (
     count_labels,
-    fresh_examples,
     head_qk,
     head_stats,
-    prefix_rows,
-    profile_of,
-    pronoun_rows,
     seed_analyzer_stats,
     sentence_labels,
 )
-from attention_core.tasks import PRONOUN_LANGS, PRONOUN_TEMPLATES, pronoun_text
+from attention_core.labs.pronoun import (
+    fresh_examples,
+    prefix_rows,
+    profile_of,
+    pronoun_rows,
+)
+from attention_core.models.tasks import PRONOUN_LANGS, PRONOUN_TEMPLATES, pronoun_text
 from ui import analysis_charts as ac
 from ui import models
 from ui import multihead_charts as mc

@@ -10,16 +10,21 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from attention_core.seq2seq import AttentionDecoder, Decoder, Encoder, Seq2Seq
-from attention_core.seq2seq_lab import (
+from attention_core.labs.bottleneck import (
     clean_digits,
     compare_chars,
-    decode_as_tutorial,
     random_digits,
     reverse_check,
+)
+from attention_core.models.seq2seq import (
+    AttentionDecoder,
+    Decoder,
+    Encoder,
+    Seq2Seq,
+    decode_as_tutorial,
     translate_one,
 )
-from attention_core.tasks import REVERSE_MAX_LEN, REVERSE_MIN_LEN
+from attention_core.models.tasks import REVERSE_MAX_LEN, REVERSE_MIN_LEN
 from ui import anatomy, models
 from ui import bottleneck_charts as bc
 from ui.cache import MB, cache_data

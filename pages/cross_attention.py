@@ -10,8 +10,6 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from attention_core import cross_attention_lab as cl
-from attention_core import paths_lab
 from attention_core.crossmodal import (
     IMAGE_KINDS,
     CrossModalAttention,
@@ -20,6 +18,7 @@ from attention_core.crossmodal import (
     grounded_features,
     synthetic_scene,
 )
+from attention_core.labs import cross_attention as cl
 from attention_core.modules import MultiHeadAttention
 from ui import anatomy
 from ui.cache import MB, cache_data
@@ -241,7 +240,7 @@ TABLE1 = {"self_attention": ("O(n²·d)", "O(1)", "O(1)"), "recurrent": ("O(n·d
 
 @cache_data(max_entries=64, max_bytes=2 * MB)
 def table1_view(n: int, d: int, i: int, j: int, kernel: int, r: int) -> list[dict]:
-    return [row._asdict() for row in paths_lab.table1(n, d, i, j, kernel=kernel, neighbourhood=r)]
+    return [row._asdict() for row in cl.table1(n, d, i, j, kernel=kernel, neighbourhood=r)]
 
 
 def paths_section() -> None:
@@ -318,4 +317,4 @@ anatomy.pitfall(t("cross_attention.pit_title"), t("cross_attention.pit_body"),
                 code=t("cross_attention.pit_code"),
                 demo=lambda: gate_demo(len(shown[1]) if shown else 7, shown[2] if shown else None))
 anatomy.show_code(cl.decoder_cross_attention, MultiHeadAttention.forward, CrossModalAttention.forward,
-                  grounded_features, paths_lab.layer_connections, paths_lab.path_lengths, paths_lab.table1)
+                  grounded_features, cl.layer_connections, cl.path_lengths, cl.table1)

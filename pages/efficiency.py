@@ -13,11 +13,11 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from attention_core import bench, seed_bugs
-from attention_core import efficiency_lab as el
 from attention_core import efficient as eff
-from attention_core import perf_lab as pl
 from attention_core.functional import masked_softmax, scaled_dot_product_attention
+from attention_core.labs import efficiency as el
+from attention_core.labs import efficiency_bench as bench
+from attention_core.labs import seed_bugs
 from attention_core.masks import causal_mask
 from ui import anatomy, models
 from ui import efficiency_charts as ec
@@ -650,14 +650,14 @@ PREC_N, PREC_D = 64, 32
 @cache_data(max_entries=64, max_bytes=2 * MB)
 def checkpoint_view(n: int, layers: int, bf16: bool) -> dict:
     torch.set_num_threads(1)
-    return pl.checkpoint_report(n, layers, autocast=bf16)._asdict()
+    return el.checkpoint_report(n, layers, autocast=bf16)._asdict()
 
 
 @cache_data(max_entries=64, max_bytes=2 * MB)
 def precision_view(gain: float, seed: int) -> dict:
     torch.set_num_threads(1)
-    return {"rows": [r._asdict() for r in pl.precision_table(PREC_N, PREC_D, gain, seed)],
-            "top": pl.largest_score(PREC_N, PREC_D, gain, seed)}
+    return {"rows": [r._asdict() for r in el.precision_table(PREC_N, PREC_D, gain, seed)],
+            "top": el.largest_score(PREC_N, PREC_D, gain, seed)}
 
 
 def size(b: float) -> str:
@@ -708,7 +708,7 @@ def tips_section(seed: int) -> None:
                                   key="mp_gain", bind="query-params", help=t("efficiency.tips_mp_gain_help"),
                                   format_func=lambda g: f"×{g:g}"))
     anatomy.exercise("tips_mp_ex", t("efficiency.tips_mp_ex_question"),
-                     [t(f"efficiency.tips_mp_r_{name}") for name in pl.RECIPES[1:]], answer=0,
+                     [t(f"efficiency.tips_mp_r_{name}") for name in el.RECIPES[1:]], answer=0,
                      explanation=t("efficiency.tips_mp_ex_explain"))
     pv = precision_view(gain, seed)
     rows = pv["rows"]
@@ -871,7 +871,7 @@ if tabs[4].open:
         tips_section(inp[2] if inp is not None else 0)
         anatomy.pitfall(t("efficiency.tips_pit_title"), t("efficiency.tips_pit_body"), t("efficiency.tips_pit_code"),
                         demo=pitfall_fp16_underflow)
-        ran += [pl.saved_tensor_bytes, pl.run_encoder, pl.checkpoint_report, pl.attention_in, pl.precision_table]
+        ran += [el.saved_tensor_bytes, el.run_encoder, el.checkpoint_report, el.attention_in, el.precision_table]
 
 doc = recorded()
 if doc is None:

@@ -9,8 +9,8 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from attention_core import encoder_lab as el
 from attention_core.analysis import attention_rollout
+from attention_core.labs import encoder as el
 from attention_core.text import embed_tokens
 from attention_core.transformer import PositionWiseFFN, TransformerEncoder, TransformerEncoderLayer
 from ui import anatomy

@@ -8,11 +8,12 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from attention_core import masking_lab as ml
 from attention_core.functional import masked_softmax, scaled_dot_product_attention
+from attention_core.labs import masking as ml
 from attention_core.masks import causal_mask, local_mask, padding_mask
 from attention_core.text import tokenize
 from ui import anatomy
+from ui import masking_state as ms
 from ui.cache import MB, cache_data
 from ui.charts import heatmap_spec, unique_labels
 from ui.controls import keep_row, kept_row
@@ -88,7 +89,7 @@ Batch = tuple[tuple[str, ...], ...]
 
 _cached = cache_data(max_entries=64, max_bytes=8 * MB)
 attend = _cached(ml.attend_batch)              # (sentences, side, seed, causal) -> batch, keep, qkv, stages
-attend_custom = _cached(ml.custom_attention)   # (tokens, mask text, seed) -> mask, stages, naive weights
+attend_custom = _cached(ms.attend_mask_text)   # (tokens, mask text, seed) -> mask, stages, naive weights
 fully_masked_demo = _cached(ml.fully_masked_demo)
 
 
@@ -222,12 +223,12 @@ def causal_section(sentences: Batch, side: str, seed: int, s: int) -> None:
 
 
 def _set_preset(name: str, n: int) -> None:
-    st.session_state["cm"] = ml.encode_mask(ml.preset_mask(name, n))
+    st.session_state["cm"] = ms.encode_mask(ml.preset_mask(name, n))
 
 
 def _apply_edits(editor_key: str, code: str, labels: list[str]) -> None:
     edits = (st.session_state.get(editor_key) or {}).get("edited_rows", {})
-    st.session_state["cm"] = ml.apply_edits(code, labels, edits)
+    st.session_state["cm"] = ms.apply_edits(code, labels, edits)
 
 
 def custom_section(tokens: list[str], seed: int, s: int) -> None:
@@ -236,7 +237,7 @@ def custom_section(tokens: list[str], seed: int, s: int) -> None:
     n = len(tokens)
     labels = unique_labels(tokens)
     if "cm" not in st.session_state and "cm" not in st.query_params:
-        st.session_state["cm"] = ml.encode_mask(ml.default_custom_mask(n))
+        st.session_state["cm"] = ms.encode_mask(ml.default_custom_mask(n))
     cols = st.columns(len(ml.PRESETS))
     for col, name in zip(cols, ml.PRESETS):
         col.button(t(f"masking.preset_{name}"), key=f"preset_{name}", on_click=_set_preset, args=(name, n),
@@ -244,13 +245,13 @@ def custom_section(tokens: list[str], seed: int, s: int) -> None:
     code = st.text_input(t("masking.cm_label"), key="cm", bind="query-params", max_chars=MAX_TOKENS * 12,
                          help=t("masking.cm_help"))
     try:
-        mask, exact = ml.decode_mask(code, n, fallback=local_mask(n, 1))
+        mask, exact = ms.decode_mask(code, n, fallback=local_mask(n, 1))
     except ValueError:
         anatomy.problem("masking.err_mask_text")
         mask, exact = ml.default_custom_mask(n), True
     if not exact:
         st.caption(t("masking.note_resized", n=n))
-    code_now = ml.encode_mask(mask)
+    code_now = ms.encode_mask(mask)
     editor_key = f"cm_ed_{code_now}"
     frame = pd.DataFrame(mask.numpy(), index=labels, columns=labels)
     st.caption(t("masking.grid_caption"))

@@ -14,8 +14,7 @@ import streamlit as st
 import torch
 
 from attention_core.analysis import PATTERNS, classify_heads, head_similarity, qk_geometry, synthetic_pattern
-from attention_core.modules import HeadDivisibilityError, MultiHeadAttention
-from attention_core.multihead_lab import (
+from attention_core.labs.multihead import (
     MODES,
     build_mha,
     model_input,
@@ -26,6 +25,7 @@ from attention_core.multihead_lab import (
     structured_mha,
     trace_mha,
 )
+from attention_core.modules import HeadDivisibilityError, MultiHeadAttention
 from ui import multihead_charts as mc
 from ui.anatomy import (
     cached_spec,

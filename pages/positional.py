@@ -12,9 +12,8 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from attention_core import positional_lab as pl
-from attention_core.positional import sinusoidal_encoding
-from attention_core.rotary import rotary_embedding
+from attention_core.labs import positional as pl
+from attention_core.positional import rotary_embedding, sinusoidal_encoding
 from ui import anatomy
 from ui.cache import MB, cache_data
 from ui.charts import heatmap_spec, unique_labels

@@ -13,8 +13,7 @@ import numpy as np
 import streamlit as st
 import torch
 
-from attention_core.pronoun import PronounResolver, referent_agreement, resolve
-from attention_core.pronoun_lab import (
+from attention_core.labs.pronoun import (
     PronounRows,
     adjective_ids,
     build_example,
@@ -26,7 +25,8 @@ from attention_core.pronoun_lab import (
     pronoun_rows,
     word,
 )
-from attention_core.tasks import (
+from attention_core.models.pronoun import PronounResolver, referent_agreement, resolve
+from attention_core.models.tasks import (
     PRONOUN_TEMPLATES,
     PronounExample,
     parse_pronoun_sentence,
@@ -81,7 +81,7 @@ def model() -> PronounResolver:
 
 def resolving_head() -> dict:
     """The encoder head that prefers the referent most often, chosen at training time on held-out
-    sentences of ``train.EVAL_SEED`` (the checkpoint's meta), with its figures there."""
+    sentences of ``models.recipes.EVAL_SEED`` (the checkpoint's meta), with its figures there."""
     ev = shipped_model().meta["eval"]
     layer, head = ev["best_encoder_head"]
     return {"layer": int(layer), "head": int(head), "fraction": float(ev["best_encoder_head_fraction"]),

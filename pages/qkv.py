@@ -12,12 +12,12 @@ import pandas as pd
 import streamlit as st
 import torch
 
-from attention_core import qkv_lab as lab
-from attention_core import seed_bugs
 from attention_core.diagnostics import attention_entropy
 from attention_core.functional import masked_softmax
+from attention_core.labs import qkv as lab
+from attention_core.labs import seed_bugs
 from attention_core.modules import AdditiveAttention
-from ui import qkv_charts
+from ui import qkv_charts, qkv_state
 from ui.anatomy import (
     cached_spec,
     exercise,
@@ -281,7 +281,7 @@ def library_tab() -> None:
     titles = [str(x).strip() if isinstance(x, str) and x.strip() else t("qkv.l_untitled", i=i + 1)
               for i, x in enumerate(edited["title"].tolist())]
     columns = list(lab.KEY_AXES) + list(lab.VALUE_AXES)
-    numbers, bad = lab.parse_number_table(edited[columns].astype(object).values.tolist(), LIMIT)
+    numbers, bad = qkv_state.parse_number_table(edited[columns].astype(object).values.tolist(), LIMIT)
     if bad:
         names = {a: t(f"qkv.axis_{a}") for a in lab.KEY_AXES}
         names |= {a: t(f"qkv.vaxis_{a}") for a in lab.VALUE_AXES}
@@ -342,7 +342,7 @@ def library_tab() -> None:
     ])
     exercise("qkv_ex_library", t("qkv.l_ex_q", book=md_escape(titles[best])),
              [t("qkv.l_ex_a0"), t("qkv.l_ex_a1"), t("qkv.l_ex_a2")], 2, t("qkv.l_ex_why"))
-    show_code(lab.library_attention, lab.parse_number_table)
+    show_code(lab.library_attention, qkv_state.parse_number_table)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,9 +8,9 @@ import numpy as np
 import streamlit as st
 import torch
 
-from attention_core import scaling_lab as sl
 from attention_core.diagnostics import softmax_jacobian_norm
 from attention_core.functional import masked_softmax
+from attention_core.labs import scaling as sl
 from ui import anatomy
 from ui import scaling_charts as sc
 from ui.cache import MB, cache_data, shared_arrays

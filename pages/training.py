@@ -20,11 +20,14 @@ import torch
 from streamlit.runtime import Runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from attention_core import seed_bugs
-from attention_core.pronoun import pronoun_loss
-from attention_core.seq2seq import seq2seq_loss
-from attention_core.seq2seq_lab import clean_digits, matching_form, smooth
-from attention_core.tasks import (
+from attention_core.labs import seed_bugs
+from attention_core.labs.alignment import matching_form
+from attention_core.labs.bottleneck import clean_digits
+from attention_core.labs.training import smooth
+from attention_core.models.pronoun import pronoun_loss
+from attention_core.models.recipes import LIVE_PROBES, live_run
+from attention_core.models.seq2seq import seq2seq_loss
+from attention_core.models.tasks import (
     MAX_DATE_INPUT,
     PronounExample,
     normalize_date_text,
@@ -33,8 +36,7 @@ from attention_core.tasks import (
     sentence_language,
     unknown_chars,
 )
-from attention_core.train import LIVE_PROBES, live_run
-from attention_core.trainer import TransformerTrainer, seed_warmup_cosine, warmup_cosine
+from attention_core.models.trainer import TransformerTrainer, seed_warmup_cosine, warmup_cosine
 from ui import anatomy
 from ui import training_charts as tc
 from ui import training_queue as tq

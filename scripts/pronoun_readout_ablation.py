@@ -2,7 +2,7 @@
 
     python scripts/pronoun_readout_ablation.py [--seeds 5 1 2] [--steps 1500] [--out PATH]
 
-Both readouts start from the pronoun's final vector, h = W_read x_it (``attention_core.pronoun``):
+Both readouts start from the pronoun's final vector, h = W_read x_it (``attention_core.models.pronoun``):
 
 - word (shipped):  logits over the whole vocabulary, h . E_w + b_w (E the encoder's own input
   embedding table, tied), cross-entropy towards the referent's word.
@@ -11,7 +11,7 @@ Both readouts start from the pronoun's final vector, h = W_read x_it (``attentio
 
 Same encoder (the "pronoun" recipe: 2 post-LN layers, 4 heads, d_model 64), same seeds, batches,
 steps and schedule; evaluated like the shipped checkpoint (float16-rounded weights,
-``train.evaluate_pronoun`` on held-out noun pairs from ``train.EVAL_SEED``). The two-way logit
+``recipes.evaluate_pronoun`` on held-out noun pairs from ``recipes.EVAL_SEED``). The two-way logit
 difference <h, E[a] - E[b]> is antisymmetric: "it" can answer from *either* noun, e.g. by looking at
 the other one and subtracting it, so nothing pushes a head to look at the referent. Writes
 assets/models/pronoun_ablation.json, which the "it" page quotes in its pitfall box. About 25 s per
@@ -31,16 +31,23 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from attention_core.masks import padding_mask  # noqa: E402
-from attention_core.pronoun import (  # noqa: E402
+from attention_core.models.pronoun import (
     PronounBatch,
     PronounConfig,
     PronounOutput,
     PronounResolver,
     pronoun_loss,
 )
-from attention_core.tasks import PRONOUN_VOCAB  # noqa: E402
-from attention_core.train import ABLATION_FILE, EVAL_SEED, MODELS_DIR, RECIPES, batch_fn, evaluate_pronoun  # noqa: E402
-from attention_core.trainer import TransformerTrainer  # noqa: E402
+from attention_core.models.recipes import (  # noqa: E402
+    ABLATION_FILE,
+    EVAL_SEED,
+    MODELS_DIR,
+    RECIPES,
+    batch_fn,
+    evaluate_pronoun,
+)
+from attention_core.models.tasks import PRONOUN_VOCAB  # noqa: E402
+from attention_core.models.trainer import TransformerTrainer  # noqa: E402
 
 OUT = MODELS_DIR / ABLATION_FILE
 COMMAND = "python scripts/pronoun_readout_ablation.py"

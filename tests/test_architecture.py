@@ -24,6 +24,71 @@ def test_attention_core_is_torch_and_numpy_only():
         assert not imported_modules(path) & forbidden, f"{path.name} imports {imported_modules(path) & forbidden}"
 
 
+LIBRARY = {"__init__", "types", "functional", "masks", "modules", "efficient", "positional", "transformer",
+           "diagnostics", "analysis", "crossmodal", "text"}
+LAB_EXTRAS = {"seed_bugs", "efficiency_bench"}       # not a page: the tutorials' bugs, the benchmark CLI
+UI_AND_PLOTTING = {"streamlit", "altair", "pandas", "ui"}
+
+
+def absolute_imports(path: pathlib.Path, package: str) -> set[str]:
+    """Every module ``path`` imports, relative imports resolved against ``package`` (dotted)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[:len(package.split(".")) - node.level + 1] if node.level else []
+            mod = ".".join(base + ([node.module] if node.module else []))
+            names.add(mod)
+            names.update(f"{mod}.{a.name}" for a in node.names)     # from attention_core import labs
+    return names
+
+
+def reaches(imports: set[str], prefix: str) -> bool:
+    return any(m == prefix or m.startswith(prefix + ".") for m in imports)
+
+
+def test_attention_core_top_level_is_only_the_library():
+    core = ROOT / "attention_core"
+    files = {p.stem for p in core.glob("*.py")}
+    assert files == LIBRARY, f"unexpected: {sorted(files - LIBRARY)}, missing: {sorted(LIBRARY - files)}"
+    folders = {p.name for p in core.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders == {"models", "labs"}
+
+
+def test_the_library_imports_no_model_lab_or_ui_code():
+    for path in (ROOT / "attention_core").glob("*.py"):
+        imports = absolute_imports(path, "attention_core")
+        for banned in ("attention_core.models", "attention_core.labs", *UI_AND_PLOTTING):
+            assert not reaches(imports, banned), f"attention_core/{path.name} imports {banned}"
+
+
+def test_models_and_labs_import_no_ui_and_models_no_labs():
+    for sub in ("models", "labs"):
+        for path in (ROOT / "attention_core" / sub).glob("*.py"):
+            imports = absolute_imports(path, f"attention_core.{sub}")
+            banned = UI_AND_PLOTTING | ({"attention_core.labs"} if sub == "models" else set())
+            for b in banned:
+                assert not reaches(imports, b), f"attention_core/{sub}/{path.name} imports {b}"
+
+
+def test_one_lab_per_page_key():
+    """``grep -r <key>`` finds a whole concept: labs are named after the page they serve."""
+    from ui.registry import PAGES
+    keys = {p.key for p in PAGES}
+    labs = {p.stem for p in (ROOT / "attention_core" / "labs").glob("*.py")} - {"__init__"}
+    assert labs - LAB_EXTRAS <= keys, f"labs named after no page: {sorted(labs - LAB_EXTRAS - keys)}"
+    assert LAB_EXTRAS <= labs
+    for key in labs - LAB_EXTRAS:
+        assert (ROOT / "pages" / f"{key}.py").exists(), key
+
+
+def test_the_clis_run():
+    for module in ("attention_core.models", "attention_core.labs.efficiency_bench"):
+        out = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT, capture_output=True, text=True)
+        assert out.returncode == 0 and "usage" in out.stdout, (module, out.stderr[-500:])
+
+
 def test_ui_chart_builders_do_not_call_streamlit():
     for path in (ROOT / "ui").glob("*charts.py"):
         assert "streamlit" not in imported_modules(path), f"{path.name} must stay a pure chart builder"
@@ -58,3 +123,11 @@ def test_app_code_never_opens_the_network():
             assert not imported_modules(path) & network, f"{path.relative_to(ROOT)} imports a network module"
     app = (ROOT / "app.py")
     assert not imported_modules(app) & network
+
+
+def test_moved_modules_still_find_the_shipped_assets():
+    """models/ and labs/ sit one folder deeper than the modules they came from: their asset paths follow."""
+    from attention_core.labs.efficiency_bench import DEFAULT_OUT
+    from attention_core.models.recipes import MODELS_DIR
+    assert MODELS_DIR == ROOT / "assets" / "models" and (MODELS_DIR / "dates.pt").exists()
+    assert DEFAULT_OUT == ROOT / "assets" / "bench" / "efficient.json" and DEFAULT_OUT.exists()

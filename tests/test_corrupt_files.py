@@ -1,14 +1,14 @@
 """Missing or damaged shipped files (issue 10, section 6): the page that needs the file says which file, that it
 is missing or damaged, and the command that rebuilds it, in the learner's language, with no traceback; the
 other pages are unaffected. Every case works on a copy of assets/models and assets/bench in a temporary
-folder (attention_core.train.MODELS_DIR and ui.models.BENCH_DIR point there), never on the real files."""
+folder (attention_core.models.recipes.MODELS_DIR and ui.models.BENCH_DIR point there), never on the real files."""
 import os
 import shutil
 from types import SimpleNamespace
 
 import pytest
 
-import attention_core.train as train
+import attention_core.models.recipes as train
 import ui.models
 from tests.apptest_util import ROOT, all_text, exceptions, open_page
 from ui.i18n import catalog
@@ -72,7 +72,7 @@ def assert_fine(key: str, lang: str = "en", params=None):
 def test_a_damaged_date_model_is_reported_on_alignment_and_bottleneck_is_unaffected(assets, damage):
     damage(assets.models / "dates.pt")
     at = open_page("alignment", "en")
-    assert_says(at, "en", "damaged", "assets/models/dates.pt", "python -m attention_core.train dates")
+    assert_says(at, "en", "damaged", "assets/models/dates.pt", "python -m attention_core.models dates")
     assert not at.text_input and not at.get("vega_lite_chart")     # nothing of the model's is drawn
     assert_fine("bottleneck")
 
@@ -81,7 +81,7 @@ def test_a_truncated_reversal_model_is_reported_on_bottleneck_in_chinese_and_ali
     truncate(assets.models / "reverse_attn.pt")
     at = open_page("bottleneck", "zh")
     detail = assert_says(at, "zh", "damaged", "assets/models/reverse_attn.pt",
-                         "python -m attention_core.train reverse_attn")
+                         "python -m attention_core.models reverse_attn")
     assert str(assets.models) not in detail and str(ROOT) not in all_text(at)     # no server path shown
     assert len(file_messages(at)) == 1                                                 # reverse_noattn is fine
     assert_fine("alignment", "zh")
@@ -91,7 +91,7 @@ def test_a_truncated_reversal_model_is_reported_on_bottleneck_in_chinese_and_ali
 def test_a_zero_byte_pronoun_model_is_reported_on_pronoun_and_analysis(assets, key):
     (assets.models / "pronoun.pt").write_bytes(b"")
     at = open_page(key, "en")
-    detail = assert_says(at, "en", "damaged", "assets/models/pronoun.pt", "python -m attention_core.train pronoun")
+    detail = assert_says(at, "en", "damaged", "assets/models/pronoun.pt", "python -m attention_core.models pronoun")
     assert "EOFError" in detail                      # was a blank red EOFError box
     assert not at.get("vega_lite_chart")
     if key == "pronoun":
@@ -112,12 +112,12 @@ def test_a_damaged_readout_ablation_leaves_the_pronoun_pitfall_unrecorded(assets
 def test_a_missing_model_without_attention_is_reported_and_alignment_still_reads_dates(assets):
     (assets.models / "dates_noattn.pt").unlink()
     at = open_page("alignment", "en")
-    assert_says(at, "en", "missing", "assets/models/dates_noattn.pt", "python -m attention_core.train dates_noattn")
+    assert_says(at, "en", "missing", "assets/models/dates_noattn.pt", "python -m attention_core.models dates_noattn")
     assert at.get("vega_lite_chart")                 # the attention model's alignment is still drawn
 
 
 def test_the_loader_reports_missing_and_damaged_checkpoints_with_the_command(assets):
-    """attention_core.train.load_model: FileNotFoundError for a missing file, DamagedFile (a ValueError) with
+    """attention_core.models.recipes.load_model: FileNotFoundError for a missing file, DamagedFile (a ValueError) with
     the rebuild command for every way a file can be damaged; weights_only=True stays."""
     (assets.models / "dates.pt").unlink()
     with pytest.raises(FileNotFoundError):
@@ -128,7 +128,7 @@ def test_the_loader_reports_missing_and_damaged_checkpoints_with_the_command(ass
         damage(assets.models / f"{name}.pt")
         with pytest.raises(train.DamagedFile) as err:
             train.load_model(name)
-        assert err.value.command == f"python -m attention_core.train {name}" and isinstance(err.value, ValueError)
+        assert err.value.command == f"python -m attention_core.models {name}" and isinstance(err.value, ValueError)
     got = ui.models.load("reverse_attn")
     assert got == ui.models.load("reverse_attn") and not got.missing and got.file == "assets/models/reverse_attn.pt"
     assert ui.models.model("dates") is None and ui.models.load("dates").missing
@@ -140,7 +140,7 @@ def test_the_loader_reports_missing_and_damaged_checkpoints_with_the_command(ass
 def test_an_invalid_curves_file_is_reported_on_bottleneck_and_alignment_still_runs(assets, content):
     (assets.models / "curves.json").write_bytes(content)
     at = open_page("bottleneck", "en")
-    assert_says(at, "en", "damaged", "assets/models/curves.json", "python -m attention_core.train curves")
+    assert_says(at, "en", "damaged", "assets/models/curves.json", "python -m attention_core.models curves")
     assert at.slider(key="len") is not None and at.get("vega_lite_chart")   # the rest of the page runs
     at = open_page("alignment", "en")                    # its facts fall back to the checkpoint's own evaluation
     assert exceptions(at) == [] and at.get("vega_lite_chart") and file_messages(at) == []
@@ -151,7 +151,7 @@ def test_an_invalid_curves_file_is_reported_on_bottleneck_and_alignment_still_ru
 def test_a_missing_curves_file_is_reported_on_bottleneck(assets):
     (assets.models / "curves.json").unlink()
     at = open_page("bottleneck", "en")
-    assert_says(at, "en", "missing", "assets/models/curves.json", "python -m attention_core.train curves")
+    assert_says(at, "en", "missing", "assets/models/curves.json", "python -m attention_core.models curves")
 
 
 # ---------------------------------------------------------------- recorded benchmarks
@@ -163,7 +163,7 @@ COST_TAB = {lang: catalog(lang)["efficiency.tab_cost"] for lang in ("en", "zh")}
 def test_a_missing_benchmark_is_reported_on_efficiency_and_the_live_parts_still_run(assets, lang):
     (assets.bench / "efficient.json").unlink()
     at = open_page("efficiency", lang, {"tab": COST_TAB[lang]})
-    assert_says(at, lang, "missing", "assets/bench/efficient.json", "python -m attention_core.bench")
+    assert_says(at, lang, "missing", "assets/bench/efficient.json", "python -m attention_core.labs.efficiency_bench")
     assert not at.table                                  # the recorded complexity table is not drawn
     at = open_page("efficiency", lang)                   # the first tab computes live and draws
     assert exceptions(at) == [] and at.get("vega_lite_chart")
@@ -175,17 +175,18 @@ def test_a_missing_benchmark_is_reported_on_efficiency_and_the_live_parts_still_
 def test_a_damaged_or_partial_benchmark_is_reported_on_efficiency(assets, content):
     (assets.bench / "efficient.json").write_bytes(content)
     at = open_page("efficiency", "en", {"tab": COST_TAB["en"]})
-    assert_says(at, "en", "damaged", "assets/bench/efficient.json", "python -m attention_core.bench")
+    assert_says(at, "en", "damaged", "assets/bench/efficient.json", "python -m attention_core.labs.efficiency_bench")
 
 
 def test_a_benchmark_of_a_quick_run_is_reported_not_crashed_on(assets):
-    """`python -m attention_core.bench --quick` stops at n = 2048: the page quotes n up to 16384."""
+    """`python -m attention_core.labs.efficiency_bench --quick` stops at n = 2048: the page quotes n up to 16384."""
     import json
     doc = json.loads((assets.bench / "efficient.json").read_text(encoding="utf-8"))
     doc["results"] = [r for r in doc["results"] if r["n"] <= 2048]
     (assets.bench / "efficient.json").write_text(json.dumps(doc), encoding="utf-8")
     at = open_page("efficiency", "en", {"tab": COST_TAB["en"]})
-    detail = assert_says(at, "en", "damaged", "assets/bench/efficient.json", "python -m attention_core.bench")
+    detail = assert_says(at, "en", "damaged", "assets/bench/efficient.json",
+                         "python -m attention_core.labs.efficiency_bench")
     assert "4096" in detail
 
 

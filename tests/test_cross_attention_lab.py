@@ -1,4 +1,4 @@
-"""attention_core.cross_attention_lab against independent oracles (torch SDPA, hand-built shapes)."""
+"""attention_core.labs.cross_attention against independent oracles (torch SDPA, hand-built shapes)."""
 import math
 
 import pytest
@@ -7,7 +7,8 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attention_core.cross_attention_lab import (
+from attention_core.crossmodal import CrossModalAttention, synthetic_scene
+from attention_core.labs.cross_attention import (
     GLOSSARY,
     ZH_SCENE_WORDS,
     alignment,
@@ -19,7 +20,6 @@ from attention_core.cross_attention_lab import (
     tutorial_gate_error,
     tutorial_parameter_counts,
 )
-from attention_core.crossmodal import CrossModalAttention, synthetic_scene
 from attention_core.modules import MultiHeadAttention
 from attention_core.text import embed_tokens, tokenize
 

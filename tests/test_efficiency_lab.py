@@ -1,4 +1,4 @@
-"""Oracles for attention_core.efficiency_lab: the efficiency page's glue, checked independently."""
+"""Oracles for attention_core.labs.efficiency: the efficiency page's glue, checked independently."""
 from __future__ import annotations
 
 import math
@@ -7,8 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as TF
 
-from attention_core import efficiency_lab as el
 from attention_core import efficient as eff
+from attention_core.labs import efficiency as el
 
 TOKENS = ["the", "cat", "sat", "on", "the", "mat", "because", "it", "was", "warm", "."]
 

@@ -1,4 +1,4 @@
-"""Oracles and properties for attention_core.efficient (and the helpers of attention_core.bench)."""
+"""Oracles and properties for attention_core.efficient (and the helpers of attention_core.labs.efficiency_bench)."""
 from __future__ import annotations
 
 import json
@@ -11,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attention_core import masks
-from attention_core.bench import fit_slope, lra_reference, measured_ratios, summarise
 from attention_core.efficient import (
     FlashAttentionOutput,
     bigbird_mask,
@@ -32,6 +31,7 @@ from attention_core.efficient import (
     strided_sparse_mask,
 )
 from attention_core.functional import scaled_dot_product_attention
+from attention_core.labs.efficiency_bench import fit_slope, lra_reference, measured_ratios, summarise
 from attention_core.types import AttentionOutput
 
 ATOL = 1e-5

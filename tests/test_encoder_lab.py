@@ -1,4 +1,4 @@
-"""attention_core.encoder_lab: oracles for the encoder page's experiments."""
+"""attention_core.labs.encoder: oracles for the encoder page's experiments."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from attention_core.encoder_lab import (
+from attention_core.labs.encoder import (
     TutorialEncoderLayer,
     attention_dropout,
     double_residual_effect,

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attention_core.pronoun import (
+from attention_core.models.pronoun import (
     PronounConfig,
     PronounResolver,
     make_pronoun_batch,
@@ -15,18 +15,7 @@ from attention_core.pronoun import (
     referent_agreement,
     resolve,
 )
-from attention_core.seq2seq import translate
-from attention_core.tasks import (
-    DATE_FORMATS,
-    PRONOUN_VOCAB,
-    make_date_example,
-    make_pronoun_example,
-    make_reverse_example,
-    normalize_date_text,
-    parse_pronoun_sentence,
-    unknown_chars,
-)
-from attention_core.train import (
+from attention_core.models.recipes import (
     CURVES_FILE,
     EVAL_SEED,
     MODELS_DIR,
@@ -37,6 +26,17 @@ from attention_core.train import (
     load_curves,
     load_model,
     train,
+)
+from attention_core.models.seq2seq import translate
+from attention_core.models.tasks import (
+    DATE_FORMATS,
+    PRONOUN_VOCAB,
+    make_date_example,
+    make_pronoun_example,
+    make_reverse_example,
+    normalize_date_text,
+    parse_pronoun_sentence,
+    unknown_chars,
 )
 
 TEST_SEED = 31_337   # neither a training seed (< 100) nor EVAL_SEED
@@ -278,7 +278,7 @@ def test_resolver_reads_the_word_from_the_pronoun_through_the_tied_embedding():
 
 
 def test_a_short_pronoun_run_lowers_the_loss():
-    from attention_core.train import live_run
+    from attention_core.models.recipes import live_run
     run = live_run("pronoun", seed=3, lr=3e-3)
     losses = run.trainer.fit(run.batches, 120)
     assert sum(losses[-10:]) / 10 < 0.6 * sum(losses[:10]) / 10, (losses[:10], losses[-10:])
@@ -292,9 +292,9 @@ def test_training_recipe_is_deterministic():
 
 
 def test_live_run_snapshots_the_probe_while_training():
-    from attention_core.pronoun import Resolution
-    from attention_core.seq2seq import Translation
-    from attention_core.train import live_run
+    from attention_core.models.pronoun import Resolution
+    from attention_core.models.recipes import live_run
+    from attention_core.models.seq2seq import Translation
 
     run = live_run("dates")
     got = []
@@ -311,7 +311,7 @@ def test_live_run_snapshots_the_probe_while_training():
 
 
 def test_the_recipe_reproduces_what_the_shipped_pronoun_checkpoint_does():
-    """`python -m attention_core.train pronoun` remakes a model that does what assets/models/pronoun.pt does,
+    """`python -m attention_core.models pronoun` remakes a model that does what assets/models/pronoun.pt does,
     on any x86-64 CPU: the same recipe, the same first losses, a final loss near zero, every held-out sentence
     right, and the shipped resolving head (L2·H1, 99.7% of the 1000 EVAL_SEED sentences) as good again.
 
@@ -322,7 +322,7 @@ def test_the_recipe_reproduces_what_the_shipped_pronoun_checkpoint_does():
     was 1.5e-5 to 2.4e-5 (shipped 1.5e-5), accuracy stayed 100%, L2·H1 stayed the best head at 99.6-100%.
     A broken recipe fails them (the two-way readout of assets/models/pronoun_ablation.json: final loss 0.33,
     accuracy 72%, best head 51%). One full run, ~22 s on one thread (tests/conftest.py), as shipped."""
-    from attention_core.train import load_model
+    from attention_core.models.recipes import load_model
     shipped = load_model("pronoun").meta
     want = shipped["eval"]
     _, meta = train("pronoun", save=False, log_every=0)

@@ -1,4 +1,4 @@
-"""attention_core.masking_lab against independent oracles: loops, torch SDPA, float64 softmax."""
+"""attention_core.labs.masking against independent oracles: loops, torch SDPA, float64 softmax."""
 import math
 
 import pytest
@@ -8,13 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attention_core.functional import masked_softmax, scaled_dot_product_attention
-from attention_core.masking_lab import (
+from attention_core.labs.masking import (
     PAD,
     batch_mask,
     batch_qkv,
     convention_mixups,
-    decode_mask,
-    encode_mask,
     fill_then_cast,
     int_mask_error,
     key_padding_mask,
@@ -23,6 +21,11 @@ from attention_core.masking_lab import (
     pad_batch,
     pitfall_naive_masked_softmax,
     stored_as,
+)
+from ui.masking_state import (
+    attend_mask_text,
+    decode_mask,
+    encode_mask,
 )
 
 ATOL = 1e-5
@@ -188,7 +191,8 @@ def test_convention_mixups_match_torch_sdpa():
 
 # ---------------------------------------------------------------- the page's end-to-end helpers
 def test_presets_and_default_custom_mask():
-    from attention_core.masking_lab import PRESETS, apply_edits, default_custom_mask, preset_mask
+    from attention_core.labs.masking import PRESETS, default_custom_mask, preset_mask
+    from ui.masking_state import apply_edits
     n = 4
     assert preset_mask("all", n).all() and not preset_mask("none", n).any()
     assert torch.equal(preset_mask("causal", n), torch.ones(n, n, dtype=torch.bool).tril())
@@ -206,7 +210,7 @@ def test_presets_and_default_custom_mask():
 
 
 def test_fully_masked_demo_numbers():
-    from attention_core.masking_lab import custom_attention, fully_masked_demo
+    from attention_core.labs.masking import fully_masked_demo
     d = fully_masked_demo(SENTS, seed=2)
     assert d["s"] == 2 and not d["by_hand"] and d["tokens"][0] == PAD
     assert all(math.isnan(x) for x in d["naive"]) and all(x == 0 for x in d["safe"])
@@ -215,6 +219,6 @@ def test_fully_masked_demo_numbers():
     assert d["fills"]["finfo.min", "float16"][1] == "uniform" and math.isnan(d["cast"])
     same = fully_masked_demo([["a", "b"], ["c", "d"]])
     assert same["by_hand"] and all(x == 0 for x in same["safe"])
-    mask, out, naive = custom_attention(["x", "y", "z"], "110-000-011", seed=1)
+    mask, out, naive = attend_mask_text(["x", "y", "z"], "110-000-011", seed=1)
     assert (out.weights[0, 0, 1] == 0).all() and torch.isnan(naive[0, 0, 1]).all()
     assert torch.allclose(out.weights[0, 0, [0, 2]].sum(-1), torch.ones(2))

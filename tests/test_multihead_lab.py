@@ -1,4 +1,4 @@
-"""attention_core.multihead_lab against independent oracles: torch.nn.MultiheadAttention with copied
+"""attention_core.labs.multihead against independent oracles: torch.nn.MultiheadAttention with copied
 weights, per-head SDPA on weight slices, the closed-form parameter count vs the module's parameters,
 and the planted heads' positions checked directly on their weights."""
 import math
@@ -10,8 +10,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 from attention_core.analysis import classify_heads
-from attention_core.modules import HeadDivisibilityError, MultiHeadAttention
-from attention_core.multihead_lab import (
+from attention_core.labs.multihead import (
     MODES,
     RECIPES,
     build_mha,
@@ -25,6 +24,7 @@ from attention_core.multihead_lab import (
     structured_mha,
     trace_mha,
 )
+from attention_core.modules import HeadDivisibilityError, MultiHeadAttention
 from attention_core.positional import sinusoidal_encoding
 from attention_core.text import tokenize
 

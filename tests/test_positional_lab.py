@@ -1,4 +1,4 @@
-"""attention_core.positional_lab against independent oracles (Python ints, numpy, explicit rotations)."""
+"""attention_core.labs.positional against independent oracles (Python ints, numpy, explicit rotations)."""
 import math
 
 import numpy as np
@@ -7,8 +7,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from attention_core.positional import sinusoidal_encoding
-from attention_core.positional_lab import (
+from attention_core.labs.positional import (
     EMBEDDING_RECIPES,
     ENCODINGS,
     additive_score,
@@ -35,7 +34,7 @@ from attention_core.positional_lab import (
     tutorial_error,
     tutorial_positional_encoding,
 )
-from attention_core.rotary import rotary_matrix
+from attention_core.positional import rotary_matrix, sinusoidal_encoding
 from attention_core.text import tokenize
 
 SENTENCE = tokenize("The animal didn't cross the street because it was too tired.")

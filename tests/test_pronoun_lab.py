@@ -1,4 +1,4 @@
-"""pronoun_lab against independent oracles: the grammar's parser, per-sentence forward passes without
+"""labs.pronoun and labs.analysis against independent oracles: the grammar's parser, per-sentence forward passes without
 padding, explicit loops over rows, the second tutorial's analyser typed out, and the model's own weights."""
 import math
 
@@ -6,26 +6,34 @@ import pytest
 import torch
 
 from attention_core.analysis import PATTERNS, classify_heads
-from attention_core.pronoun import PronounConfig, PronounResolver, make_pronoun_batch, referent_agreement, resolve
-from attention_core.pronoun_lab import (
-    adjective_ids,
+from attention_core.labs.analysis import (
     batch_weights,
-    build_example,
-    example_ids,
-    flipped,
-    fresh_examples,
     head_qk,
     head_stats,
     label_counts,
-    prefix_rows,
-    profile_of,
-    pronoun_profile,
-    pronoun_rows,
     seed_analyzer_stats,
     sentence_labels,
     unpadded,
 )
-from attention_core.tasks import PRONOUN_TEMPLATES, PRONOUN_VOCAB, parse_pronoun_sentence, pronoun_text
+from attention_core.labs.pronoun import (
+    adjective_ids,
+    build_example,
+    example_ids,
+    flipped,
+    fresh_examples,
+    prefix_rows,
+    profile_of,
+    pronoun_profile,
+    pronoun_rows,
+)
+from attention_core.models.pronoun import (
+    PronounConfig,
+    PronounResolver,
+    make_pronoun_batch,
+    referent_agreement,
+    resolve,
+)
+from attention_core.models.tasks import PRONOUN_TEMPLATES, PRONOUN_VOCAB, parse_pronoun_sentence, pronoun_text
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +84,7 @@ def test_fresh_examples_are_seeded_heldout_and_alternate_languages():
     a, b = fresh_examples(5, 10), fresh_examples(5, 10)
     assert a == b and a != fresh_examples(6, 10)
     assert [e.lang for e in a] == ["en", "zh"] * 5
-    from attention_core.tasks import is_heldout_pair
+    from attention_core.models.tasks import is_heldout_pair
     for e in a:
         first, second = (e.tokens[i] for i in e.nouns)
         ida, idb, _ = example_ids(e)

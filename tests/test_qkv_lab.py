@@ -1,4 +1,4 @@
-"""attention_core.qkv_lab against independent oracles (numpy kernels, torch SDPA, hand-written formulas)."""
+"""attention_core.labs.qkv against independent oracles (numpy kernels, torch SDPA, hand-written formulas)."""
 import math
 
 import numpy as np
@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attention_core.diagnostics import attention_entropy
-from attention_core.qkv_lab import (
+from attention_core.labs.qkv import (
     KEY_AXES,
     LIBRARY,
     VALUE_AXES,
@@ -25,12 +25,12 @@ from attention_core.qkv_lab import (
     nadaraya_watson,
     neuron_view,
     normalisation_pitfalls,
-    parse_number_table,
     qkv_step_through,
     query_grid,
     true_function,
 )
 from attention_core.text import tokenize
+from ui.qkv_state import parse_number_table
 
 SENTENCE = tokenize("The animal didn't cross the street because it was too tired.")
 

@@ -1,4 +1,4 @@
-"""attention_core.scaling_lab: Var(q.k) = d_k, softmax saturation and its Jacobian, temperature.
+"""attention_core.labs.scaling: Var(q.k) = d_k, softmax saturation and its Jacobian, temperature.
 
 Oracles: the definition of variance for sums of independent products, torch.softmax,
 torch.autograd.functional.jacobian, torch.distributions.Categorical(...).entropy().
@@ -10,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attention_core.scaling_lab import (
+from attention_core.labs.scaling import (
     D_K_MAX,
     D_K_STEPS,
     STRIP_D_K,

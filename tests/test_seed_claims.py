@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from attention_core import efficiency_lab as el
-from attention_core import positional_lab as pl
+from attention_core.labs import efficiency as el
+from attention_core.labs import positional as pl
 from attention_core.transformer import TransformerEncoder
 from tests.apptest_util import all_text, exceptions, open_page
 from ui.i18n import catalog

@@ -1,11 +1,11 @@
-"""Oracles for the labs of the seed content added for issue 11 §2: performance tips (perf_lab)."""
+"""Oracles for the labs of the seed content added for issue 11 §2: performance tips (labs.efficiency)."""
 import math
 
 import pytest
 import torch
 import torch.nn.functional as TF
 
-from attention_core import perf_lab as pl
+from attention_core.labs import efficiency as el
 
 
 # ------------------------------------------------------------------ saved-tensor bytes
@@ -13,21 +13,21 @@ def test_saved_tensor_bytes_counts_distinct_storages_by_hand():
     a = torch.randn(1000, requires_grad=True)
     b = torch.randn(1000, requires_grad=True)
     # a * b saves a and b (for each other's gradient): two float32 storages of 1000 numbers
-    _, saved = pl.saved_tensor_bytes(lambda: (a * b).sum())
-    assert saved == pl.SavedTensors(8000, 2)
+    _, saved = el.saved_tensor_bytes(lambda: (a * b).sum())
+    assert saved == el.SavedTensors(8000, 2)
     # a * a saves a twice: one storage, two save events
-    _, saved = pl.saved_tensor_bytes(lambda: (a * a).sum())
-    assert saved == pl.SavedTensors(4000, 2)
+    _, saved = el.saved_tensor_bytes(lambda: (a * a).sum())
+    assert saved == el.SavedTensors(4000, 2)
     # nothing requires grad: nothing is saved
     with torch.no_grad():
-        _, saved = pl.saved_tensor_bytes(lambda: (a * b).sum())
-    assert saved == pl.SavedTensors(0, 0)
+        _, saved = el.saved_tensor_bytes(lambda: (a * b).sum())
+    assert saved == el.SavedTensors(0, 0)
 
 
 @pytest.mark.parametrize("n,layers", [(16, 1), (32, 3)])
 def test_checkpointing_keeps_only_layer_inputs_and_is_exact(n, layers):
     d = 64
-    r = pl.checkpoint_report(n, layers, d_model=d)
+    r = el.checkpoint_report(n, layers, d_model=d)
     assert r.ckpt_bytes == layers * n * d * 4          # one float32 (1, n, d) input per layer
     assert r.ckpt_count == layers
     assert r.plain_bytes == layers * r.layer_bytes      # identical layers save the same
@@ -37,9 +37,9 @@ def test_checkpointing_keeps_only_layer_inputs_and_is_exact(n, layers):
 
 
 def test_checkpoint_ratio_does_not_depend_on_depth_and_bf16_saves_less():
-    one, four = pl.checkpoint_report(32, 1), pl.checkpoint_report(32, 4)
+    one, four = el.checkpoint_report(32, 1), el.checkpoint_report(32, 4)
     assert one.plain_bytes / one.ckpt_bytes == pytest.approx(four.plain_bytes / four.ckpt_bytes)
-    mixed = pl.checkpoint_report(32, 4, autocast=True)
+    mixed = el.checkpoint_report(32, 4, autocast=True)
     assert mixed.plain_bytes < 0.7 * four.plain_bytes   # bf16 activations: about half the bytes
     assert mixed.ckpt_bytes == four.ckpt_bytes          # post-LN layer outputs stay float32
     assert mixed.grad_max_diff < 1e-6
@@ -47,44 +47,44 @@ def test_checkpoint_ratio_does_not_depend_on_depth_and_bf16_saves_less():
 
 # ------------------------------------------------------------------ mixed precision
 def test_attention_in_matches_torch_sdpa_per_dtype():
-    q, k, v = pl.precision_inputs(24, 16, 1.0, 3)
+    q, k, v = el.precision_inputs(24, 16, 1.0, 3)
     for recipe, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16), ("float16", torch.float16)):
-        out, w = pl.attention_in(q, k, v, recipe)
+        out, w = el.attention_in(q, k, v, recipe)
         assert out.dtype == torch.float64
         ref = TF.scaled_dot_product_attention(q.to(dtype).float(), k.to(dtype).float(), v.to(dtype).float())
         # float32 exactly like torch; 16-bit recipes within a few of their epsilons of torch in float32
         tol = 1e-6 if recipe == "float32" else 20 * torch.finfo(dtype).eps
         assert float((out - ref.double()).abs().max()) < tol
         assert torch.allclose(w.sum(-1), torch.ones(1, 1, 24, dtype=torch.float64), atol=40 * torch.finfo(dtype).eps)
-    out, _ = pl.attention_in(q, k, v, "bf16_inputs")
+    out, _ = el.attention_in(q, k, v, "bf16_inputs")
     rounded = [x.to(torch.bfloat16).double() for x in (q, k, v)]
     ref = TF.scaled_dot_product_attention(*rounded)     # float64 on the rounded inputs
     assert float((out - ref).abs().max()) < 1e-5
 
 
 def test_precision_table_against_float64_oracle():
-    rows = {r.recipe: r for r in pl.precision_table(64, 32, 1.0, 0)}
+    rows = {r.recipe: r for r in el.precision_table(64, 32, 1.0, 0)}
     assert rows["float32"].output_error < 1e-5
     assert rows["bfloat16"].eps == 2 ** -7 and rows["float16"].eps == 2 ** -10
     assert rows["float16"].max_value == 65504.0 and rows["bfloat16"].max_value > 3e38
-    assert [rows[r].bytes_per_number for r in pl.RECIPES] == [4, 2, 2, 2]
+    assert [rows[r].bytes_per_number for r in el.RECIPES] == [4, 2, 2, 2]
     # the order the exercise teaches, on every seed and sharpness the page offers
     for gain in (0.5, 1.0, 2.0, 4.0, 8.0):
         for seed in range(4):
-            e = {r.recipe: r.output_error for r in pl.precision_table(64, 32, gain, seed)}
+            e = {r.recipe: r.output_error for r in el.precision_table(64, 32, gain, seed)}
             assert e["bfloat16"] > e["bf16_inputs"] > e["float32"]
             assert e["bfloat16"] > e["float16"] > e["float32"]
     # the error grows with the scores: sharper attention, larger bf16 error
-    errs = [{r.recipe: r.output_error for r in pl.precision_table(64, 32, g, 0)}["bfloat16"] for g in (0.5, 8.0)]
+    errs = [{r.recipe: r.output_error for r in el.precision_table(64, 32, g, 0)}["bfloat16"] for g in (0.5, 8.0)]
     assert errs[1] > 10 * errs[0]
-    q, k, _ = pl.precision_inputs(64, 32, 2.0, 0)
-    assert pl.largest_score(64, 32, 2.0, 0) == pytest.approx(float((q @ k.mT).abs().max()) / math.sqrt(32))
+    q, k, _ = el.precision_inputs(64, 32, 2.0, 0)
+    assert el.largest_score(64, 32, 2.0, 0) == pytest.approx(float((q @ k.mT).abs().max()) / math.sqrt(32))
 
 
 # ------------------------------------------------------------------ the tutorials' bugs, reproduced (seed_bugs)
-from attention_core import seed_bugs as sb  # noqa: E402
 from attention_core.efficient import linear_attention  # noqa: E402
 from attention_core.functional import scaled_dot_product_attention  # noqa: E402
+from attention_core.labs import seed_bugs as sb  # noqa: E402
 from attention_core.masks import causal_mask, padding_mask  # noqa: E402
 from attention_core.modules import AdditiveAttention  # noqa: E402
 
@@ -157,25 +157,25 @@ def test_adam_l2_decay_depends_on_the_gradient_scale():
 
 
 # ------------------------------------------------------------------ path lengths (Transformer paper, Table 1)
-from attention_core import paths_lab  # noqa: E402
+from attention_core.labs import cross_attention as cl  # noqa: E402
 
 
 @pytest.mark.parametrize("n,kernel,r", [(1, 3, 1), (7, 3, 2), (16, 5, 4), (33, 7, 8)])
 def test_path_lengths_match_the_closed_form_for_every_pair(n, kernel, r):
-    for kind in paths_lab.KINDS:
-        lengths = paths_lab.path_lengths(paths_lab.layer_connections(n, kind, kernel=kernel, neighbourhood=r))
-        expected = torch.tensor([[paths_lab.closed_form_steps(abs(i - j), kind, kernel=kernel, neighbourhood=r)
+    for kind in cl.KINDS:
+        lengths = cl.path_lengths(cl.layer_connections(n, kind, kernel=kernel, neighbourhood=r))
+        expected = torch.tensor([[cl.closed_form_steps(abs(i - j), kind, kernel=kernel, neighbourhood=r)
                                   for j in range(n)] for i in range(n)])
         assert torch.equal(lengths, expected), kind
 
 
 def test_path_lengths_of_a_disconnected_graph_and_table1():
-    lengths = paths_lab.path_lengths(torch.eye(4, dtype=torch.bool))          # no layer connects anything
+    lengths = cl.path_lengths(torch.eye(4, dtype=torch.bool))          # no layer connects anything
     assert torch.equal(lengths, torch.where(torch.eye(4, dtype=torch.bool), 0, -1))
-    rows = {row.kind: row for row in paths_lab.table1(32, 64, 0, 31, kernel=3, neighbourhood=4)}
+    rows = {row.kind: row for row in cl.table1(32, 64, 0, 31, kernel=3, neighbourhood=4)}
     assert rows["self_attention"] == (("self_attention", 32 * 32 * 64, 1, 1, 1))
     assert rows["recurrent"] == ("recurrent", 32 * 64 * 64, 32, 31, 31)
     assert rows["convolution"] == ("convolution", 3 * 32 * 64 * 64, 1, 31, 31)
     assert rows["restricted"] == ("restricted", 4 * 32 * 64, 1, 8, 8)
     with pytest.raises(ValueError):
-        paths_lab.layer_connections(4, "convolution", kernel=1)
+        cl.layer_connections(4, "convolution", kernel=1)

@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attention_core.seq2seq import (
+from attention_core.models.seq2seq import (
     Seq2Seq,
     Seq2SeqConfig,
     encode_sources,
@@ -13,7 +13,7 @@ from attention_core.seq2seq import (
     seq2seq_loss,
     translate,
 )
-from attention_core.tasks import REVERSE_VOCAB, make_reverse_example
+from attention_core.models.tasks import REVERSE_VOCAB, make_reverse_example
 
 V = REVERSE_VOCAB
 

@@ -1,5 +1,5 @@
-"""seq2seq_lab: marks, reversal checks, date forms, the tutorial's batching, smoothing — each against a
-direct computation."""
+"""labs.bottleneck, labs.alignment, labs.training and the inference helpers of models.seq2seq: marks,
+reversal checks, date forms, the tutorial's batching, smoothing — each against a direct computation."""
 import datetime as dt
 import random
 
@@ -9,22 +9,28 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attention_core.seq2seq import Seq2Seq, Seq2SeqConfig, translate
-from attention_core.seq2seq_lab import (
-    char_accuracy,
-    clean_digits,
-    compare_chars,
+from attention_core.labs.alignment import (
     date_forms,
-    decode_as_tutorial,
     matching_form,
     parse_iso,
     part_focus,
+)
+from attention_core.labs.bottleneck import (
+    char_accuracy,
+    clean_digits,
+    compare_chars,
     random_digits,
     reverse_check,
-    smooth,
+)
+from attention_core.labs.training import smooth
+from attention_core.models.seq2seq import (
+    Seq2Seq,
+    Seq2SeqConfig,
+    decode_as_tutorial,
+    translate,
     translate_one,
 )
-from attention_core.tasks import (
+from attention_core.models.tasks import (
     DATE_FORMAT_IDS,
     DATE_FORMATS,
     DATE_SOURCE_VOCAB,

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attention_core.tasks import (
+from attention_core.models.tasks import (
     DATE_FORMATS,
     DATE_MAX,
     DATE_MIN,

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from attention_core.tasks import parse_pronoun_sentence
+from attention_core.models.tasks import parse_pronoun_sentence
 from attention_core.text import embed_tokens, projection, sentence_language, tokenize
 
 
@@ -61,7 +61,7 @@ def test_input_method_characters_do_not_change_the_parsed_sentence(variant):
 def test_the_training_core_reads_the_probe_in_the_language_the_page_chose():
     """The "it" probe ending in U+FE52 was English on the training page and Chinese in train.live_run
     (``ord(c) > 0x2E80``): ValueError when the learner pressed train. 1 s."""
-    from attention_core.train import live_run
+    from attention_core.models.recipes import live_run
 
     for probe in (PROBE_EN[:-1] + "\ufe52", PROBE_EN[:-1] + "\ufe50", PROBE_EN.replace(" ", "\u3000")):
         run = live_run("pronoun", probe=probe)

@@ -5,9 +5,9 @@ import random
 import pytest
 import torch
 
-from attention_core.seq2seq import Seq2Seq, Seq2SeqConfig, make_seq2seq_batch, seq2seq_loss
-from attention_core.tasks import REVERSE_VOCAB, make_reverse_example
-from attention_core.trainer import TransformerTrainer, seed_warmup_cosine, warmup_cosine
+from attention_core.models.seq2seq import Seq2Seq, Seq2SeqConfig, make_seq2seq_batch, seq2seq_loss
+from attention_core.models.tasks import REVERSE_VOCAB, make_reverse_example
+from attention_core.models.trainer import TransformerTrainer, seed_warmup_cosine, warmup_cosine
 
 V = REVERSE_VOCAB
 
@@ -122,7 +122,7 @@ def test_a_trainer_that_has_not_trained_does_not_import_dynamo():
     model at load, so the optimizer is only created when training starts."""
     import subprocess
     import sys
-    code = ("import sys, torch; from attention_core.trainer import TransformerTrainer; "
+    code = ("import sys, torch; from attention_core.models.trainer import TransformerTrainer; "
             "t = TransformerTrainer(torch.nn.Linear(2, 2), lambda m, b: m(b).sum()); "
             "print(any(k.startswith('torch._dynamo') for k in sys.modules)); "
             "t.optimizer; print(any(k.startswith('torch._dynamo') for k in sys.modules))")

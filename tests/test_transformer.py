@@ -1,5 +1,5 @@
 """Encoder layer / encoder: oracles against torch.nn.TransformerEncoderLayer and invariants;
-rotary embedding (attention_core.rotary): complex-multiplication oracle, relative-offset property."""
+rotary embedding (attention_core.positional): complex-multiplication oracle, relative-offset property."""
 import math
 
 import pytest
@@ -11,20 +11,20 @@ from torch import nn
 
 from attention_core.masks import causal_mask, padding_mask
 from attention_core.modules import HeadDivisibilityError
-from attention_core.positional import sinusoidal_encoding
-from attention_core.rotary import (
+from attention_core.positional import (
+    LearnedPositionalEmbedding,
     apply_rotary,
+    learned_positional_embedding,
     rotary_embedding,
     rotary_frequencies,
     rotary_matrix,
+    sinusoidal_encoding,
 )
 from attention_core.transformer import (
     EncoderOutput,
-    LearnedPositionalEmbedding,
     PositionWiseFFN,
     TransformerEncoder,
     TransformerEncoderLayer,
-    learned_positional_embedding,
 )
 
 D, H, FF = 16, 4, 32

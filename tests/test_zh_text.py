@@ -151,8 +151,8 @@ def data_words(kinds: tuple[str, ...]) -> frozenset[str]:
     translates and the words its images know; ``pronoun``: the pronoun grammar's English words (the "it" model
     reads both languages); ``dates``: the English month and weekday names and format names the date model
     reads."""
-    from attention_core import tasks
-    from attention_core.cross_attention_lab import ZH_SCENE_WORDS
+    from attention_core.labs.cross_attention import ZH_SCENE_WORDS
+    from attention_core.models import tasks
     from attention_core.text import tokenize
 
     words = set()

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from attention_core.seq2seq_lab import part_focus
+from attention_core.labs.alignment import part_focus
 
 from .charts import unique_labels
 
@@ -40,7 +40,7 @@ def reading_table(weights, output: str, source: str, col_out: str, col_reads: st
 def moves_table(results: Sequence[Mapping], parts: Mapping[str, Sequence[int]], part_names: Mapping[str, str],
                 patterns: Mapping[str, str], col_part: str, col_form: str = "{form}: {text}") -> pd.DataFrame:
     """How the alignment moves between forms: for each part of the answer (year, month, day) and each
-    form, the input characters its rows weigh most (``seq2seq_lab.part_focus``) with the mean peak.
+    form, the input characters its rows weigh most (``labs.alignment.part_focus``) with the mean peak.
     ``col_form`` titles a form's column (translated: its separator is the language's)."""
     table: dict[str, list[str]] = {col_part: [part_names[k] for k in parts]}
     for r in results:

@@ -14,9 +14,9 @@ from typing import NamedTuple
 
 import streamlit as st
 
-import attention_core.train as train
-from attention_core import bench as bench_core
-from attention_core.train import DamagedFile, LoadedModel
+import attention_core.models.recipes as train
+from attention_core.labs import efficiency_bench as bench_core
+from attention_core.models.recipes import DamagedFile, LoadedModel
 from ui.anatomy import md_escape, problem
 from ui.registry import ROOT
 
@@ -39,13 +39,14 @@ class Unavailable(NamedTuple):
 
 def _files() -> dict[str, tuple[Path, str, str]]:
     """key -> (path now, path as shown, command that rebuilds it)."""
-    out = {name: (train.checkpoint_path(name), f"assets/models/{name}.pt", f"python -m attention_core.train {name}")
+    out = {name: (train.checkpoint_path(name), f"assets/models/{name}.pt", f"python -m attention_core.models {name}")
            for name in train.TASKS}
     out["curves"] = (Path(train.MODELS_DIR) / train.CURVES_FILE, f"assets/models/{train.CURVES_FILE}",
-                     "python -m attention_core.train curves")
+                     "python -m attention_core.models curves")
     out["ablation"] = (Path(train.MODELS_DIR) / train.ABLATION_FILE, f"assets/models/{train.ABLATION_FILE}",
                        "python scripts/pronoun_readout_ablation.py")
-    out["bench"] = (Path(BENCH_DIR) / BENCH_FILE, f"assets/bench/{BENCH_FILE}", "python -m attention_core.bench")
+    out["bench"] = (Path(BENCH_DIR) / BENCH_FILE, f"assets/bench/{BENCH_FILE}",
+                    "python -m attention_core.labs.efficiency_bench")
     out["lra"] = (Path(BENCH_DIR) / LRA_FILE, f"assets/bench/{LRA_FILE}", f"git checkout -- assets/bench/{LRA_FILE}")
     return out
 

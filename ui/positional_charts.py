@@ -65,7 +65,7 @@ def offset_chart(curves, *, labels: Sequence[str], x_title: str, y_title: str, t
                  height: int = 240) -> alt.Chart:
     """PE[p] . PE[p + k] against the offset k, one line per reference position p.
 
-    ``curves`` are ``positional_lab.OffsetCurve``; ``labels`` name them (e.g. "p = 10").
+    ``curves`` are ``labs.positional.OffsetCurve``; ``labels`` name them (e.g. "p = 10").
     Lines that lie on top of each other say: the dot product depends on the offset only.
     """
     parts = []

@@ -13,7 +13,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from attention_core.seq2seq_lab import smooth
+from attention_core.labs.training import smooth
 
 from .charts import FIT_X, WEIGHT_SCHEME
 

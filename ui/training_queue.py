@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from attention_core.train import live_run
+from attention_core.models.recipes import live_run
 
 WORKERS = 1               # trainings at a time per server process
 TIME_CAP = 20.0           # s of training per run (snapshots not counted)

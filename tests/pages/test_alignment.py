@@ -8,10 +8,10 @@ import re
 import numpy as np
 import pytest
 
-from attention_core.seq2seq import translate
-from attention_core.seq2seq_lab import date_forms, decode_as_tutorial, part_focus
-from attention_core.tasks import normalize_date_text
-from attention_core.train import load_model
+from attention_core.labs.alignment import date_forms, part_focus
+from attention_core.models.recipes import load_model
+from attention_core.models.seq2seq import decode_as_tutorial, translate
+from attention_core.models.tasks import normalize_date_text
 from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page
 from ui.alignment_charts import visible_chars
 from ui.anatomy import md_escape

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from attention_core.analysis import PATTERNS, classify_heads, qk_geometry
-from attention_core.pronoun import make_pronoun_batch, resolve
-from attention_core.tasks import make_pronoun_example, pronoun_text
-from attention_core.train import load_model
+from attention_core.models.pronoun import make_pronoun_batch, resolve
+from attention_core.models.recipes import load_model
+from attention_core.models.tasks import make_pronoun_example, pronoun_text
 from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page
 from ui.i18n import catalog
 

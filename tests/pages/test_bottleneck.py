@@ -6,9 +6,9 @@ import re
 import numpy as np
 import pytest
 
-from attention_core.seq2seq import translate
-from attention_core.seq2seq_lab import compare_chars, decode_as_tutorial, random_digits, reverse_check
-from attention_core.train import load_curves, load_model
+from attention_core.labs.bottleneck import compare_chars, random_digits, reverse_check
+from attention_core.models.recipes import load_curves, load_model
+from attention_core.models.seq2seq import decode_as_tutorial, translate
 from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page
 from ui.i18n import catalog
 

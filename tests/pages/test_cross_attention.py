@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import torch
 
-from attention_core.cross_attention_lab import gloss, scene_word
 from attention_core.crossmodal import (
     CrossModalAttention,
     align_text_to_image_,
@@ -16,6 +15,7 @@ from attention_core.crossmodal import (
     patch_coverage,
     synthetic_scene,
 )
+from attention_core.labs.cross_attention import gloss, scene_word
 from attention_core.text import embed_tokens, tokenize
 from tests.apptest_util import all_text, assert_same_spec, chart_data, chart_spec, charts, exceptions, open_page
 from ui.i18n import catalog

@@ -9,8 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as TF
 
-from attention_core import efficiency_lab as el
 from attention_core import efficient as eff
+from attention_core.labs import efficiency as el
 from attention_core.text import tokenize
 from tests.apptest_util import ROOT, all_text, chart_data, chart_spec, charts, exceptions, open_page
 from ui import efficiency_charts as ec

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attention_core.encoder_lab import encoder_for
+from attention_core.labs.encoder import encoder_for
 from attention_core.positional import sinusoidal_encoding
 from attention_core.text import embed_tokens, tokenize
 from tests.apptest_util import all_text, assert_same_spec, chart_data, chart_spec, charts, exceptions, open_page

@@ -7,10 +7,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attention_core import masking_lab as ml
 from attention_core.functional import masked_softmax
+from attention_core.labs import masking as ml
 from attention_core.text import tokenize
 from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page
+from ui import masking_state as ms
 from ui.i18n import catalog
 
 EN, ZH = catalog("en"), catalog("zh")
@@ -145,7 +146,7 @@ def test_custom_mask_from_the_url_with_an_empty_row():
     code = "11000-01100-00000-00011-10001"
     at = open_page("masking", "en", {"tab": TAB_CUSTOM["en"], "cm": code})
     assert exceptions(at) == []
-    mask, _ = ml.decode_mask(code, 5)
+    mask, _ = ms.decode_mask(code, 5)
     values, masked, _ = heatmap_matrix(chart_by_title(at, EN["masking.weights_custom"]))
     assert (masked == ~mask.numpy()).all() and (values[masked] == 0).all()
     assert (values[2] == 0).all() and not np.isnan(values).any()         # the fully masked row: zeros
@@ -153,20 +154,20 @@ def test_custom_mask_from_the_url_with_an_empty_row():
     # the checkbox grid shows the same mask, and the naive softmax's NaNs are counted in the notice
     grid = [d.value for d in at.dataframe if d.value.dtypes.eq(bool).all()][0]
     assert (grid.to_numpy() == mask.numpy()).all()
-    _, out, naive = ml.custom_attention(DEFAULT[0], code)
+    _, out, naive = ms.attend_mask_text(DEFAULT[0], code)
     assert torch.isnan(naive[0, 0, 2]).all() and int(torch.isnan(naive).sum()) == 5
     assert "(5 NaN values in this grid)" in all_text(at)
 
 
 def test_custom_mask_presets_and_edits_update_the_url():
     at = open_page("masking", "en", {"tab": TAB_CUSTOM["en"]})
-    assert at.text_input(key="cm").value == ml.encode_mask(ml.default_custom_mask(5))
+    assert at.text_input(key="cm").value == ms.encode_mask(ml.default_custom_mask(5))
     at.button(key="preset_causal").click().run()
     assert at.query_params["cm"] in ("10000-11000-11100-11110-11111", ["10000-11000-11100-11110-11111"])
     values, masked, _ = heatmap_matrix(chart_by_title(at, EN["masking.weights_custom"]))
     assert (masked == ~np.tril(np.ones((5, 5), dtype=bool))).all()
     labels = ["The", "cat", "sat", "down", "."]
-    assert ml.apply_edits("10000-11000-11100-11110-11111", labels, {0: {"sat": True}, "4": {"The": False}}) \
+    assert ms.apply_edits("10000-11000-11100-11110-11111", labels, {0: {"sat": True}, "4": {"The": False}}) \
         == "10100-11000-11100-11110-01111"
 
 

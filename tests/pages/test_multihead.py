@@ -9,8 +9,8 @@ import torch
 from torch import nn
 
 from attention_core.analysis import PATTERNS, classify_heads, head_similarity, qk_geometry, synthetic_pattern
+from attention_core.labs.multihead import build_mha, model_input
 from attention_core.modules import MultiHeadAttention
-from attention_core.multihead_lab import build_mha, model_input
 from attention_core.text import tokenize
 from tests.apptest_util import all_text, assert_same_spec, chart_data, chart_spec, charts, exceptions, open_page
 from ui.i18n import catalog

@@ -7,9 +7,8 @@ import re
 import numpy as np
 import pytest
 
-from attention_core.positional import sinusoidal_encoding
-from attention_core.positional_lab import random_qk, shuffle_permutation, shuffle_test
-from attention_core.rotary import rotary_matrix
+from attention_core.labs.positional import random_qk, shuffle_permutation, shuffle_test
+from attention_core.positional import rotary_matrix, sinusoidal_encoding
 from attention_core.text import tokenize
 from tests.apptest_util import all_text, assert_same_spec, chart_data, chart_spec, charts, exceptions, open_page
 from ui.i18n import catalog
@@ -222,7 +221,7 @@ def test_zh_notices_quote_numbers():
 def test_table_heatmap_specs_equal_fresh_heatmaps(kind):
     """The page draws the table's heatmaps with ui.charts.heatmap_spec(..., fit_x=True) (a cached skeleton
     filled in): for every n of the slider it must be the spec of heatmap(...).properties(autosize=FIT_X)."""
-    from attention_core.positional_lab import binary_counter
+    from attention_core.labs.positional import binary_counter
     from ui.charts import FIT_X, heatmap, heatmap_spec, to_spec
 
     for d in ((64, 7) if kind == "pe" else (1,)):

@@ -9,10 +9,10 @@ import re
 import numpy as np
 import pytest
 
-from attention_core.pronoun import referent_agreement, resolve
-from attention_core.pronoun_lab import fresh_examples, pronoun_profile
-from attention_core.tasks import make_pronoun_example, parse_pronoun_sentence, pronoun_text
-from attention_core.train import evaluate_pronoun, load_model, load_readout_ablation
+from attention_core.labs.pronoun import fresh_examples, pronoun_profile
+from attention_core.models.pronoun import referent_agreement, resolve
+from attention_core.models.recipes import evaluate_pronoun, load_model, load_readout_ablation
+from attention_core.models.tasks import make_pronoun_example, parse_pronoun_sentence, pronoun_text
 from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page
 from ui.i18n import catalog
 

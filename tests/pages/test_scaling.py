@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from attention_core import scaling_lab as sl
+from attention_core.labs import scaling as sl
 from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page
 from ui import scaling_charts as sc
 from ui.i18n import catalog

@@ -4,8 +4,8 @@ import re
 
 import pytest
 
-from attention_core import paths_lab
-from attention_core import perf_lab as pl
+from attention_core.labs import cross_attention as cl
+from attention_core.labs import efficiency as el
 from tests.apptest_util import all_text, exceptions, open_page
 from ui.i18n import catalog
 
@@ -19,14 +19,14 @@ def test_efficiency_tips_tab_shows_measured_numbers(lang):
     at = open_page("efficiency", lang, {"tab": c["efficiency.tab_tips"], "ck_L": "3", "ck_n": "32",
                                         "mp_gain": "×2"})
     assert not exceptions(at)
-    r = pl.checkpoint_report(32, 3)
+    r = el.checkpoint_report(32, 3)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics[c["efficiency.tips_ck_m_plain"]] == f"{r.plain_bytes / 2 ** 10:.1f} KiB"    # < 1 MiB here
     assert metrics[c["efficiency.tips_ck_m_ckpt"]] == f"{r.ckpt_bytes / 2 ** 10:.1f} KiB"
     assert r.ckpt_bytes == 3 * 32 * 64 * 4
     assert metrics[c["efficiency.tips_ck_m_forwards"]] == "3 → 6"
     table = at.dataframe[-1].value
-    rows = pl.precision_table(64, 32, 2.0, 0)
+    rows = el.precision_table(64, 32, 2.0, 0)
     assert list(table[c["efficiency.tips_mp_c_oerr"]]) == [f"{x.output_error:.1e}" for x in rows]
     assert list(table[c["efficiency.tips_mp_c_recipe"]]) == [c[f"efficiency.tips_mp_r_{x.recipe}"] for x in rows]
     text = all_text(at)
@@ -73,8 +73,8 @@ def test_summary_page_every_formula_linked_to_the_page_that_runs_it(lang):
 # ------------------------------------------------------------------ the tutorials' bugs as pitfalls
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_qkv_additive_pairing_pitfall(lang):
-    from attention_core import qkv_lab as lab
-    from attention_core import seed_bugs
+    from attention_core.labs import qkv as lab
+    from attention_core.labs import seed_bugs
     from attention_core.text import tokenize
 
     c = CAT[lang]
@@ -92,8 +92,8 @@ def test_qkv_additive_pairing_pitfall(lang):
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_efficiency_block_mask_and_linear_mask_pitfalls(lang):
-    from attention_core import efficiency_lab as el
-    from attention_core import seed_bugs
+    from attention_core.labs import efficiency as el
+    from attention_core.labs import seed_bugs
     from attention_core.text import tokenize
 
     c = CAT[lang]
@@ -116,7 +116,7 @@ def test_efficiency_block_mask_and_linear_mask_pitfalls(lang):
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_training_loss_head_and_adamw_pitfalls(lang):
-    from attention_core import seed_bugs
+    from attention_core.labs import seed_bugs
 
     c = CAT[lang]
     at = open_page("training", lang)
@@ -160,7 +160,7 @@ def test_cross_attention_table1_measured(lang):
     at = open_page("cross_attention", lang, {"pl_n": "20", "pl_d": "16", "pl_k": "5", "pl_r": "3",
                                              "pl_i": "2", "pl_j": "50"})
     assert not exceptions(at)
-    rows = paths_lab.table1(20, 16, 2, 19, kernel=5, neighbourhood=3)
+    rows = cl.table1(20, 16, 2, 19, kernel=5, neighbourhood=3)
     table = next(df.value for df in at.dataframe if c["cross_attention.paths_c_kind"] in df.value.columns)
     assert list(table[c["cross_attention.paths_c_steps"].format(i=2, j=19)]) == [r.steps for r in rows]
     assert [r.steps for r in rows] == [1, 17, 9, 6]

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from attention_core.train import live_run
-from attention_core.trainer import seed_warmup_cosine, warmup_cosine
+from attention_core.models.recipes import live_run
+from attention_core.models.trainer import seed_warmup_cosine, warmup_cosine
 from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page
 from ui import training_charts as tc
 from ui.i18n import catalog

@@ -15,7 +15,7 @@
    relative size of token embeddings and positions after ``embedding(x) * sqrt(d_model)``.
 
 torch + numpy only. Attention, the sinusoidal table, RoPE and the learned table come from
-``functional``, ``modules``, ``positional``, ``rotary`` and ``transformer``.
+``functional``, ``modules`` and ``positional`` (sinusoidal, learned and rotary in one module).
 """
 from __future__ import annotations
 
@@ -25,13 +25,11 @@ from typing import NamedTuple
 
 import torch
 
-from .functional import scaled_dot_product_attention
-from .modules import SelfAttention
-from .positional import sinusoidal_encoding
-from .rotary import apply_rotary, rotary_embedding
-from .text import embed_tokens
-from .transformer import LearnedPositionalEmbedding
-from .types import AttentionOutput
+from ..functional import scaled_dot_product_attention
+from ..modules import SelfAttention
+from ..positional import LearnedPositionalEmbedding, apply_rotary, rotary_embedding, sinusoidal_encoding
+from ..text import embed_tokens
+from ..types import AttentionOutput
 
 ENCODINGS = ("none", "sinusoidal", "learned", "rotary")
 

@@ -23,9 +23,9 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from .functional import apply_mask, masked_softmax, scaled_dot_product_attention, scaled_dot_scores
-from .masks import causal_mask, local_mask, padding_mask
-from .text import embed_tokens, projection
+from ..functional import apply_mask, masked_softmax, scaled_dot_product_attention, scaled_dot_scores
+from ..masks import causal_mask, local_mask, padding_mask
+from ..text import embed_tokens, projection
 
 PAD = "[PAD]"
 
@@ -96,34 +96,6 @@ def masked_attention_stages(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     scores = scaled_dot_scores(q, k)
     output, weights = scaled_dot_product_attention(q, k, v, mask)
     return MaskedStages(scores, apply_mask(scores, mask), weights, output)
-
-
-# ------------------------------------------------------------------ a custom mask as text
-ROW_SEP = "-"
-
-
-def encode_mask(mask: torch.Tensor) -> str:
-    """(n, n) boolean -> "110-111-011": one run of 0/1 per query row (compact, URL-safe)."""
-    return ROW_SEP.join("".join("1" if v else "0" for v in row) for row in mask.tolist())
-
-
-def decode_mask(text: str, n: int, fallback: torch.Tensor | None = None) -> tuple[torch.Tensor, bool]:
-    """Parse ``encode_mask`` text into an (n, n) mask; returns (mask, exact).
-
-    Rows or columns beyond ``n`` are dropped and missing cells are taken from ``fallback``
-    (all visible by default); ``exact`` is False when that happened. Raises ValueError on a
-    character other than 0, 1, the row separator or spaces.
-    """
-    base = torch.ones(n, n, dtype=torch.bool) if fallback is None else fallback.clone().bool()
-    text = (text or "").replace(" ", "")
-    if set(text) - {"0", "1", ROW_SEP}:
-        raise ValueError(f"a mask is written with 0, 1 and {ROW_SEP!r} only")
-    rows = text.split(ROW_SEP) if text else []
-    exact = len(rows) == n and all(len(r) == n for r in rows)
-    for i, row in enumerate(rows[:n]):
-        for j, ch in enumerate(row[:n]):
-            base[i, j] = ch == "1"
-    return base, exact
 
 
 # ------------------------------------------------------------------ pitfall 1: NaN from a fully masked row
@@ -228,12 +200,12 @@ def attend_batch(sentences: Sequence[Sequence[str]], side: str = "right", seed: 
     return batch, keep, (q, k, v), masked_attention_stages(q, k, v, keep)
 
 
-def custom_attention(tokens: Sequence[str], code: str, seed: int = 0, d_k: int = 8):
-    """Attention of one sentence under a mask written as ``encode_mask`` text.
+def custom_attention(tokens: Sequence[str], mask: torch.Tensor, seed: int = 0, d_k: int = 8):
+    """Attention of one sentence under a custom (n, n) mask (``ui.masking_state.decode_mask`` reads
+    the page's mask text).
 
     Returns (mask, stages, the tutorials' naive weights for comparison).
     """
-    mask, _ = decode_mask(code, len(tokens))
     q, k, v = batch_qkv(pad_batch([tokens]), d_k, seed)
     out = masked_attention_stages(q, k, v, mask)
     return mask, out, pitfall_naive_masked_softmax(out.scores, mask)
@@ -261,18 +233,6 @@ def default_custom_mask(n: int) -> torch.Tensor:
     if n >= 3:
         m[2] = False
     return m
-
-
-def apply_edits(code: str, labels: Sequence[str], edited_rows: dict) -> str:
-    """Apply a checkbox grid's edits ({row: {column label: bool}}) to a mask written as text."""
-    n = len(labels)
-    mask, _ = decode_mask(code, n)
-    names = list(labels)
-    for r, changes in edited_rows.items():
-        for col, value in changes.items():
-            if col in names and 0 <= int(r) < n:
-                mask[int(r), names.index(col)] = bool(value)
-    return encode_mask(mask)
 
 
 def fully_masked_demo(sentences: Sequence[Sequence[str]], seed: int = 0, d_k: int = 8) -> dict:

@@ -1,22 +1,11 @@
-"""Glue for the "it" and attention-analysis pages: sentences built from the grammar's word lists,
-the adjective flip, fresh batches, what the trained heads do from the pronoun, and the second
-tutorial's ``AttentionAnalyzer`` corrected.
+"""Glue for the "it" page (the analysis page reads the same sentences): sentences built from the
+grammar's word lists, the adjective flip, fresh batches, what the trained heads do from the pronoun.
+The analysis page's own statistics are in ``labs.analysis``.
 
-The model is ``pronoun.PronounResolver`` (section 5.2 of the first tutorial: "The animal didn't
+The model is ``models.pronoun.PronounResolver`` (section 5.2 of the first tutorial: "The animal didn't
 cross the street because it was too tired"): an encoder whose answer is read, as a word, from the
 pronoun's final vector, so the only attention in it is the encoder's own. The statistics are those
 of ``analysis`` (entropy, sparsity, head patterns). Nothing here trains: it reads a trained model.
-
-The analyser of the second tutorial computes, per layer, on a padded batch::
-
-    attn_flat = attn.view(-1, attn.size(-1))
-    entropy = -torch.sum(attn_flat * torch.log(attn_flat + 1e-8), dim=-1).mean()
-    sparsity = (attn < 0.1).float().mean()
-
-``seed_analyzer_stats`` reproduces it; ``head_stats`` is the corrected version: exact entropy
-(0 log 0 = 0, no +1e-8), one number per head rather than per layer, and padding left out — the
-rows of padded query positions are not tokens, and padded keys (weight exactly 0) are not
-"sparse" attention, they are absent.
 """
 from __future__ import annotations
 
@@ -26,11 +15,8 @@ from typing import NamedTuple
 
 import torch
 
-from .analysis import PATTERNS, classify_heads, head_entropy, head_sparsity
-from .functional import masked_softmax, scaled_dot_scores
-from .masks import padding_mask
-from .pronoun import PronounResolver, make_pronoun_batch
-from .tasks import (
+from ..models.pronoun import PronounResolver, make_pronoun_batch
+from ..models.tasks import (
     PRONOUN_LANGS,
     PRONOUN_TOKEN,
     PronounExample,
@@ -183,124 +169,3 @@ def prefix_rows(rows: PronounRows | Sequence[PronounRows], b: int) -> PronounRow
 @torch.no_grad()
 def pronoun_profile(model: PronounResolver, examples: Sequence[PronounExample], vocab: Vocab) -> PronounProfile:
     return profile_of(pronoun_rows(model, examples, vocab))
-
-
-# --------------------------------------------------------------------------------------------------
-# per-sentence weights without padding
-# --------------------------------------------------------------------------------------------------
-
-@torch.no_grad()
-def batch_weights(model: PronounResolver, examples: Sequence[PronounExample], vocab: Vocab
-                  ) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """One padded forward pass: encoder weights per layer (b, h, n, n) and the lengths (b,)."""
-    batch = make_pronoun_batch(examples, vocab)
-    out = model(batch.tokens, batch.lengths, batch.pronoun, batch.nouns)
-    return out.weights, batch.lengths
-
-
-def unpadded(weights: Sequence[torch.Tensor], lengths: torch.Tensor) -> list[list[torch.Tensor]]:
-    """Per sentence, its (h, len, len) weights of every layer: the padded rows and columns cut off."""
-    return [[w[i, :, :m, :m] for w in weights] for i, m in enumerate(lengths.tolist())]
-
-
-class HeadStats(NamedTuple):
-    """Per layer and head (L, h): mean entropy (nats, or / log n if normalised) and mean sparsity over
-    every real query row of the batch; ``rows`` the number of rows averaged per head."""
-
-    entropy: torch.Tensor
-    sparsity: torch.Tensor
-    rows: int
-
-
-def head_stats(weights: Sequence[torch.Tensor], lengths: torch.Tensor, threshold: float = 0.1,
-               normalize: bool = False) -> HeadStats:
-    """The analyser corrected: ``analysis.head_entropy`` and ``head_sparsity`` on each group of
-    sentences of one length (sliced to that length, so neither padded rows nor padded keys enter),
-    combined as a mean over all real rows (each group weighted by its number of rows)."""
-    total_e = total_s = None
-    rows = 0
-    for m in sorted(set(lengths.tolist())):
-        idx = (lengths == m).nonzero().squeeze(1)
-        group = [w[idx][:, :, :m, :m] for w in weights]                     # L x (b_g, h, m, m)
-        count = len(idx) * m
-        e = head_entropy(group, normalize=normalize) * count
-        s = head_sparsity(group, threshold) * count
-        total_e = e if total_e is None else total_e + e
-        total_s = s if total_s is None else total_s + s
-        rows += count
-    return HeadStats(total_e / rows, total_s / rows, rows)
-
-
-class SeedStats(NamedTuple):
-    """The second tutorial's numbers, one per layer (L,): entropy with +1e-8 over every row of the
-    padded batch (padded query rows included), sparsity over every entry (padded keys included)."""
-
-    entropy: torch.Tensor
-    sparsity: torch.Tensor
-    rows: int
-
-
-def seed_analyzer_stats(weights: Sequence[torch.Tensor], threshold: float = 0.1) -> SeedStats:
-    """``AttentionAnalyzer.analyze_attention_distribution`` of the second tutorial, verbatim per layer."""
-    ent, spa = [], []
-    for attn in weights:
-        attn_flat = attn.reshape(-1, attn.size(-1))
-        entropy = -torch.sum(attn_flat * torch.log(attn_flat + 1e-8), dim=-1)
-        ent.append(entropy.mean())
-        spa.append((attn < threshold).float().mean())
-    return SeedStats(torch.stack(ent), torch.stack(spa), int(weights[0][..., 0].numel()))
-
-
-def sentence_labels(weights: Sequence[torch.Tensor], lengths: torch.Tensor) -> torch.Tensor:
-    """(b, L, h): the index in PATTERNS of the label ``analysis.classify_heads`` (the multi-head page's
-    classifier) gives each head on each sentence, every sentence classified without its padding."""
-    L, h = len(weights), weights[0].size(1)
-    out = torch.zeros(len(lengths), L, h, dtype=torch.long)
-    for m in sorted(set(lengths.tolist())):                    # one classifier call per length and layer
-        idx = (lengths == m).nonzero().squeeze(1)
-        for layer, w in enumerate(weights):
-            group = w[idx][:, :, :m, :m].reshape(-1, m, m)    # (b_g * h, m, m): sentence-major
-            labels = torch.tensor([PATTERNS.index(lab) for lab, _ in classify_heads(group)])
-            out[idx, layer] = labels.view(len(idx), h)
-    return out
-
-
-def count_labels(labels: torch.Tensor) -> torch.Tensor:
-    """(L, h, len(PATTERNS)) from per-sentence labels (b, L, h): for each head, in how many sentences
-    it got each pattern."""
-    return torch.nn.functional.one_hot(labels, len(PATTERNS)).sum(0)
-
-
-def label_counts(weights: Sequence[torch.Tensor], lengths: torch.Tensor) -> torch.Tensor:
-    """(L, h, len(PATTERNS)): for each head, in how many sentences ``analysis.classify_heads`` (the
-    multi-head page's classifier) gave each pattern, every sentence classified without its padding."""
-    return count_labels(sentence_labels(weights, lengths))
-
-
-# --------------------------------------------------------------------------------------------------
-# queries and keys of one trained head
-# --------------------------------------------------------------------------------------------------
-
-class HeadQK(NamedTuple):
-    """For one sentence and one layer: q, k (h, n, d_k) of every head and its weights (h, n, n)."""
-
-    q: torch.Tensor
-    k: torch.Tensor
-    weights: torch.Tensor
-
-
-@torch.no_grad()
-def head_qk(model: PronounResolver, example: PronounExample, vocab: Vocab, layer: int) -> HeadQK:
-    """The queries and keys that layer ``layer`` of the encoder forms for ``example``: its attention
-    input (the layer's input, or norm1 of it in a pre-LN layer) through W_query / W_key, split into
-    heads. softmax(q k^T / sqrt(d_k)) gives back the weights the model used."""
-    enc = model.encoder
-    if not 0 <= layer < len(enc.layers):
-        raise ValueError(f"layer must lie in [0, {len(enc.layers)}), got {layer}")
-    tokens = torch.tensor([vocab.encode(example.tokens)])
-    mask = padding_mask(torch.tensor([len(example.tokens)]), tokens.size(1))
-    trace = enc.trace(tokens, mask).layers[layer]
-    x = trace["norm1"] if trace.norm_first else trace["input"]                # what the MHA read
-    mha = enc.layers[layer].self_attn
-    q, k = mha.split_heads(mha.W_query(x))[0], mha.split_heads(mha.W_key(x))[0]   # (h, n, d_k)
-    return HeadQK(q, k, masked_softmax(scaled_dot_scores(q, k)))

@@ -17,7 +17,7 @@ Why this readout: to name the referent, "it"'s final vector must *contain* that 
 encoder the only way one token's vector takes in another token is attention. Trained this way the
 encoder's last-layer heads learn, unsupervised, to look from "it" at the referent: the fraction of
 held-out sentences in which each head weighs the referent more than the other noun is measured by
-``referent_agreement`` and stored in the checkpoint's meta (``attention_core.train``). An earlier
+``referent_agreement`` and stored in the checkpoint's meta (``attention_core.models.recipes``). An earlier
 version answered with a learned pointer over token positions: 100% right, but only the pointer
 pointed — by construction — while the encoder's heads preferred the referent in about half of the
 sentences, a coin toss. And a readout that only compares the two nouns (logit_c = <h, E[noun_c]>,
@@ -25,7 +25,7 @@ softmax over two) can be solved as well by attending to the *other* noun and sub
 (``scripts/pronoun_readout_ablation.py``). What attention learns depends on the objective, and a
 weight on a word is not an explanation by itself (Jain and Wallace 2019).
 
-This is a small model trained on templates (``attention_core.tasks``), not a language model.
+This is a small model trained on templates (``attention_core.models.tasks``), not a language model.
 """
 from __future__ import annotations
 
@@ -37,9 +37,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .masks import padding_mask
+from ..masks import padding_mask
+from ..transformer import TransformerEncoder
 from .tasks import PronounExample, Vocab
-from .transformer import TransformerEncoder
 
 
 @dataclass

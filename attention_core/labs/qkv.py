@@ -24,10 +24,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .functional import dot_scores, masked_softmax, scaled_dot_product_attention, scaled_dot_scores
-from .modules import AdditiveAttention
-from .text import embed_tokens, projection
-from .types import AttentionOutput
+from ..functional import dot_scores, masked_softmax, scaled_dot_product_attention, scaled_dot_scores
+from ..modules import AdditiveAttention
+from ..text import embed_tokens, projection
+from ..types import AttentionOutput
 
 # ---------------------------------------------------------------------------------------------
 # 1. Nadaraya-Watson kernel regression = attention pooling with a fixed (Gaussian) similarity
@@ -109,34 +109,6 @@ def library_arrays(books: Sequence[Book] = LIBRARY) -> tuple[np.ndarray, np.ndar
     """Keys (n_books, len(KEY_AXES)) and values (n_books, len(VALUE_AXES)) as float64 arrays."""
     return (np.array([b.key for b in books], dtype=np.float64).reshape(len(books), len(KEY_AXES)),
             np.array([b.value for b in books], dtype=np.float64).reshape(len(books), len(VALUE_AXES)))
-
-
-def parse_number_table(rows: Sequence[Sequence[object]],
-                       limit: float) -> tuple[np.ndarray, list[tuple[int, int]]]:
-    """Cells of an edited table -> (float array, [(row, col) of every unusable cell]).
-
-    A cell is unusable when it is empty (None, NaN, ""), not a number ("abc", True), not finite
-    (inf), or larger than ``limit`` in magnitude. Unusable cells are 0 in the returned array,
-    which is only meant to be used when the list of bad cells is empty.
-    """
-    n_cols = max((len(r) for r in rows), default=0)
-    out = np.zeros((len(rows), n_cols), dtype=np.float64)
-    bad: list[tuple[int, int]] = []
-    for i, row in enumerate(rows):
-        for j in range(n_cols):
-            cell = row[j] if j < len(row) else None
-            try:
-                if cell is None or isinstance(cell, bool) or (isinstance(cell, str) and not cell.strip()):
-                    raise ValueError
-                value = float(cell)
-            except (TypeError, ValueError):
-                bad.append((i, j))
-                continue
-            if not math.isfinite(value) or abs(value) > limit:
-                bad.append((i, j))
-                continue
-            out[i, j] = value
-    return out, bad
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,9 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .efficient import linear_attention
-from .masks import causal_mask, padding_mask
-from .modules import AdditiveAttention
+from ..efficient import linear_attention
+from ..masks import causal_mask, padding_mask
+from ..modules import AdditiveAttention
 
 
 def _error(err: Exception) -> str:

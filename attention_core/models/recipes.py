@@ -1,6 +1,6 @@
 """Train, save, load and evaluate the shipped models of the learned-attention pages.
 
-    python -m attention_core.train TASK [--threads N] [--steps N] [--out DIR]
+    python -m attention_core.models TASK [--threads N] [--steps N] [--out DIR]
 
 TASK is one of dates, dates_noattn, reverse_attn, reverse_noattn, pronoun, curves (re-measure
 assets/models/curves.json from the shipped checkpoints) or all. Each run is seeded (model
@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -62,7 +61,7 @@ from .tasks import (
 )
 from .trainer import TrainProgress, TransformerTrainer
 
-MODELS_DIR = Path(__file__).resolve().parent.parent / "assets" / "models"
+MODELS_DIR = Path(__file__).resolve().parents[2] / "assets" / "models"
 CURVES_FILE = "curves.json"
 ABLATION_FILE = "pronoun_ablation.json"   # scripts/pronoun_readout_ablation.py
 CHECKPOINT_FORMAT = 1
@@ -186,7 +185,7 @@ def load_model(name: str, models_dir: Path | str | None = None) -> LoadedModel:
     Raises FileNotFoundError if the checkpoint is missing and DamagedFile if it cannot be read."""
     path = checkpoint_path(name, models_dir)
     if not path.exists():
-        raise FileNotFoundError(f"no checkpoint {path}; run `python -m attention_core.train {name}`")
+        raise FileNotFoundError(f"no checkpoint {path}; run `python -m attention_core.models {name}`")
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
         if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
@@ -202,7 +201,7 @@ def load_model(name: str, models_dir: Path | str | None = None) -> LoadedModel:
         if not isinstance(ckpt["meta"], dict):
             raise ValueError("meta is not a dict")
     except Exception as err:    # whatever a damaged file makes the reader raise: EOFError, UnpicklingError, ...
-        raise DamagedFile(path, f"python -m attention_core.train {name}", err) from err
+        raise DamagedFile(path, f"python -m attention_core.models {name}", err) from err
     return LoadedModel(name, model.eval(), ckpt["config"], src, tgt, ckpt["meta"])
 
 
@@ -216,9 +215,9 @@ def load_curves(models_dir: Path | str | None = None) -> dict:
     except FileNotFoundError:
         raise
     except (OSError, ValueError) as err:                     # JSONDecodeError, UnicodeDecodeError, a directory
-        raise DamagedFile(path, "python -m attention_core.train curves", err) from err
+        raise DamagedFile(path, "python -m attention_core.models curves", err) from err
     if not isinstance(data, dict):
-        raise DamagedFile(path, "python -m attention_core.train curves", "not a JSON object")
+        raise DamagedFile(path, "python -m attention_core.models curves", "not a JSON object")
     return data
 
 
@@ -472,7 +471,7 @@ def record_curves(models_dir: Path | str | None = None, *, remeasure: bool = Fal
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m attention_core.train", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m attention_core.models", description=__doc__.split("\n\n")[0])
     parser.add_argument("task", choices=TASKS + ("curves", "all"))
     parser.add_argument("--threads", type=int, default=1,
                         help="torch threads (default 1: these small models gain nothing from intra-op threads; "
@@ -495,6 +494,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"curves.json: {sorted(k for k in curves if k not in ('eval_seed', 'torch'))}")
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

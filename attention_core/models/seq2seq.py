@@ -26,9 +26,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from .functional import masked_softmax
-from .masks import padding_mask
-from .modules import AdditiveAttention
+from ..functional import masked_softmax
+from ..masks import padding_mask
+from ..modules import AdditiveAttention
 from .tasks import Vocab
 
 State = tuple[torch.Tensor, torch.Tensor]  # LSTM (h, c), each (1, b, H)
@@ -267,5 +267,48 @@ def translate(model: Seq2Seq, texts: Sequence[str], src_vocab: Vocab, tgt_vocab:
                 keep.append(t)
         symbols = tgt_vocab.decode(toks[i, keep].tolist(), stop_at_eos=False)
         align = weights[i, keep, :len(text)].clone() if weights is not None else None
+        out.append(Translation("".join(symbols), align, text))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# Inference helpers of the pages
+# ------------------------------------------------------------------------------------------------
+
+
+def translate_one(model: Seq2Seq, text: str, src_vocab: Vocab, tgt_vocab: Vocab, max_len: int) -> Translation:
+    """``seq2seq.translate`` of one source, without autograd bookkeeping."""
+    with torch.inference_mode():
+        return translate(model, [text], src_vocab, tgt_vocab, max_len=max_len)[0]
+
+
+# ------------------------------------------------------------------------------------------------
+# The tutorial's batching: pads run through the LSTM and attention sees them
+# ------------------------------------------------------------------------------------------------
+
+
+def decode_as_tutorial(model: Seq2Seq, texts: Sequence[str], src_vocab: Vocab, tgt_vocab: Vocab,
+                       max_len: int) -> list[Translation]:
+    """Greedy decoding of a padded batch as the tutorial's ``Encoder`` would run it.
+
+    The tutorial's encoder takes no lengths: every sequence of the batch is padded to the longest,
+    the LSTM reads the pads too, its final state (the context vector) is the one after the pads,
+    and attention has no mask, so it can put weight on <pad>. Here: every length is set to the
+    padded length, which gives exactly that. Each alignment keeps all padded columns.
+    """
+    src, lengths = encode_sources(texts, src_vocab)
+    full = torch.full_like(lengths, src.size(1))
+    with torch.inference_mode():
+        toks, weights = model.greedy_decode(src, full, max_len)
+    out = []
+    for i, text in enumerate(texts):
+        keep = []
+        for t, tok in enumerate(toks[i].tolist()):
+            if tok == tgt_vocab.eos_id:
+                break
+            if tok not in (tgt_vocab.pad_id, tgt_vocab.sos_id):
+                keep.append(t)
+        symbols = tgt_vocab.decode(toks[i, keep].tolist(), stop_at_eos=False)
+        align = weights[i, keep].clone() if weights is not None else None
         out.append(Translation("".join(symbols), align, text))
     return out

@@ -1,8 +1,8 @@
 """Measure what efficient attention buys: time and peak memory against sequence length n.
 
-    python -m attention_core.bench                 # full run, writes assets/bench/efficient.json
-    python -m attention_core.bench --quick         # n <= 2048, a smoke test
-    python -m attention_core.bench --max-n 4096 --repeats 5 --out /tmp/bench.json
+    python -m attention_core.labs.efficiency_bench                 # full run, writes assets/bench/efficient.json
+    python -m attention_core.labs.efficiency_bench --quick         # n <= 2048, a smoke test
+    python -m attention_core.labs.efficiency_bench --max-n 4096 --repeats 5 --out /tmp/bench.json
 
 Every (method, n) runs in a fresh subprocess (so one call's allocations cannot hide another's):
 inputs are made first, then the kernel peak-RSS counter is reset (``/proc/self/clear_refs``) and
@@ -48,7 +48,7 @@ METHODS: dict[str, tuple[float, float, str]] = {
 PERFORMER_M, LINFORMER_K, WINDOW, FLASH_BLOCK = 256, 256, 64, 128
 SIZES = [256, 512, 1024, 2048, 4096, 8192, 16384]
 MAX_N = {"sparse_masked": 4096}        # shown to make a point, not to burn minutes
-DEFAULT_OUT = Path(__file__).resolve().parent.parent / "assets" / "bench" / "efficient.json"
+DEFAULT_OUT = Path(__file__).resolve().parents[2] / "assets" / "bench" / "efficient.json"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -56,8 +56,8 @@ DEFAULT_OUT = Path(__file__).resolve().parent.parent / "assets" / "bench" / "eff
 
 def _make_call(method: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, seed: int = 0):
     """Return a zero-argument callable; parameters (projections) are built here, outside the measurement."""
-    from . import efficient, masks
-    from .functional import scaled_dot_product_attention
+    from .. import efficient, masks
+    from ..functional import scaled_dot_product_attention
 
     n, d = q.size(-2), q.size(-1)
     g = torch.Generator().manual_seed(seed + 1)
@@ -101,7 +101,7 @@ def _reset_peak() -> bool:
 
 def measure(method: str, n: int, d: int = 64, repeats: int = 3, min_time: float = 0.3, seed: int = 0) -> dict:
     """Peak extra memory of one call and the median time of ``repeats`` or more calls, at (1, 1, n, d)."""
-    from .efficient import relative_error
+    from ..efficient import relative_error
 
     g = torch.Generator().manual_seed(seed)
     q, k, v = (torch.randn(1, 1, n, d, generator=g) for _ in range(3))
@@ -184,11 +184,11 @@ def fit_slope(ns: list[float], ys: list[float]) -> float | None:
 
 
 def _run_one(method: str, n: int, args, timeout: float) -> dict:
-    cmd = [sys.executable, "-m", "attention_core.bench", "--worker", method, str(n),
+    cmd = [sys.executable, "-m", "attention_core.labs.efficiency_bench", "--worker", method, str(n),
            "--repeats", str(args.repeats), "--threads", str(args.threads)]
     try:
         proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout,
-                              cwd=Path(__file__).resolve().parent.parent)
+                              cwd=Path(__file__).resolve().parents[2])
     except subprocess.TimeoutExpired:
         return {"method": method, "n": n, "skipped": f"timed out after {timeout:.0f} s"}
     if proc.returncode != 0:

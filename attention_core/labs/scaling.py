@@ -17,8 +17,8 @@ from typing import NamedTuple
 
 import torch
 
-from .diagnostics import attention_entropy, max_weight, softmax_jacobian_norm
-from .functional import dot_scores, masked_softmax
+from ..diagnostics import attention_entropy, max_weight, softmax_jacobian_norm
+from ..functional import dot_scores, masked_softmax
 
 D_K_MAX = 1024
 D_K_STEPS = tuple(2 ** i for i in range(11))              # 1, 2, 4, ..., 1024: the slider

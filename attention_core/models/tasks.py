@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .text import sentence_language
+from ..text import sentence_language
 
 # --------------------------------------------------------------------------------------------------
 # Vocabularies

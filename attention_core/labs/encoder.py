@@ -17,9 +17,9 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from .modules import MultiHeadAttention
-from .transformer import PositionWiseFFN, TransformerEncoder, TransformerEncoderLayer
-from .types import AttentionOutput
+from ..modules import MultiHeadAttention
+from ..transformer import PositionWiseFFN, TransformerEncoder, TransformerEncoderLayer
+from ..types import AttentionOutput
 
 VARIANTS = ("post", "pre")   # post-LN (first tutorial, Vaswani et al.), pre-LN (Xiong et al., GPT-2)
 FFN_RATIO = 4                # d_ff = 4 d_model in both tutorials (512 -> 2048)

@@ -19,10 +19,10 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from .functional import masked_softmax, scaled_dot_scores
-from .modules import HeadDivisibilityError, MultiHeadAttention
-from .positional import sinusoidal_encoding
-from .text import embed_tokens
+from ..functional import masked_softmax, scaled_dot_scores
+from ..modules import HeadDivisibilityError, MultiHeadAttention
+from ..positional import sinusoidal_encoding
+from ..text import embed_tokens
 
 MODES = ("structured", "random")
 # what the structured heads are built to do, in order; more heads cycle through the list
