@@ -162,18 +162,15 @@ def page_paths() -> list[str]:
 
 def start_replica(port: int) -> subprocess.Popen:
     """deploy/run-replica.sh on 127.0.0.1:port, once it answers its health check."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from scripts.server import wait_healthy
+
     proc = subprocess.Popen(["sh", str(ROOT / "deploy" / "run-replica.sh"), str(port), "127.0.0.1"],
                             env={**os.environ, "PYTHON": sys.executable}, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
-    for _ in range(900):
-        try:
-            if http_get(f"http://127.0.0.1:{port}/_stcore/health")[0] == 200:
-                return proc
-        except OSError:
-            pass
-        time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("the replica did not start in 180 s")
+    wait_healthy(port, proc, timeout=180)
+    return proc
 
 
 async def measure_replica(base: str, pid: int, pages: list[str]):

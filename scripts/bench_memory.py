@@ -27,10 +27,8 @@ import asyncio
 import json
 import pathlib
 import random
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.parse
@@ -39,6 +37,9 @@ import urllib.request
 import psutil
 
 HERE = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(HERE))
+from scripts.server import free_port, start_server  # noqa: E402  (the one way to start a server)
+
 BUDGET_MB = 700
 SAMPLE_S = 0.05
 
@@ -191,33 +192,6 @@ class Sampler(threading.Thread):
 
     def peak_since(self, t0: float) -> float:
         return max((mb for t, mb in self.samples if t >= t0), default=0.0)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server(root: pathlib.Path, port: int) -> subprocess.Popen:
-    """``streamlit run app.py`` of ``root`` on 127.0.0.1:``port``, once it answers /_stcore/health (also used by
-    bench_training_queue). Its log goes to a temporary file: a pipe nobody reads would stall a chatty server."""
-    log = tempfile.TemporaryFile()
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-                             "--server.address", "127.0.0.1", "--server.headless", "true",
-                             "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"],
-                            cwd=root, stdout=subprocess.DEVNULL, stderr=log)
-    for _ in range(600):                                  # at most 60 s
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1)
-            return proc
-        except OSError:
-            if proc.poll() is not None:
-                log.seek(0)
-                raise RuntimeError("the server exited: " + log.read().decode(errors="replace")[-2000:])
-            time.sleep(0.1)
-    proc.terminate()
-    raise RuntimeError("the server did not answer /_stcore/health within 60 s")
 
 
 def main() -> int:

@@ -23,12 +23,9 @@ import pathlib
 import random
 import resource
 import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Callable
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -175,22 +172,15 @@ def bench_text(key: str, repeats: int, params: dict | None = None,
     return time_reruns(key, at, repeats, lambda i: (list(at.text_input) + list(at.text_area))[0].set_value(text(i)))
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def bench_server(keys: list[str]) -> dict:
     import psutil
     from playwright.sync_api import sync_playwright
 
-    port = free_port()
+    from scripts.server import start_server
+
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-                             "--server.headless", "true", "--server.fileWatcherType", "none"],
-                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    base = f"http://localhost:{port}"
+    proc = start_server(ROOT)                 # returns once /_stcore/health answers
+    base = proc.base
     ps = psutil.Process(proc.pid)
     args = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
             "--disable-component-update", "--disable-sync"]
@@ -199,12 +189,6 @@ def bench_server(keys: list[str]) -> dict:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=args)
             page = browser.new_page()
-            for _ in range(300):
-                try:
-                    urllib.request.urlopen(base + "/_stcore/health", timeout=1)
-                    break
-                except OSError:
-                    time.sleep(0.05)
             page.goto(base + "/?lang=en")
             page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60000)
             page.wait_for_selector("h1", timeout=60000)

@@ -91,9 +91,10 @@ def server_mode(tabs: int, steps: int, chromium: str | None, app: pathlib.Path =
     import shutil
 
     import websockets
-    from bench_memory import free_port, start_server  # the same server start (scripts/ is on sys.path)
     from playwright.sync_api import sync_playwright
     from streamlit.proto.BackMsg_pb2 import BackMsg
+
+    from scripts.server import free_port, start_server
 
     port = free_port()
     proc = start_server(app, port)

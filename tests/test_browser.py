@@ -6,15 +6,12 @@ must work offline). Screenshots land in shots/ for a human to look at.
 import os
 import pathlib
 import shutil
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from urllib.parse import urlparse
 
 import pytest
 
+from scripts.server import start_server
 from ui.i18n import catalog
 from ui.registry import available_pages
 
@@ -32,38 +29,12 @@ if shutil.which("chromium") is None:
 sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_server():
-    port = free_port()
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-         "--server.headless", "true", "--browser.gatherUsageStats", "false",
-         "--server.fileWatcherType", "none"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    base = f"http://localhost:{port}"
-    for _ in range(300):
-        try:
-            urllib.request.urlopen(base + "/_stcore/health", timeout=1)
-            break
-        except OSError:
-            time.sleep(0.1)
-    else:
-        proc.kill()
-        raise RuntimeError("streamlit did not start:\n" + proc.stdout.read().decode(errors="replace"))
-    print(f"server healthy after {time.perf_counter() - t0:.2f} s")
-    return proc, base
-
-
 @pytest.fixture(scope="module")
 def server():
-    proc, base = start_server()
-    yield base
+    t0 = time.perf_counter()
+    proc = start_server(ROOT)
+    print(f"server healthy after {time.perf_counter() - t0:.2f} s")
+    yield proc.base
     proc.terminate()
     proc.wait(10)
 
