@@ -243,8 +243,8 @@ def test_every_page_cache_has_a_byte_budget_and_the_total_is_bounded():
         text = path.read_text(encoding="utf-8")
         assert "st.cache_data" not in text and "st.cache_resource" not in text, path.name
     assert uc.BUDGET.max_bytes <= 32 * uc.MB
-    from ui import anatomy
-    assert isinstance(anatomy.SPECS, uc.ByteBudgetCache) and anatomy.SPECS.max_bytes <= 64 * uc.MB
+    from ui import charts
+    assert isinstance(charts.SKELETONS, uc.ByteBudgetCache) and charts.SKELETONS.max_bytes <= 8 * uc.MB
 
 
 # ---------------------------------------------------------------------------------------------

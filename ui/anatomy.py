@@ -14,9 +14,8 @@ from typing import Callable, Sequence
 import streamlit as st
 
 from . import url_guard
-from .cache import MB, ByteBudgetCache, FrozenDict, key_of_values, nbytes
-from .charts import matrix_csv, to_spec
-from .i18n import current_lang, t
+from .charts import matrix_csv
+from .i18n import t
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")
 
@@ -45,69 +44,28 @@ def formula(latex: str, caption: str | None = None) -> None:
         st.caption(caption)
 
 
-# finished Vega-Lite specs shared by all sessions of the server, LRU within a byte budget (ui.cache); a
-# heatmap of 64 x 64 tokens with its data is ~1.5 MB, a skeleton a few KB
-SPECS = ByteBudgetCache("ui.anatomy.cached_spec", 12 * MB)
-
-
-def _build_spec(build: Callable):
-    # read-only at the top level (a page copies it before changing it: show_chart, ui.charts.respec); the nested
-    # parts stay plain dicts and lists, because Streamlit patches them in place when it draws (a null legend
-    # title becomes " ", the same for every session)
-    spec = to_spec(build())
-    spec = FrozenDict(spec) if isinstance(spec, dict) else spec
-    return spec, spec, nbytes(spec)
-
-
-def cached_spec(cache_id: tuple, build: Callable) -> dict | None:
-    """``to_spec(build())``, built once per ``cache_id`` and language and shared by every session.
-
-    ``cache_id``: a name for the chart and every plain value it depends on (the builder itself is not
-    hashed). Use it for specs a page reuses (e.g. a skeleton for ``ui.charts.respec``); to draw a
-    chart, ``show_chart(build, cache=...)`` does the same. The spec's top level is read-only (a FrozenDict):
-    copy it (``dict(spec)``, ``copy.deepcopy``) to change it."""
-    return SPECS.get_or_compute(key_of_values((current_lang(), *cache_id)), lambda: _build_spec(build))[0]
-
-
-def show_chart(chart, *, key: str | None = None, select: bool = False, cache: tuple | None = None,
-               width: str = "stretch"):
-    """Draw a chart; with ``select`` return the selection event (``on_select="rerun"``).
-
-    ``chart`` is an Altair chart, a Vega-Lite dict, or — with ``cache`` — a function that
-    builds the chart: ``cache`` is a tuple of the plain values the chart depends on, and the
-    finished spec is then built once per (key, language, cache) and reused on later reruns.
-    ``width``: "stretch" (the column's width) or "content" (the chart's own pixel width: small
-    multiples, diagrams). Use this instead of st.altair_chart: it also skips Altair's per-rerun
-    schema validation (see ui.charts.to_spec; the builders are validated by the tests).
-    """
-    if cache is not None:
-        spec = cached_spec((key, *cache), chart)
-        if spec is None:
-            chart = chart()
-    else:
-        if callable(chart) and not hasattr(chart, "to_dict"):
-            chart = chart()
-        spec = to_spec(chart)
-    if spec is not None:
-        spec = dict(spec)  # Streamlit pops "datasets" from the dict it is given: keep the cached one whole
-        draw, what = st.vega_lite_chart, spec
-    else:
-        draw, what = st.altair_chart, chart
+def show_chart(spec: dict, *, key: str | None = None, select: bool = False, width: str = "stretch"):
+    """Draw a finished chart spec (from a ``ui.charts`` chart kind); with ``select`` return the selection event
+    (``on_select="rerun"``). ``width``: "stretch" (the column's width) or "content" (the chart's own pixel
+    width: small multiples, diagrams, square planes)."""
+    if not isinstance(spec, dict) or "usermeta" not in spec:
+        raise TypeError("show_chart draws the spec of a ui.charts chart kind "
+                        "(README: 'One way to build and draw a chart')")
+    spec = dict(spec)  # Streamlit pops "datasets" from the dict it is given
     if select:
-        return draw(what, width=width, on_select="rerun", key=key)
-    draw(what, width=width, key=key)
+        return st.vega_lite_chart(spec, width=width, on_select="rerun", key=key)
+    st.vega_lite_chart(spec, width=width, key=key)
     return None
 
 
-def show_matrix(chart, matrix, row_labels: Sequence[str], col_labels: Sequence[str] | None = None, *,
-                key: str, selectable: bool = True, file_name: str = "matrix.csv",
-                cache: tuple | None = None) -> int | None:
-    """5. Draw a heatmap (ui.charts.heatmap / heatmap_spec, or a builder with ``cache`` as in show_chart)
-    with a CSV download; return the clicked query row."""
+def show_matrix(spec: dict, matrix, row_labels: Sequence[str], col_labels: Sequence[str] | None = None, *,
+                key: str, selectable: bool = True, file_name: str = "matrix.csv") -> int | None:
+    """5. Draw a heatmap (``ui.charts.heatmap`` / ``attention_heatmap``) with a CSV download of the full matrix;
+    return the clicked query row."""
     if selectable:
-        picked = _selected_query(show_chart(chart, key=key, select=True, cache=cache))
+        picked = _selected_query(show_chart(spec, key=key, select=True))
     else:
-        picked = show_chart(chart, key=key, cache=cache)
+        picked = show_chart(spec, key=key)
     st.download_button(t("common.download_csv"), lambda: matrix_csv(matrix, row_labels, col_labels),
                        file_name=file_name, mime="text/csv", key=f"{key}_csv",
                        icon=":material/download:", type="tertiary")
