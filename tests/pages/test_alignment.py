@@ -12,7 +12,7 @@ from attention_core.seq2seq import translate
 from attention_core.seq2seq_lab import date_forms, decode_as_tutorial, part_focus
 from attention_core.tasks import normalize_date_text
 from attention_core.train import load_model
-from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page
+from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, label_parts, open_page, shows_label
 from ui.alignment_charts import visible_chars
 from ui.anatomy import md_escape
 from ui.i18n import catalog
@@ -142,8 +142,8 @@ def test_unknown_characters_are_named(text, expect):
     at.text_input(key="date").set_value(text).run()
     assert exceptions(at) == []
     shown = warnings(at)
-    assert "The model has never seen" in shown and expect in shown
-    assert not [c for c in charts(at) if (title_of(c) or "").startswith("Where each output")]
+    assert shows_label(shown, "alignment.err_unknown") and expect in shown
+    assert not [c for c in charts(at) if (title_of(c) or "").startswith(label_parts("alignment.map_chart")[0])]
 
 
 def test_unknown_characters_in_chinese():
@@ -171,7 +171,7 @@ def test_text_that_is_not_a_date_gets_an_honest_message():
     out, w = oracle("the moon")
     assert at.metric[0].value == (out or "—")
     shown = all_text(at)
-    assert EN["alignment.unconfirmed"].format(out=out) in shown or "is not a real date" in shown
+    assert EN["alignment.unconfirmed"].format(out=out) in shown or shows_label(shown, "alignment.not_a_date")
 
 
 # ---------------------------------------------------------------- URL, exercise, pitfall
@@ -191,7 +191,7 @@ def test_exercise_answer_is_where_the_model_looks():
     at = open_page("alignment", "en")
     at.radio(key="al_ex_guess").set_value(answer).run()
     at.button(key="al_ex_reveal").click().run()
-    assert at.success and f"on the year: {mass['year']:.2f}" in all_text(at)
+    assert at.success and shows_label(all_text(at), "alignment.ex_explain", year=f"{mass['year']:.2f}")
 
 
 def test_pitfall_batches_the_learners_date_the_tutorials_way():
@@ -200,7 +200,7 @@ def test_pitfall_batches_the_learners_date_the_tutorials_way():
                                  M.tgt_vocab, 12)[0]
     pad = float(batched.alignment[:, 8:].sum(-1).mean())
     text = all_text(at)
-    assert f"→ **{md_escape(batched.output)}**, with {100 * pad:.0f}% of each step's weight on <pad>" in text
+    assert shows_label(text, "alignment.pit_result", batched=md_escape(batched.output), pad=f"{100 * pad:.0f}%")
 
 
 def test_more_forms_than_the_multiselect_allows_are_cut_with_a_message():
