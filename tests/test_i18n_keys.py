@@ -11,7 +11,6 @@ import pathlib
 import re
 
 import pytest
-
 from streamlit.testing.v1 import AppTest
 
 from tests.apptest_util import APP, exceptions, open_page

@@ -318,7 +318,8 @@ def test_flash_last_tile_and_out_of_range_tile():
     last = open_page("efficiency", "zh", params | {"tile": str(n)})
     assert exceptions(last) == []
     text = all_text(last)
-    assert f"全部 {n} 个分块完成：" in text and "查询第 1 块已完成" in text
+    assert shows_label(text, "efficiency.flash_final", "zh", total=n)
+    assert shows_label(text, "efficiency.step_block_done", "zh", a=1)
     wild = open_page("efficiency", "zh", params | {"tile": "999"})     # not a tile: the default view
     assert exceptions(wild) == [] and f"全部 {n} 个分块完成后" in all_text(wild)
 
