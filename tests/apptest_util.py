@@ -99,3 +99,24 @@ def label_parts(key: str, lang: str = "en", **fields) -> list[str]:
 def shows_label(text: str, key: str, lang: str = "en", **fields) -> bool:
     """``text`` shows the label ``key`` (every piece of it that ``fields`` determine)."""
     return all(part in text for part in label_parts(key, lang, **fields))
+
+
+def label_pattern(key: str, lang: str = "en", **groups: str) -> str:
+    """A regular expression matching the label ``key`` as shown: each field named in ``groups`` becomes a
+    named group with that pattern (read it with ``match.group(name)``), every other field matches anything."""
+    import re
+    import string
+
+    from ui.i18n import catalog
+
+    pattern, seen = "", set()
+    for literal, field, _, _ in string.Formatter().parse(str(catalog(lang)[key])):
+        pattern += re.escape(literal)
+        if field is None:
+            continue
+        if field in groups:
+            pattern += f"(?P={field})" if field in seen else f"(?P<{field}>{groups[field]})"
+            seen.add(field)
+        else:
+            pattern += ".*?"
+    return pattern

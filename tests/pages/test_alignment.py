@@ -12,7 +12,17 @@ from attention_core.seq2seq import translate
 from attention_core.seq2seq_lab import date_forms, decode_as_tutorial, part_focus
 from attention_core.tasks import normalize_date_text
 from attention_core.train import load_model
-from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, label_parts, open_page, shows_label
+from tests.apptest_util import (
+    all_text,
+    chart_data,
+    chart_spec,
+    charts,
+    exceptions,
+    label_parts,
+    label_pattern,
+    open_page,
+    shows_label,
+)
 from ui.alignment_charts import visible_chars
 from ui.anatomy import md_escape
 from ui.i18n import catalog
@@ -83,11 +93,11 @@ def test_clicked_row_and_notices_quote_the_numbers():
     assert np.allclose(row.sort_values("pos")["value"], w[2], atol=1e-6)
     text = notices(at)
     best = int(w[2].argmax())
-    m = re.search(r"Writing “1”, the model gives its largest weight, \*\*([\d.]+)\*\*, to «(.+?)»", text)
-    assert m and float(m.group(1)) == pytest.approx(w[2, best], abs=0.005)
-    assert m.group(2).split("·")[0] == visible_chars(normalize_date_text(EN["alignment.default_date"]))[best]
-    m = re.search(r"mean of the rows' largest weights is \*\*([\d.]+)\*\*", text)
-    assert m and float(m.group(1)) == pytest.approx(w.max(1).mean(), abs=0.005)
+    m = re.search(label_pattern("alignment.notice_row", ch="1", w=r"[\d.]+", src=".+?"), text)
+    assert m and float(m.group("w")) == pytest.approx(w[2, best], abs=0.005)
+    assert m.group("src").split("·")[0] == visible_chars(normalize_date_text(EN["alignment.default_date"]))[best]
+    m = re.search(label_pattern("alignment.notice_peaks", mean=r"[\d.]+"), text)
+    assert m and float(m.group("mean")) == pytest.approx(w.max(1).mean(), abs=0.005)
     table = at.dataframe[0].value
     assert table[EN["alignment.col_weight"]].tolist() == pytest.approx(np.round(w.max(1), 3).tolist())
 

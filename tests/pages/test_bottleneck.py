@@ -143,11 +143,11 @@ def test_pitfall_shows_the_tutorials_batching():
     at = open_page("bottleneck", "en")
     long = random_digits(30, 0)
     text = all_text(at)
-    for mod, kind in ((PLAIN, "Without attention"), (ATT, "With attention")):
+    for mod, kind in ((PLAIN, "pit_no_attention"), (ATT, "pit_attention")):
         batched = decode_as_tutorial(mod.model, ["12345", long], mod.src_vocab, mod.tgt_vocab, 35)[0]
         alone = run(mod, "12345")[0]
         assert alone == "54321"
-        assert f"{kind}: alone “12345” → **{alone}**; batched the tutorial's way → **{batched.output}**" in text
+        assert shows_label(text, f"bottleneck.{kind}", short="12345", alone=alone, batched=batched.output)
         assert batched.output != alone
 
 

@@ -10,7 +10,17 @@ import torch.nn.functional as F
 from attention_core import masking_lab as ml
 from attention_core.functional import masked_softmax
 from attention_core.text import tokenize
-from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, label_parts, open_page, shows_label
+from tests.apptest_util import (
+    all_text,
+    chart_data,
+    chart_spec,
+    charts,
+    exceptions,
+    label_parts,
+    label_pattern,
+    open_page,
+    shows_label,
+)
 from ui.i18n import catalog
 
 EN, ZH = catalog("en"), catalog("zh")
@@ -82,7 +92,8 @@ def test_notice_quotes_the_numbers_of_the_chart():
     values, masked, _ = heatmap_matrix(chart_by_title(at, "Attention weights of sentence 1"))
     text = all_text(at)
     sums = values.sum(-1)
-    lo, hi = map(float, re.search(r"sums to 1 \(from ([\d.]+) to ([\d.]+)\)", text).groups())
+    m = re.search(label_pattern("masking.notice_pad_zero", i="1", lo=r"[\d.]+", hi=r"[\d.]+"), text)
+    lo, hi = float(m.group("lo")), float(m.group("hi"))
     assert abs(lo - sums.min()) < 3e-7 and abs(hi - sums.max()) < 3e-7
     assert float(values[masked].max()) == 0.0
     assert shows_label(text, "masking.notice_pad_zero", pad_max=repr(float(values[masked].max())))
