@@ -5,7 +5,7 @@ emptied before each run so no result is served from an earlier one). During each
 object passed to ``ui.anatomy.show_code`` and every Python code object that executed (``sys.setprofile`` and
 ``threading.setprofile``: AppTest runs the script in its own thread), then fails listing each shown object that
 did not run: a function whose code never executed, a class none of whose own methods (``__init__``,
-``forward`` ...) executed. Runtime: about a minute on 2 cores (see the report of the change that added it).
+``forward`` ...) executed. Runtime: about 55 s on a shared 2-core machine (17 tests).
 """
 from __future__ import annotations
 
