@@ -5,7 +5,7 @@ emptied before each run so no result is served from an earlier one). During each
 object passed to ``ui.anatomy.show_code`` and every Python code object that executed (``sys.setprofile`` and
 ``threading.setprofile``: AppTest runs the script in its own thread), then fails listing each shown object that
 did not run: a function whose code never executed, a class none of whose own methods (``__init__``,
-``forward`` ...) executed. Runtime: about 55 s on a shared 2-core machine (17 tests).
+``forward`` ...) executed. Runtime: about 40-55 s on a shared 2-core machine (17 tests).
 """
 from __future__ import annotations
 
@@ -27,8 +27,12 @@ PAGE_KEYS = [p.key for p in available_pages()]
 
 
 def _clear_caches() -> None:
-    """Every memo a page's computation could be served from, so whatever a run shows it computes."""
+    """Every memo a page's computation could be served from, so whatever a run shows it computes (as on a
+    fresh server). st.cache_resource holds only ui.models' loaded files (the training queue is kept elsewhere
+    on purpose), so emptying it reloads the shipped checkpoints: without that, a function that runs while a
+    file is read (bench.lra_reference) would count as run or not depending on which test ran first."""
     st.cache_data.clear()
+    st.cache_resource.clear()
     for cache in list(ui_cache._BY_FUNCTION.values()):
         cache.clear()
     for obj in gc.get_objects():
