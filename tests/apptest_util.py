@@ -72,3 +72,51 @@ def assert_same_spec(made: dict, fresh: dict) -> None:
     assert made.get("datasets", {}).keys() == fresh.get("datasets", {}).keys()
     for name in fresh.get("datasets", {}):
         pd.testing.assert_frame_equal(made["datasets"][name], fresh["datasets"][name])
+
+
+def label_parts(key: str, lang: str = "en", **fields) -> list[str]:
+    """The label ``key`` as a page shows it, with ``fields`` filled in: the pieces between the placeholders
+    the caller does not know (a test that knows only some of the numbers checks every piece it can)."""
+    import string
+
+    from ui.i18n import catalog
+
+    parts, piece = [], ""
+    for literal, field, spec, conv in string.Formatter().parse(str(catalog(lang)[key])):
+        piece += literal
+        if field is None:
+            continue
+        if field in fields:
+            value = repr(fields[field]) if conv == "r" else str(fields[field]) if conv == "s" else fields[field]
+            piece += format(value, spec)
+        else:
+            parts.append(piece)
+            piece = ""
+    parts.append(piece)
+    return [p for p in parts if p]
+
+
+def shows_label(text: str, key: str, lang: str = "en", **fields) -> bool:
+    """``text`` shows the label ``key`` (every piece of it that ``fields`` determine)."""
+    return all(part in text for part in label_parts(key, lang, **fields))
+
+
+def label_pattern(key: str, lang: str = "en", **groups: str) -> str:
+    """A regular expression matching the label ``key`` as shown: each field named in ``groups`` becomes a
+    named group with that pattern (read it with ``match.group(name)``), every other field matches anything."""
+    import re
+    import string
+
+    from ui.i18n import catalog
+
+    pattern, seen = "", set()
+    for literal, field, _, _ in string.Formatter().parse(str(catalog(lang)[key])):
+        pattern += re.escape(literal)
+        if field is None:
+            continue
+        if field in groups:
+            pattern += f"(?P={field})" if field in seen else f"(?P<{field}>{groups[field]})"
+            seen.add(field)
+        else:
+            pattern += ".*?"
+    return pattern

@@ -37,4 +37,4 @@ def test_home_map_links_every_available_page():
     for spec in available_pages():
         if spec.key != "home":
             assert catalog("en")[f"nav.{spec.key}"] in labels
-    assert "In class" in all_text(at)
+    assert catalog("en")["home.in_class"] in all_text(at)

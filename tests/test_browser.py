@@ -3,6 +3,7 @@
 Fails on any exception shown on a page and on any request that leaves localhost (the app
 must work offline). Screenshots land in shots/ for a human to look at.
 """
+import json
 import os
 import pathlib
 import shutil
@@ -12,6 +13,7 @@ from urllib.parse import urlparse
 import pytest
 
 from scripts.server import start_server
+from tests.apptest_util import label_parts, shows_label
 from ui.i18n import catalog
 from ui.registry import available_pages
 
@@ -118,15 +120,18 @@ def test_clicking_a_heatmap_cell_selects_its_query_row(server, browser):
 
     def row_captions():
         return [c for c in page.locator("[data-testid='stCaptionContainer']").all_inner_texts()
-                if c.startswith("Row of query")]
+                if c.startswith(label_parts("masking.row_caption")[0])]
 
-    assert any("“The”" in c for c in row_captions()), row_captions()        # the default: first visible row
+    def row_of(word):
+        return label_parts("masking.row_caption", q=word)[0]                 # "Row of query “word”: ..."
+
+    assert any(c.startswith(row_of("The")) for c in row_captions()), row_captions()   # the first visible row
     chart = page.locator("[data-testid='stVegaLiteChart']").nth(1)        # the padding section's weights
     cell = chart.locator("g.mark-rect path[aria-label*='query: sat;']").first
     cell.scroll_into_view_if_needed()
     cell.click(position={"x": 4, "y": 4})                                  # a corner: the number sits mid-cell
     page.wait_for_function("[...document.querySelectorAll('[data-testid=stCaptionContainer]')]"
-                           ".some(e => e.innerText.startsWith('Row of query “sat”'))", timeout=30_000)
-    assert any("“sat”" in c and "exactly 0" in c for c in row_captions()), row_captions()
+                           f".some(e => e.innerText.startsWith({json.dumps(row_of('sat'))}))", timeout=30_000)
+    assert any(shows_label(c, "masking.row_caption", q="sat") for c in row_captions()), row_captions()
     page.wait_for_function("location.search.includes('row_pad_w=2')", timeout=10_000)   # a link keeps the row
     page.close()

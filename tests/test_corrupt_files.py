@@ -10,7 +10,7 @@ import pytest
 
 import attention_core.models.recipes as train
 import ui.models
-from tests.apptest_util import ROOT, all_text, exceptions, open_page
+from tests.apptest_util import ROOT, all_text, exceptions, open_page, shows_label
 from ui.i18n import catalog
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -105,7 +105,7 @@ def test_a_damaged_readout_ablation_leaves_the_pronoun_pitfall_unrecorded(assets
     (assets.models / "pronoun_ablation.json").write_bytes(content)
     at = open_page("pronoun", "en")
     assert exceptions(at) == [] and file_messages(at) == [] and at.get("vega_lite_chart")
-    assert "python scripts/pronoun_readout_ablation.py` to measure it" in all_text(at)
+    assert shows_label(all_text(at), "pronoun.pit_body_unrecorded")
     assert ui.models.readout_ablation() is None and not ui.models.load("ablation").missing
 
 

@@ -75,8 +75,14 @@ def current_lang() -> str:
     return lang if lang in LANGS else DEFAULT_LANG
 
 
+# a test sets this to a set to record every (language, key) that t() and tl() look up (tests/test_i18n_keys.py)
+looked_up: set[tuple[str, str]] | None = None
+
+
 def t(key: str, **fields) -> str:
     """The label ``key`` in the current language, formatted with ``fields``."""
+    if looked_up is not None:
+        looked_up.add((current_lang(), key))
     value = catalog(current_lang()).get(key)
     if value is None:  # a missing key is a bug the i18n test catches; never crash a page
         value = catalog(DEFAULT_LANG).get(key, key)
@@ -85,6 +91,8 @@ def t(key: str, **fields) -> str:
 
 def tl(key: str) -> list:
     """A list-valued label (e.g. the bullet points of a lesson section)."""
+    if looked_up is not None:
+        looked_up.add((current_lang(), key))
     value = catalog(current_lang()).get(key)
     return list(value) if isinstance(value, list) else []
 

@@ -12,7 +12,17 @@ from attention_core.labs.alignment import date_forms, part_focus
 from attention_core.models.recipes import load_model
 from attention_core.models.seq2seq import decode_as_tutorial, translate
 from attention_core.models.tasks import normalize_date_text
-from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page
+from tests.apptest_util import (
+    all_text,
+    chart_data,
+    chart_spec,
+    charts,
+    exceptions,
+    label_parts,
+    label_pattern,
+    open_page,
+    shows_label,
+)
 from ui.alignment_charts import visible_chars
 from ui.anatomy import md_escape
 from ui.i18n import catalog
@@ -83,11 +93,11 @@ def test_clicked_row_and_notices_quote_the_numbers():
     assert np.allclose(row.sort_values("pos")["value"], w[2], atol=1e-6)
     text = notices(at)
     best = int(w[2].argmax())
-    m = re.search(r"Writing “1”, the model gives its largest weight, \*\*([\d.]+)\*\*, to «(.+?)»", text)
-    assert m and float(m.group(1)) == pytest.approx(w[2, best], abs=0.005)
-    assert m.group(2).split("·")[0] == visible_chars(normalize_date_text(EN["alignment.default_date"]))[best]
-    m = re.search(r"mean of the rows' largest weights is \*\*([\d.]+)\*\*", text)
-    assert m and float(m.group(1)) == pytest.approx(w.max(1).mean(), abs=0.005)
+    m = re.search(label_pattern("alignment.notice_row", ch="1", w=r"[\d.]+", src=".+?"), text)
+    assert m and float(m.group("w")) == pytest.approx(w[2, best], abs=0.005)
+    assert m.group("src").split("·")[0] == visible_chars(normalize_date_text(EN["alignment.default_date"]))[best]
+    m = re.search(label_pattern("alignment.notice_peaks", mean=r"[\d.]+"), text)
+    assert m and float(m.group("mean")) == pytest.approx(w.max(1).mean(), abs=0.005)
     table = at.dataframe[0].value
     assert table[EN["alignment.col_weight"]].tolist() == pytest.approx(np.round(w.max(1), 3).tolist())
 
@@ -142,8 +152,8 @@ def test_unknown_characters_are_named(text, expect):
     at.text_input(key="date").set_value(text).run()
     assert exceptions(at) == []
     shown = warnings(at)
-    assert "The model has never seen" in shown and expect in shown
-    assert not [c for c in charts(at) if (title_of(c) or "").startswith("Where each output")]
+    assert shows_label(shown, "alignment.err_unknown") and expect in shown
+    assert not [c for c in charts(at) if (title_of(c) or "").startswith(label_parts("alignment.map_chart")[0])]
 
 
 def test_unknown_characters_in_chinese():
@@ -171,7 +181,7 @@ def test_text_that_is_not_a_date_gets_an_honest_message():
     out, w = oracle("the moon")
     assert at.metric[0].value == (out or "—")
     shown = all_text(at)
-    assert EN["alignment.unconfirmed"].format(out=out) in shown or "is not a real date" in shown
+    assert EN["alignment.unconfirmed"].format(out=out) in shown or shows_label(shown, "alignment.not_a_date")
 
 
 # ---------------------------------------------------------------- URL, exercise, pitfall
@@ -191,7 +201,7 @@ def test_exercise_answer_is_where_the_model_looks():
     at = open_page("alignment", "en")
     at.radio(key="al_ex_guess").set_value(answer).run()
     at.button(key="al_ex_reveal").click().run()
-    assert at.success and f"on the year: {mass['year']:.2f}" in all_text(at)
+    assert at.success and shows_label(all_text(at), "alignment.ex_explain", year=f"{mass['year']:.2f}")
 
 
 def test_pitfall_batches_the_learners_date_the_tutorials_way():
@@ -200,7 +210,7 @@ def test_pitfall_batches_the_learners_date_the_tutorials_way():
                                  M.tgt_vocab, 12)[0]
     pad = float(batched.alignment[:, 8:].sum(-1).mean())
     text = all_text(at)
-    assert f"→ **{md_escape(batched.output)}**, with {100 * pad:.0f}% of each step's weight on <pad>" in text
+    assert shows_label(text, "alignment.pit_result", batched=md_escape(batched.output), pad=f"{100 * pad:.0f}%")
 
 
 def test_more_forms_than_the_multiselect_allows_are_cut_with_a_message():

@@ -15,7 +15,7 @@ from attention_core.analysis import PATTERNS, classify_heads, qk_geometry
 from attention_core.models.pronoun import make_pronoun_batch, resolve
 from attention_core.models.recipes import load_model
 from attention_core.models.tasks import make_pronoun_example, pronoun_text
-from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page
+from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page, shows_label
 from ui.i18n import catalog
 
 EN, ZH = catalog("en"), catalog("zh")
@@ -124,7 +124,8 @@ def test_the_tutorials_analyser_is_its_code_on_the_padded_batch(lm):
         assert np.allclose(got[0], seed_vals, atol=1e-5) and np.allclose(got[1], ours, atol=1e-5)
     assert all(s > o for s, o in zip(seed_s, spa.mean(1)))   # padded keys counted as sparse
     text = all_text(at)
-    assert f"**{64 * 4 * batch.tokens.size(1)}** rows where only **{int(batch.lengths.sum()) * 4}**" in text
+    assert shows_label(text, "analysis.pit_body", seed_rows=64 * 4 * batch.tokens.size(1),
+                       real=int(batch.lengths.sum()) * 4)
 
 
 # ---------------------------------------------------------------- patterns, every head, geometry, rollout

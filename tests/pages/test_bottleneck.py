@@ -9,7 +9,7 @@ import pytest
 from attention_core.labs.bottleneck import compare_chars, random_digits, reverse_check
 from attention_core.models.recipes import load_curves, load_model
 from attention_core.models.seq2seq import decode_as_tutorial, translate
-from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page
+from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, label_parts, open_page, shows_label
 from ui.i18n import catalog
 
 EN, ZH = catalog("en"), catalog("zh")
@@ -111,7 +111,7 @@ def test_per_character_curves_and_notices_quote_the_numbers():
     w = run(ATT, digits)[1]
     off = w[:30].argmax(-1) - (29 - np.arange(30))
     share = round(100 * float((np.abs(off) <= 1).mean()))
-    assert f"**{share}%** of the output digits" in text
+    assert shows_label(text, "bottleneck.notice_mirror", share=f"{share}%")
 
 
 def test_check_many_strings_on_request():
@@ -123,7 +123,7 @@ def test_check_many_strings_on_request():
     for kind, mod in (("attention", ATT), ("no_attention", PLAIN)):
         want = reverse_check(mod.model, 24, 100, 2).by_position
         assert np.allclose(pos[pos["model"] == kind].sort_values("position")["value"], want)
-    assert "By position, the model without attention" in notices(at)
+    assert shows_label(notices(at), "bottleneck.notice_positions")
     at.slider(key="step").set_value(3).run()                                    # kept after another rerun
     assert [c for c in charts(at) if "position" in frame(c).columns]
 
@@ -143,11 +143,11 @@ def test_pitfall_shows_the_tutorials_batching():
     at = open_page("bottleneck", "en")
     long = random_digits(30, 0)
     text = all_text(at)
-    for mod, kind in ((PLAIN, "Without attention"), (ATT, "With attention")):
+    for mod, kind in ((PLAIN, "pit_no_attention"), (ATT, "pit_attention")):
         batched = decode_as_tutorial(mod.model, ["12345", long], mod.src_vocab, mod.tgt_vocab, 35)[0]
         alone = run(mod, "12345")[0]
         assert alone == "54321"
-        assert f"{kind}: alone “12345” → **{alone}**; batched the tutorial's way → **{batched.output}**" in text
+        assert shows_label(text, f"bottleneck.{kind}", short="12345", alone=alone, batched=batched.output)
         assert batched.output != alone
 
 
@@ -177,7 +177,7 @@ def test_bad_digits_give_a_message(text, key, fields):
     shown = "\n".join(w.value for w in at.warning)
     if key is None:
         # listed one by one, escaped (never HTML), at most 8 of them
-        assert "Remove «\\<», «s», «c», «r», «i», «p», «t», «\\>»… and try again" in shown
+        assert shows_label(shown, "bottleneck.err_chars", chars="«\\<», «s», «c», «r», «i», «p», «t», «\\>»…")
     else:
         assert EN[f"bottleneck.{key}"].format(**fields).split("{")[0][:40] in shown
     assert not [c for c in charts(at) if "status" in frame(c).columns]
@@ -190,7 +190,7 @@ def test_sliders_at_their_extremes():
         assert exceptions(at) == []
         assert len(tapes(at)[lambda f: f["line"] == EN["bottleneck.line_input"]]) == length
         outside = not 5 <= length <= 40
-        assert any("outside the lengths" in w.value for w in at.warning) == outside
+        assert any(label_parts("bottleneck.warn_range")[0] in w.value for w in at.warning) == outside
     at.slider(key="step").set_value(65).run()                        # beyond the answer: clamped
     at.number_input(key="seed").set_value(9999).run()
     at.toggle(key="per_char").set_value(True).run()

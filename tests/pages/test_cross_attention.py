@@ -17,7 +17,16 @@ from attention_core.crossmodal import (
 )
 from attention_core.labs.cross_attention import gloss, scene_word
 from attention_core.text import embed_tokens, tokenize
-from tests.apptest_util import all_text, assert_same_spec, chart_data, chart_spec, charts, exceptions, open_page
+from tests.apptest_util import (
+    all_text,
+    assert_same_spec,
+    chart_data,
+    chart_spec,
+    charts,
+    exceptions,
+    open_page,
+    shows_label,
+)
 from ui.i18n import catalog
 
 ORDER = ("xa", "xa_row", "cm", "spot", "gate")
@@ -96,10 +105,10 @@ def test_decoder_heatmap_is_the_non_square_alignment(en):
     bars = frame(c["xa_row"])["value"].to_numpy()
     np.testing.assert_allclose(bars, w[0], atol=1e-6)
     text = all_text(en)
-    assert f"**The** ({w[0, 0]:.4f}) and **the** ({w[0, 4]:.4f})" in text
-    assert "The matrix is 17 × 12" in text
+    assert shows_label(text, "cross_attention.notice_twins", a="The", wa=f"{w[0, 0]:.4f}", b="the", wb=f"{w[0, 4]:.4f}")
+    assert shows_label(text, "cross_attention.notice_shape", n_t=17, n_s=12)
     col = w.sum(0)
-    assert f"The column of **{SRC[int(col.argmin())]}** receives only {col.min():.2f}" in text
+    assert shows_label(text, "cross_attention.notice_column", src=SRC[int(col.argmin())], mass=f"{col.min():.2f}")
 
 
 def test_random_weights_do_not_align():
@@ -133,7 +142,7 @@ def test_words_over_patches_and_the_picture(en):
     assert list(pat["named"]) == list(named)
     assert (pat["shade"] >= 0).all() and pat.loc[pat["weight"].idxmax(), "shade"] == 0
     mass = w[red][named].sum()
-    assert f"**red** puts {mass:.2f} of its attention on the {named.sum()} patches" in all_text(en)
+    assert shows_label(all_text(en), "cross_attention.notice_mass", w="red", mass=f"{mass:.2f}", k=named.sum())
     assert image_to_patches(scene.image, 4).shape == (64, 48)
 
 
@@ -144,13 +153,13 @@ def test_gate_values(en):
     spec = chart_spec(c["gate"])
     assert spec["layer"][0]["encoding"]["color"]["scale"]["domain"] == [0.0, 1.0]
     red = CAPTION.index("red")
-    assert f"The mean gate of **red** is {g[red].mean():.2f}" in all_text(en)
+    assert shows_label(all_text(en), "cross_attention.notice_gate", w="red", g=f"{g[red].mean():.2f}")
 
 
 def test_tutorial_gate_bug_is_shown_live(en):
     errors = " ".join(e.value for e in en.error)
-    assert "The tutorial's fusion with 7 words" in errors and "Expected size 7" in errors
-    assert "the gate comes out as (7, 32)" in " ".join(s.value for s in en.success)
+    assert shows_label(errors, "cross_attention.gate_error", n=7) and "Expected size 7" in errors
+    assert shows_label(" ".join(s.value for s in en.success), "cross_attention.gate_fixed", n=7, d=32)
 
 
 def test_exercise_feedback():
@@ -205,7 +214,7 @@ def test_every_control_at_its_extremes(params):
         assert EN["common.warn_truncated"].format(n=300, max=32) in warnings
         assert EN["common.warn_truncated"].format(n=300, max=12) in warnings
     if params.get("words") == "green":
-        assert "**green** names nothing in this picture" in all_text(at)
+        assert shows_label(all_text(at), "cross_attention.notice_absent", w="green")
         w = grid(frame(charts(at)[2]))
         np.testing.assert_allclose(w, 1 / 4, atol=1e-6)                         # 2 x 2 patches, uniform
     if "<script>" in params.get("tgt", ""):

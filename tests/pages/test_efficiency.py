@@ -12,7 +12,7 @@ import torch.nn.functional as TF
 from attention_core import efficient as eff
 from attention_core.labs import efficiency as el
 from attention_core.text import tokenize
-from tests.apptest_util import ROOT, all_text, chart_data, chart_spec, charts, exceptions, open_page
+from tests.apptest_util import ROOT, all_text, chart_data, chart_spec, charts, exceptions, open_page, shows_label
 from ui import efficiency_charts as ec
 from ui.charts import bars
 from ui.i18n import catalog
@@ -101,7 +101,7 @@ def test_metrics_and_notice_quote_the_chart():
     assert metric(at, EN["efficiency.m_tv"]) == f"{100 * tv:.1f}%"
     assert metric(at, EN["efficiency.m_cost"]) == f"{2 * 16 / N:.3g}×"       # 4 n m d / (2 n^2 d)
     text = all_text(at)
-    assert f"With m = **16** random features the output is off by **{shown_err:.3g}**" in text
+    assert shows_label(text, "efficiency.notice_performer", m=16, err=f"{shown_err:.3g}")
     # the knob chart: a diamond at m = 16 with this run's error; cost = 2 m / n exactly
     knob = frame_of(chart_by_title(at, "Error and cost against Random features m"))
     dot = knob[knob["kind"] == "dot"]
@@ -318,7 +318,8 @@ def test_flash_last_tile_and_out_of_range_tile():
     last = open_page("efficiency", "zh", params | {"tile": str(n)})
     assert exceptions(last) == []
     text = all_text(last)
-    assert f"全部 {n} 个分块完成：" in text and "查询第 1 块已完成" in text
+    assert shows_label(text, "efficiency.flash_final", "zh", total=n)
+    assert shows_label(text, "efficiency.step_block_done", "zh", a=1)
     wild = open_page("efficiency", "zh", params | {"tile": "999"})     # not a tile: the default view
     assert exceptions(wild) == [] and f"全部 {n} 个分块完成后" in all_text(wild)
 
@@ -339,7 +340,7 @@ def test_rnn_state_and_output_against_the_recurrence():
     pair = frame_of(chart_by_title(at, "Output y_5"))
     for series in (EN["efficiency.series_rnn"], EN["efficiency.series_parallel"]):
         assert np.allclose(pair[pair["series"] == series]["value"], y.numpy(), atol=1e-5)
-    assert "The state is always 272 numbers" in all_text(at)
+    assert shows_label(all_text(at), "efficiency.notice_rnn_state", state=272)
 
 
 def test_bars_frame_is_what_ui_charts_bars_builds():
@@ -353,10 +354,11 @@ def test_pitfalls_quote_live_numbers():
     at = open_page("efficiency", "en", {"v": "Block-local + global", "block": "5"})
     text = all_text(at)
     sizes = [c.size(2) for c in torch.zeros(1, 1, N, 1).chunk(N // 5, dim=2)]
-    assert f"`chunk({N // 5})` gives blocks of sizes {', '.join(map(str, sizes))}" in text
-    assert "34, 34, 32" in text and "must match the existing size" in text
-    assert "the loop mask equals `strided_sparse_mask`: **yes**" in text
-    assert f"time slope is **{DOC['slopes']['flash']['time_slope']:.2f}**" in text     # from the recorded run
+    assert shows_label(text, "efficiency.pit2_now", n=N, block=5, k=N // 5, sizes=", ".join(map(str, sizes)))
+    assert "34, 34, 32" in text and "must match the existing size" in text   # the docstring and the error
+    assert shows_label(text, "efficiency.pit1_now", same=EN["efficiency.yes"])
+    recorded = f"{DOC['slopes']['flash']['time_slope']:.2f}"                          # from the recorded run
+    assert shows_label(text, "efficiency.pit3_numbers", tslope=recorded)
 
 
 # ---------------------------------------------------------------- bad input, extremes
@@ -406,7 +408,7 @@ def test_widget_extremes(params):
 def test_linformer_random_projection_is_signed_and_clamped():
     at = open_page("efficiency", "en", {"v": "Linformer", "k": "40", "proj": "random (untrained)"})
     text = all_text(at)
-    assert f"k = 40 is more than n = {N}: using k = {N}" in text
+    assert shows_label(text, "efficiency.note_clamped", what="k", value=40, n=N)
     w, _ = heatmap_matrix(chart_by_title(at, "Linformer: effective weights"))
     assert (w < 0).any()
     spec = json.dumps(chart_spec(chart_by_title(at, "Linformer: effective weights")))

@@ -10,7 +10,17 @@ import torch.nn.functional as F
 from attention_core.functional import masked_softmax
 from attention_core.labs import masking as ml
 from attention_core.text import tokenize
-from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page
+from tests.apptest_util import (
+    all_text,
+    chart_data,
+    chart_spec,
+    charts,
+    exceptions,
+    label_parts,
+    label_pattern,
+    open_page,
+    shows_label,
+)
 from ui import masking_state as ms
 from ui.i18n import catalog
 
@@ -83,9 +93,11 @@ def test_notice_quotes_the_numbers_of_the_chart():
     values, masked, _ = heatmap_matrix(chart_by_title(at, "Attention weights of sentence 1"))
     text = all_text(at)
     sums = values.sum(-1)
-    lo, hi = map(float, re.search(r"sums to 1 \(from ([\d.]+) to ([\d.]+)\)", text).groups())
+    m = re.search(label_pattern("masking.notice_pad_zero", i="1", lo=r"[\d.]+", hi=r"[\d.]+"), text)
+    lo, hi = float(m.group("lo")), float(m.group("hi"))
     assert abs(lo - sums.min()) < 3e-7 and abs(hi - sums.max()) < 3e-7
-    assert f"exactly **{float(values[masked].max())!r}**" in text and "exactly **0.0**" in text
+    assert float(values[masked].max()) == 0.0
+    assert shows_label(text, "masking.notice_pad_zero", pad_max=repr(float(values[masked].max())))
     batch, keep, scores, _ = oracle(DEFAULT)
     unmasked = masked_softmax(scores[0])                                 # no mask: the PAD share of row 0
     assert f"**{100 * float(unmasked[0][~keep[0, 0]].sum()):.1f}%**" in text
@@ -126,9 +138,9 @@ def test_decoder_weights_hide_padding_and_the_future(side):
     assert (both["visible"].to_numpy() == keep[0].numpy().ravel()).all()
     text = all_text(at)
     if side == "left":
-        assert (~visible).sum() == 4 and "no visible key at all" in text
+        assert (~visible).sum() == 4 and shows_label(text, "masking.notice_empty_rows")
     else:
-        assert visible.all() and "Try **left** padding" in text
+        assert visible.all() and shows_label(text, "masking.notice_try_left")
 
 
 def test_encoder_uses_the_padding_mask_only():
@@ -156,7 +168,7 @@ def test_custom_mask_from_the_url_with_an_empty_row():
     assert (grid.to_numpy() == mask.numpy()).all()
     _, out, naive = ms.attend_mask_text(DEFAULT[0], code)
     assert torch.isnan(naive[0, 0, 2]).all() and int(torch.isnan(naive).sum()) == 5
-    assert "(5 NaN values in this grid)" in all_text(at)
+    assert shows_label(all_text(at), "masking.notice_custom_empty", nan=5)
 
 
 def test_custom_mask_presets_and_edits_update_the_url():
@@ -270,9 +282,10 @@ def test_a_clicked_row_is_kept_in_the_url():
     and the heatmap's selection; an index outside the sentence falls back to the first visible row."""
     at = open_page("masking", "en", {"row_pad_w": "2"})
     assert exceptions(at) == []
-    captions = [c.value for c in at.caption if c.value.startswith("Row of query")]
-    assert captions and "“sat”" in captions[0], captions
+    captions = [c.value for c in at.caption if c.value.startswith(label_parts("masking.row_caption")[0])]
+    assert captions and captions[0].startswith(label_parts("masking.row_caption", q="sat")[0]), captions
     heat = next(c for c in charts(at) if chart_spec(c).get("title") == EN["masking.weights_title"].format(i=1))
     assert chart_spec(heat)["params"][0]["value"] == [{"query_pos": 2}]
     at = open_page("masking", "en", {"row_pad_w": "99"})
-    assert exceptions(at) == [] and any("“The”" in c.value for c in at.caption if c.value.startswith("Row of"))
+    row_of_the = label_parts("masking.row_caption", q="The")[0]          # "Row of query “The”: ..."
+    assert exceptions(at) == [] and any(c.value.startswith(row_of_the) for c in at.caption)

@@ -12,7 +12,17 @@ from attention_core.analysis import PATTERNS, classify_heads, head_similarity, q
 from attention_core.labs.multihead import build_mha, model_input
 from attention_core.modules import MultiHeadAttention
 from attention_core.text import tokenize
-from tests.apptest_util import all_text, assert_same_spec, chart_data, chart_spec, charts, exceptions, open_page
+from tests.apptest_util import (
+    all_text,
+    assert_same_spec,
+    chart_data,
+    chart_spec,
+    charts,
+    exceptions,
+    label_pattern,
+    open_page,
+    shows_label,
+)
 from ui.i18n import catalog
 
 EN, ZH = catalog("en"), catalog("zh")
@@ -118,9 +128,10 @@ def test_notice_quotes_the_numbers_on_screen():
     # averaging: head 1, "it" -> "because"
     k = int(w[0, IT].argmax())
     assert TOKENS[k] == "because"
-    m = re.search(r"In head 1, “it” gives \*\*([\d.]+)\*\* .* “because”; .* only \*\*([\d.]+)\*\*", notice)
-    assert m and float(m.group(1)) == pytest.approx(float(w[0, IT, k]), abs=0.005)
-    assert float(m.group(2)) == pytest.approx(float(w.mean(0)[IT, k]), abs=0.005)
+    m = re.search(label_pattern("multihead.notice_average", head="1", q="it", k="because", w_head=r"[\d.]+",
+                                w_avg=r"[\d.]+"), notice)
+    assert m and float(m.group("w_head")) == pytest.approx(float(w[0, IT, k]), abs=0.005)
+    assert float(m.group("w_avg")) == pytest.approx(float(w.mean(0)[IT, k]), abs=0.005)
     # parameters: one head = h heads = 4 (d^2 + d)
     total = MultiHeadAttention(64, 1).parameter_count()
     assert total == 4 * (64 * 64 + 64) and f"**{total:,}** parameters, 8 heads have **{total:,}**" in notice
@@ -128,13 +139,13 @@ def test_notice_quotes_the_numbers_on_screen():
     js = head_similarity(w).numpy()
     off = js + np.diag(np.full(8, np.inf))
     a, b = np.unravel_index(off.argmin(), off.shape)
-    m = re.search(r"Most alike: heads (\d+) and (\d+) \(JS distance \*\*([\d.]+)\*\*\); most different: "
-                  r"heads (\d+) and (\d+) \(\*\*([\d.]+)\*\*\)", notice)
-    assert m and {int(m.group(1)), int(m.group(2))} == {a + 1, b + 1}
-    assert float(m.group(3)) == pytest.approx(js[a, b], abs=0.005)
-    assert float(m.group(6)) == pytest.approx((js - np.diag(np.full(8, np.inf))).max(), abs=0.005)
+    m = re.search(label_pattern("multihead.notice_js", a=r"\d+", b=r"\d+", near=r"[\d.]+", c=r"\d+", d=r"\d+",
+                                far=r"[\d.]+"), notice)
+    assert m and {int(m.group("a")), int(m.group("b"))} == {a + 1, b + 1}
+    assert float(m.group("near")) == pytest.approx(js[a, b], abs=0.005)
+    assert float(m.group("far")) == pytest.approx((js - np.diag(np.full(8, np.inf))).max(), abs=0.005)
     # the classifier recognises the five heads built as gallery patterns
-    assert "recognises **5 of the 5**" in notice
+    assert shows_label(notice, "multihead.notice_classifier_structured", ok=5, planted=5)
     assert "`(1, 8, 12, 8)`" in notice and "`(1, 12, 64)`" in notice
 
 

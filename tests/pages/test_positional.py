@@ -10,7 +10,16 @@ import pytest
 from attention_core.labs.positional import random_qk, shuffle_permutation, shuffle_test
 from attention_core.positional import rotary_matrix, sinusoidal_encoding
 from attention_core.text import tokenize
-from tests.apptest_util import all_text, assert_same_spec, chart_data, chart_spec, charts, exceptions, open_page
+from tests.apptest_util import (
+    all_text,
+    assert_same_spec,
+    chart_data,
+    chart_spec,
+    charts,
+    exceptions,
+    open_page,
+    shows_label,
+)
 from ui.i18n import catalog
 
 # the page's charts, in the order they are drawn when the sentence is usable
@@ -102,7 +111,7 @@ def test_shuffle_test_numbers(en):
         assert gaps[label] == pytest.approx(ref[e], rel=1e-5)
         assert gaps[label] > 1e-3
     text = all_text(en)
-    assert f"With sinusoidal positions it is {ref['sinusoidal']:.3f}" in text
+    assert shows_label(text, "positional.notice_none", sin=f"{ref['sinusoidal']:.3f}")
     # without positions the shuffled weights are the original ones with rows and columns permuted
     w = grid(frame(c["w_orig"]))
     ws = grid(frame(c["w_shuf"]))
@@ -210,10 +219,10 @@ def test_every_control_at_its_extremes(params):
 def test_zh_notices_quote_numbers():
     at = open_page("positional", "zh")
     text = all_text(at)
-    assert "不加位置时差距是" in text and "两条曲线完全重合" in text
+    assert shows_label(text, "positional.notice_offset", "zh")
     tokens = tokenize(catalog("zh")["common.default_sentence"])
     gap = float(shuffle_test(tokens, 32, "sinusoidal", seed=0, shuffle_seed=1, gain=2.0).gap.max())
-    assert f"加正弦位置编码时是 {gap:.3f}" in text
+    assert shows_label(text, "positional.notice_none", "zh", sin=f"{gap:.3f}")
 
 
 # ------------------------------------------------------------------ specs made from a skeleton

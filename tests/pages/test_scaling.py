@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from attention_core.labs import scaling as sl
-from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page
+from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page, shows_label
 from ui import scaling_charts as sc
 from ui.i18n import catalog
 
@@ -258,11 +258,11 @@ def test_pitfall_numbers_match_a_direct_computation(default_en):
     counts = (nan_rows(raw, torch.float16), nan_rows(raw, torch.float32),
               nan_rows(raw / 8, torch.float16), nan_rows(raw / 8, torch.float32))
     assert counts[0] > 100 and counts[2] == 0                  # float16 overflows without scaling only
-    assert ("NaN in **{}** rows in float16 and **{}** rows in float32 without scaling; "
-            "with scaling **{}** and **{}**".format(*counts)) in text
+    fields = ("nan16_raw", "nan32_raw", "nan16_scaled", "nan32_scaled")
+    assert shows_label(text, "scaling.pitfall_live", **dict(zip(fields, counts)))
 
     def typical_max(s):
         return sorted(torch.softmax(s, -1).max(-1).values.tolist())[(N_Q - 1) // 2]
 
-    assert f"**{sc.fmt(typical_max(raw / 8))}** on its strongest key with 1/√d_k" in text
-    assert f"only **{sc.fmt(typical_max(raw / math.sqrt(512)))}** with 1/√d_model" in text
+    assert shows_label(text, "scaling.pitfall_which_d", mw_dk=sc.fmt(typical_max(raw / 8)),
+                       mw_dmodel=sc.fmt(typical_max(raw / math.sqrt(512))))

@@ -9,7 +9,7 @@ import torch
 
 from attention_core.models.recipes import live_run
 from attention_core.models.trainer import seed_warmup_cosine, warmup_cosine
-from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page
+from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page, shows_label
 from ui import training_charts as tc
 from ui.i18n import catalog
 
@@ -115,7 +115,7 @@ def test_a_short_run_lowers_the_loss_and_is_reproducible():
     assert len(at.session_state["_train_runs"]) == 1
     press_train(at)
     assert len(at.session_state["_train_runs"]) == 2
-    assert "the largest difference between the two loss curves is 0 " in notices(at)
+    assert shows_label(notices(at), "training.notice_repeat", diff=f"{0:.2g}")
 
 
 def test_without_attention_and_comparison():
@@ -243,7 +243,8 @@ def test_schedule_pitfall_and_exercise_numbers():
         w = run.snapshot(run.model).alignment.numpy()
     at.radio(key="tr_ex_guess").set_value(1).run()
     at.button(key="tr_ex_reveal").click().run()
-    assert at.success and f"mean largest weight is {w.max(-1).mean():.3f}, against {1 / 13:.3f}" in all_text(at)
+    assert at.success and shows_label(all_text(at), "training.ex_numbers", peak=f"{w.max(-1).mean():.3f}",
+                                      uniform=f"{1 / 13:.3f}")
 
 
 def test_chart_builders_give_valid_vega_lite():
