@@ -1,11 +1,13 @@
 """The one chart mechanism (ui.charts.chart_kind): a chart kind's filled spec is the spec Altair builds
 directly with the same arguments, skeletons are keyed by the arguments, and every page draws through it."""
+import json
+
 import altair as alt
 import numpy as np
 import pandas as pd
 import pytest
 
-from tests.apptest_util import assert_same_spec, exceptions, open_page
+from tests.apptest_util import exceptions, open_page
 from ui import charts
 from ui.registry import available_pages
 
@@ -13,11 +15,6 @@ from ui.registry import available_pages
 @pytest.fixture
 def verify(monkeypatch):
     monkeypatch.setattr(charts, "VERIFY", True)     # every fill is also built directly and schema-validated
-
-
-def direct(kind, data, **args) -> dict:
-    spec = charts.to_spec(kind.chart(data, **args)) if isinstance(data, pd.DataFrame) else None
-    return spec
 
 
 @pytest.mark.parametrize("case", range(40))
@@ -32,7 +29,8 @@ def test_heatmap_fill_equals_the_altair_built_heatmap(case, verify):
     if kind == "scores" and masked is not None:
         m = np.where(masked, -np.inf, m)
         masked = None if case % 4 == 1 else masked
-    words = ["the", "\u27e6fill:0\u27e7", "'\u27e6fill:1\u27e7'", '"q"', "<b>x</b>", "猫", "👍🏽", "918273000", "61728.0625"]
+    words = ["the", "\u27e6fill:0\u27e7", "'\u27e6fill:1\u27e7'", '"q"', "<b>x</b>", "猫", "👍🏽",
+             "918273000", "61728.0625"]       # labels that spell the placeholders
     rows = [words[int(i)] for i in rng.integers(0, len(words), n_q)]
     cols = [words[int(i)] for i in rng.integers(0, len(words), n_k)]
     kw = {"kind": kind, "masked": masked,
@@ -99,11 +97,12 @@ def test_fill_values_reach_the_spec_and_one_skeleton_serves_every_fill(verify):
     # a fill value of another type (None, empty) is a new static shape; a new static argument too
     c = _toy(_frame(), colour="red", title=None)
     d = _toy(_frame(), colour="blue", order=["x0"], lo=-0.5, cut=0.25, title="t", height=150, picked="x1")
-    assert BUILDS.count("red") == 2 + 3              # 2 skeletons (a and b share one) + one direct build per call (VERIFY)
+    assert BUILDS.count("red") == 2 + 3    # 2 skeletons (a and b share one) + one direct build per call (VERIFY)
     assert a["encoding"]["x"]["sort"] == ["x2", "x1", "x0"] and a["title"] == "它说“好”" and a["height"] == 150
     assert a["encoding"]["y"]["scale"]["domain"] == [-0.5, 1.0]
     assert "0.25" in a["encoding"]["opacity"]["condition"][0]["test"]
-    assert b["encoding"]["x"]["sort"] == ["a", "'b'", "\"c\""] and b["title"] == "<b>" and b["params"][0]["value"] == [{"x": "x3"}]
+    assert b["encoding"]["x"]["sort"] == ["a", "'b'", "\"c\""] and b["title"] == "<b>"
+    assert b["params"][0]["value"] == [{"x": "x3"}]
     assert "title" not in c and d["mark"]["color"] == "blue"
     assert a["usermeta"]["chart_kind"].endswith("_toy")
     assert a["datasets"]["data"] is not b["datasets"]["data"] and len(b["datasets"]["data"]) == 4
@@ -138,7 +137,6 @@ def test_every_chart_of_every_page_is_a_verified_chart_kind(key, verify):
     at = open_page(key, "en")
     assert exceptions(at) == []
     for chart in at.get("vega_lite_chart"):
-        import json
         spec = json.loads(chart.proto.spec)
         assert "chart_kind" in spec.get("usermeta", {}), f"{key}: a chart not drawn through ui.charts.chart_kind"
     assert not at.get("arrow_vega_lite_chart")

@@ -1,7 +1,6 @@
 """The shared chart builders: decode the Vega-Lite spec and data they produce."""
 import io
 
-import altair as alt
 import numpy as np
 import pandas as pd
 import pytest
@@ -9,7 +8,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from attention_core import causal_mask, masked_softmax
-from tests.apptest_util import assert_same_spec, chart_data, chart_spec
+from tests.apptest_util import chart_data, chart_spec
 from ui import charts
 
 
