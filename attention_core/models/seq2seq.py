@@ -257,6 +257,12 @@ def translate(model: Seq2Seq, texts: Sequence[str], src_vocab: Vocab, tgt_vocab:
     """
     src, lengths = encode_sources(texts, src_vocab)
     toks, weights = model.greedy_decode(src, lengths, max_len)
+    return _translations(texts, toks, weights, tgt_vocab, crop_to_source=True)
+
+
+def _translations(texts: Sequence[str], toks: torch.Tensor, weights: torch.Tensor | None, tgt_vocab: Vocab,
+                  crop_to_source: bool) -> list[Translation]:
+    """Decoded symbols up to <eos>, with the attention rows of the steps that emitted one."""
     out = []
     for i, text in enumerate(texts):
         keep = []                                   # output steps before <eos> that emitted a symbol
@@ -266,7 +272,9 @@ def translate(model: Seq2Seq, texts: Sequence[str], src_vocab: Vocab, tgt_vocab:
             if tok not in (tgt_vocab.pad_id, tgt_vocab.sos_id):
                 keep.append(t)
         symbols = tgt_vocab.decode(toks[i, keep].tolist(), stop_at_eos=False)
-        align = weights[i, keep, :len(text)].clone() if weights is not None else None
+        align = None
+        if weights is not None:
+            align = (weights[i, keep, :len(text)] if crop_to_source else weights[i, keep]).clone()
         out.append(Translation("".join(symbols), align, text))
     return out
 
@@ -300,15 +308,4 @@ def decode_as_tutorial(model: Seq2Seq, texts: Sequence[str], src_vocab: Vocab, t
     full = torch.full_like(lengths, src.size(1))
     with torch.inference_mode():
         toks, weights = model.greedy_decode(src, full, max_len)
-    out = []
-    for i, text in enumerate(texts):
-        keep = []
-        for t, tok in enumerate(toks[i].tolist()):
-            if tok == tgt_vocab.eos_id:
-                break
-            if tok not in (tgt_vocab.pad_id, tgt_vocab.sos_id):
-                keep.append(t)
-        symbols = tgt_vocab.decode(toks[i, keep].tolist(), stop_at_eos=False)
-        align = weights[i, keep].clone() if weights is not None else None
-        out.append(Translation("".join(symbols), align, text))
-    return out
+    return _translations(texts, toks, weights, tgt_vocab, crop_to_source=False)   # keeps the padded columns
