@@ -3,6 +3,7 @@ import streamlit as st
 import torch
 
 from ui.i18n import language_switch, t
+from ui.presenter import sidebar_toggle
 from ui.registry import ROOT, SECTIONS, available_pages
 from ui.url_guard import begin_run
 
@@ -13,6 +14,7 @@ torch.set_num_threads(1)
 st.set_page_config(page_title="Attention, explained by running it", page_icon=str(ROOT / "assets" / "favicon.png"),
                    layout="wide")
 language_switch()
+sidebar_toggle()          # presenter mode: ?present=1
 
 sections: dict[str, list] = {}
 for spec in available_pages():

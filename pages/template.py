@@ -17,7 +17,7 @@ import streamlit as st
 
 from attention_core.functional import scaled_dot_product_attention
 from attention_core.text import embed_tokens
-from ui import anatomy, controls
+from ui import anatomy, controls, presenter
 from ui.cache import MB, cache_data
 from ui.charts import attention_heatmap
 from ui.format import fixed, pct
@@ -89,12 +89,19 @@ def pitfall_section() -> None:
 
 # ------------------------------------------------------------------ the page
 anatomy.header(NS)
-anatomy.intuition(NS)
-anatomy.formula(r"\operatorname{softmax}\!\Big(\frac{XX^\top}{\sqrt{d}\,\tau}\Big)", t(f"{NS}.formula_caption"))
-chosen = controls_section()
+lesson = presenter.Lesson(NS)          # presenter mode (?present=1) shows one step at a time
+with lesson.step("intuition"):
+    anatomy.intuition(NS)
+    anatomy.formula(r"\operatorname{softmax}\!\Big(\frac{XX^\top}{\sqrt{d}\,\tau}\Big)", t(f"{NS}.formula_caption"))
+with lesson.step("controls", keep=True):
+    chosen = controls_section()
 if chosen is not None:
-    question_section()
-    shown = evidence_section(chosen)
-    notice_section(chosen, shown)
-pitfall_section()
+    with lesson.step("question"):
+        question_section()
+    with lesson.step("evidence"):
+        shown = evidence_section(chosen)
+        notice_section(chosen, shown)
+with lesson.step("pitfall"):
+    pitfall_section()
 anatomy.show_code(self_attention_weights, scaled_dot_product_attention)
+lesson.end()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import inspect
 import re
+import zlib
 from typing import Callable, Sequence
 
 import streamlit as st
@@ -126,7 +127,9 @@ def _source(obj) -> str:
 
 def show_code(*objects) -> None:
     """9. The attention_core source that produced the picture (the very functions that ran)."""
-    with st.expander(t("common.show_code"), icon=":material/code:"):
+    names = [f"{obj.__module__}.{obj.__qualname__}" for obj in objects]
+    with st.container(key=f"secondary_code_{zlib.crc32(' '.join(names).encode())}"), \
+            st.expander(t("common.show_code"), icon=":material/code:"):   # hidden in presenter mode
         for obj in objects:
             st.caption(f"`{obj.__module__}.{obj.__qualname__}`")
             st.code(_source(obj), language="python")

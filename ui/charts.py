@@ -10,8 +10,8 @@ import functools
 import inspect
 import json
 import math
-import re
 import os
+import re
 import warnings
 from collections import Counter
 from typing import NamedTuple, Sequence
@@ -19,6 +19,8 @@ from typing import NamedTuple, Sequence
 import altair as alt
 import numpy as np
 import pandas as pd
+
+from .cache import MB, ByteBudgetCache, key_of_values, nbytes
 
 # colour-blind-safe schemes: perceptually uniform sequential, and a blue/orange diverging one
 WEIGHT_SCHEME = "viridis"
@@ -169,8 +171,6 @@ def _heatmap_data(matrix, row_labels: Sequence[str], col_labels: Sequence[str], 
 # empty or a bool is part of the static shape instead. ``VERIFY`` (tests: ``tests/test_chart_kinds.py``)
 # rebuilds every chart directly with Altair and checks the filled spec is the same.
 
-from .cache import MB, ByteBudgetCache, key_of_values, nbytes
-
 SKELETONS = ByteBudgetCache("ui.charts.skeletons", 4 * MB)
 VERIFY = os.environ.get("ATTENTION_VERIFY_CHARTS") == "1"   # tests switch it on: every fill is checked
 _HOLE = "\u27e6fill:{}\u27e7"                               # ⟦fill:i⟧ (string and list placeholders)
@@ -309,7 +309,10 @@ class ChartKind:
     def verify(self, spec: dict, data, args: dict) -> None:
         """The filled spec equals a fresh Altair build with the same arguments (auto-named params aside)."""
         direct = _bare_spec(self.build(_named(data), **args))
-        norm = lambda s: re.sub(r'"(param|view)_[0-9a-f_]+"', '"auto"', json.dumps(s, sort_keys=True, ensure_ascii=False))
+        def norm(spec: dict) -> str:
+            text = json.dumps(spec, sort_keys=True, ensure_ascii=False)
+            return re.sub(r'"(param|view)_[0-9a-f_]+"', '"auto"', text)
+
         if norm(direct) != norm(spec):
             raise AssertionError(f"{self.name}: the filled spec differs from a direct build\n"
                                  f"direct: {norm(direct)[:2000]}\nfilled: {norm(spec)[:2000]}")
@@ -418,7 +421,7 @@ def heatmap(matrix, row_labels: Sequence[str], col_labels: Sequence[str] | None 
 def attention_heatmap(weights, tokens: Sequence[str], key_tokens: Sequence[str] | None = None, *,
                       title: str | None = None, **options) -> Spec:
     """``heatmap`` with the page's language filling the common titles (key, query, weight / score)."""
-    from .i18n import t          # ui.charts stays importable without a Streamlit session (t falls back)
+    from .i18n import t  # ui.charts stays importable without a Streamlit session (t falls back)
 
     value = "common.score" if options.get("kind") == "scores" else "common.weight"
     options.setdefault("x_title", t("common.key"))

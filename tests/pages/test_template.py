@@ -85,3 +85,20 @@ def test_template_shows_the_code_that_ran():
     captions = [c.value for c in at.caption]
     assert any("pages.template.self_attention_weights" in c or "self_attention_weights" in c for c in captions)
     assert any("scaled_dot_product_attention" in c for c in captions)
+
+
+def test_presenter_mode_steps_through_the_template():
+    """?present=1&step=k: the step bar (Previous / Step k of n / Next / leave) and CSS that shows only step k;
+    Next moves the step in the URL; without ?present the page draws no bar and no CSS."""
+    at = open_template("en", present="1", step="2")
+    assert exceptions(at) == []
+    labels = [b.label for b in at.button]
+    assert {"Previous", "Next", "Leave presenter mode"} <= set(labels)
+    (css,) = [h.proto.body for h in at.get("html")]
+    assert ":not(.st-key-present_step_2)" in css and "stSidebar" in css
+    steps = at.session_state["_present_steps_template"]
+    assert steps == 5 and any(f"Step 2 of {steps}" == m.value for m in at.markdown)
+    at.button(key="present_next").click().run()
+    assert at.query_params["step"] in (["3"], "3")
+    plain = open_template("en")
+    assert not plain.get("html") and "present_next" not in [b.key for b in plain.button]

@@ -1,0 +1,91 @@
+"""Presenter mode (``?present=1``): a page shown to a room one step at a time.
+
+A page marks its steps in lesson order with ``lesson.step(...)`` (a ``Lesson`` per run). Outside presenter mode
+steps are plain containers and nothing changes. In presenter mode every step still runs (widgets keep their state
+and their URL values) but only the current one is shown, with large type, the sidebar and secondary material
+(show the code, CSV downloads) hidden, and Previous / Next buttons (PageUp / PageDown: what a presentation
+clicker sends). The current step is in the URL (``?step=3``), so a teacher can prepare a sequence of links.
+Steps marked ``keep=True`` (the controls) stay visible under every step.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import streamlit as st
+
+from .i18n import t
+
+PARAM, STEP_PARAM = "present", "step"
+_KEY = "present_step_{}"
+
+_CSS = """<style>
+section[data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"],
+header[data-testid="stHeader"] {display: none;}
+.stMainBlockContainer {font-size: 1.35rem; max-width: 100%; padding-top: 1.5rem;}
+.stMainBlockContainer p, .stMainBlockContainer li {font-size: 1.35rem; line-height: 1.5;}
+.stMainBlockContainer h1 {font-size: 2.6rem;}
+[class*="st-key-secondary_"], div[class*="st-key-"][class*="_csv"] {display: none;}
+[class*="st-key-present_step_"]:not(.st-key-present_step_CURRENT) {display: none;}
+</style>"""
+
+
+def active() -> bool:
+    """Presenter mode is on for this run (``?present=1``)."""
+    return str(st.query_params.get(PARAM, "")).lower() in ("1", "true", "yes", "on")
+
+
+def sidebar_toggle() -> None:
+    """The router's switch into presenter mode (it sets ``?present=1``; the bar on the page leaves it)."""
+    if st.sidebar.toggle(t("common.present_on"), value=False, key="present_toggle", help=t("common.present_help")):
+        st.query_params[PARAM] = "1"
+        st.session_state["present_toggle"] = False
+        st.rerun()
+
+
+def _current(n_hint: int) -> int:
+    try:
+        step = int(str(st.query_params.get(STEP_PARAM, "1")))
+    except ValueError:
+        step = 1
+    return max(1, min(step, max(n_hint, 1)))
+
+
+class Lesson:
+    """The steps of one page run. Create it after ``anatomy.header`` and close it with ``end()``."""
+
+    def __init__(self, ns: str):
+        self.ns, self.on, self.count = ns, active(), 0
+        self.known = int(st.session_state.get(f"_present_steps_{ns}", 99))   # steps counted by the last run
+        self.current = _current(self.known)
+        self.bar = st.empty() if self.on else None
+
+    @contextlib.contextmanager
+    def step(self, name: str, *, keep: bool = False):
+        """One step of the lesson (``name`` only documents it); ``keep``: shown under every step."""
+        self.count += 1
+        key = f"present_keep_{self.count}" if keep else _KEY.format(self.count)
+        with st.container(key=key):
+            yield
+
+    def end(self) -> None:
+        """In presenter mode: the step bar (Previous / Next / exit) and the CSS showing the current step."""
+        st.session_state[f"_present_steps_{self.ns}"] = self.count
+        if not self.on:
+            return
+        n = self.count
+        current = min(self.current, n)
+        with self.bar.container(horizontal=True, vertical_alignment="center"):
+            if st.button(t("common.present_prev"), key="present_prev", shortcut="PageUp", disabled=current <= 1,
+                         icon=":material/arrow_back:"):
+                st.query_params[STEP_PARAM] = str(current - 1)
+                st.rerun()
+            st.markdown(t("common.present_step", i=current, n=n))
+            if st.button(t("common.present_next"), key="present_next", shortcut="PageDown", disabled=current >= n,
+                         icon=":material/arrow_forward:", type="primary"):
+                st.query_params[STEP_PARAM] = str(current + 1)
+                st.rerun()
+            if st.button(t("common.present_exit"), key="present_exit", type="tertiary", icon=":material/close:"):
+                del st.query_params[PARAM]
+                st.query_params.pop(STEP_PARAM, None)
+                st.rerun()
+        st.html(_CSS.replace("CURRENT", str(current)))
