@@ -18,6 +18,7 @@ from .analysis import (
     synthetic_pattern,
 )
 from .crossmodal import CrossModalAttention, image_to_patches, synthetic_image, synthetic_scene
+from .decoder import CausalSelfAttention, KVCache
 from .diagnostics import attention_entropy, max_weight, softmax_jacobian_norm, sparsity
 from .efficient import (
     FlashAttentionOutput,
@@ -36,7 +37,6 @@ from .efficient import (
     sparse_attention,
     strided_sparse_mask,
 )
-from .decoder import CausalSelfAttention, KVCache
 from .functional import (
     apply_mask,
     default_scale,

@@ -16,9 +16,8 @@ import torch
 from torch import nn
 
 from .functional import grouped_query_attention
-from .masks import causal_mask, sliding_window_mask
 from .modules import HeadDivisibilityError
-from .positional import alibi_bias, rotary_embedding
+from .positional import alibi_slopes, rotary_embedding
 from .types import AttentionOutput
 
 
@@ -116,20 +115,17 @@ class CausalSelfAttention(nn.Module):
             k = rotary_embedding(k, positions, self.rope_base)     # cached already rotated
         if cache is not None:
             k, v = cache.append(k, v)                              # (b, h_kv, t, d_head), t = past + n
-        t = k.size(-2)
-        mask = self.mask(t, x.device)[past:]                                 # the new tokens' rows: (n, t)
-        if self.alibi:                                             # float mask: bias, -inf where hidden
-            bias = alibi_bias(t, self.num_heads, dtype=q.dtype).to(x.device)[:, past:]  # (h, n, t)
-            mask = bias.masked_fill(~mask, float("-inf"))
+        i = torch.arange(past, past + n, device=x.device)[:, None]  # query positions (n, 1)
+        j = torch.arange(k.size(-2), device=x.device)[None, :]      # key positions (1, t)
+        mask = j <= i                                              # causal: the new tokens' rows (n, t)
+        if self.window is not None:                                # as masks.sliding_window_mask
+            mask = mask & ((i - j < self.window) | (j < self.sinks))
+        if self.alibi:                                             # float mask: -m_h |i - j|, -inf where hidden
+            slopes = alibi_slopes(self.num_heads).to(q.dtype).to(x.device)[:, None, None]
+            mask = (-slopes * (i - j).abs()).masked_fill(~mask, float("-inf"))   # (h, n, t)
         out, weights = grouped_query_attention(q, k, v, mask)     # (b, h, n, d_head), (b, h, n, t)
         out = out.transpose(1, 2).reshape(x.size(0), n, self.d_model)   # concatenate the heads
         return AttentionOutput(self.W_output(out), weights)
-
-    def mask(self, t: int, device=None) -> torch.Tensor:
-        """Which of t keys each of t queries may see (t, t): causal, or a sliding window with sinks."""
-        if self.window is None:
-            return causal_mask(t, device=device)
-        return sliding_window_mask(t, self.window, sinks=self.sinks, device=device)
 
     def kv_bytes_per_token(self, dtype: torch.dtype = torch.float32) -> int:
         """2 (k and v) x h_kv x d_head x bytes: what each token adds to this layer's cache."""

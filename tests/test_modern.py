@@ -267,6 +267,10 @@ CONFIGS = {
 }
 
 
+def CausalSelfAttentionFor(config):
+    return ac.CausalSelfAttention(16, **CONFIGS[config])
+
+
 def split(n, cuts):
     """Chunk sizes of 0..n cut at the sorted, distinct points ``cuts``."""
     points = [0, *sorted({c for c in cuts if 0 < c < n}), n]
@@ -293,9 +297,6 @@ def test_cached_decoding_equals_the_full_causal_forward(config, n, b, cuts, seed
         assert_close(w, full_w[:, :, start - size:start, :start])
 
 
-def CausalSelfAttentionFor(config):
-    return ac.CausalSelfAttention(16, **CONFIGS[config])
-
 
 @pytest.mark.parametrize("config", sorted(CONFIGS))
 def test_token_by_token_and_prefill_then_decode(config):
@@ -306,16 +307,16 @@ def test_token_by_token_and_prefill_then_decode(config):
         for size in chunks:
             outs.append(attn(x[:, len(cache):len(cache) + size], cache).output)
         assert_close(torch.cat(outs, dim=1), full)
-        batch = 2                                           # 2 (k and v) x b x h_kv x t x d_head x 4 bytes
-        assert cache.nbytes() == 2 * batch * attn.num_kv_heads * 9 * attn.d_head * 4 == batch * 9 * attn.kv_bytes_per_token()
+        b = 2                                               # 2 (k and v) x b x h_kv x t x d_head x 4 bytes
+        assert cache.nbytes() == 2 * b * attn.num_kv_heads * 9 * attn.d_head * 4 == b * 9 * attn.kv_bytes_per_token()
 
 
-def test_full_forward_weights_are_causal_rows_summing_to_one():
-    attn = ac.CausalSelfAttention(16, 4, 2, window=3, sinks=1)
-    _, w = attn(torch.randn(1, 8, 16))
-    allowed = ac.sliding_window_mask(8, 3, sinks=1)
-    assert not w[..., ~allowed].any()
-    assert_close(w.sum(-1), torch.ones(1, 4, 8))
+def test_full_forward_sees_exactly_its_mask():
+    for window, sinks, allowed in ((3, 2, ac.sliding_window_mask(8, 3, sinks=2)), (None, 0, ac.causal_mask(8))):
+        attn = ac.CausalSelfAttention(16, 4, 2, window=window, sinks=sinks)
+        _, w = attn(torch.randn(1, 8, 16))
+        assert torch.equal(w[0] > 0, allowed.expand(4, 8, 8))                 # visible keys, and only they, weigh
+        assert_close(w.sum(-1), torch.ones(1, 4, 8))
 
 
 def test_with_as_many_kv_heads_it_is_a_causal_multi_head_attention():
