@@ -18,6 +18,7 @@ from .analysis import (
     synthetic_pattern,
 )
 from .crossmodal import CrossModalAttention, image_to_patches, synthetic_image, synthetic_scene
+from .decoder import CausalSelfAttention, KVCache
 from .diagnostics import attention_entropy, max_weight, softmax_jacobian_norm, sparsity
 from .efficient import (
     FlashAttentionOutput,
@@ -40,13 +41,39 @@ from .functional import (
     apply_mask,
     default_scale,
     dot_scores,
+    grouped_query_attention,
     masked_softmax,
     scaled_dot_product_attention,
     scaled_dot_scores,
 )
-from .masks import block_mask, causal_mask, global_tokens_mask, local_mask, padding_mask, strided_mask
+from .masks import (
+    block_mask,
+    causal_mask,
+    global_tokens_mask,
+    local_mask,
+    padding_mask,
+    sliding_window_mask,
+    strided_mask,
+)
 from .modules import AdditiveAttention, HeadDivisibilityError, MultiHeadAttention, SelfAttention
-from .positional import LearnedPositionalEmbedding, apply_rotary, rotary_embedding, sinusoidal_encoding
+from .positional import (
+    ROPE_SCALINGS,
+    LearnedPositionalEmbedding,
+    alibi_bias,
+    alibi_slopes,
+    apply_rotary,
+    rope_linear_frequencies,
+    rope_ntk_base,
+    rope_ntk_frequencies,
+    rope_scaled_frequencies,
+    rope_yarn_frequencies,
+    rotary_angles,
+    rotary_embedding,
+    rotary_frequencies,
+    sinusoidal_encoding,
+    yarn_attention_factor,
+    yarn_ramp,
+)
 from .transformer import (
     EncoderOutput,
     PositionWiseFFN,
@@ -71,4 +98,9 @@ __all__ = [
     "PATTERNS", "synthetic_pattern", "classify_head", "classify_heads", "head_entropy", "head_sparsity",
     "js_distance", "head_similarity", "attention_rollout", "pca_2d", "qk_geometry",
     "attention_entropy", "max_weight", "softmax_jacobian_norm", "sparsity",
+    # modern LLM attention (issue 14)
+    "grouped_query_attention", "sliding_window_mask", "KVCache", "CausalSelfAttention",
+    "alibi_slopes", "alibi_bias", "rotary_frequencies", "rotary_angles", "ROPE_SCALINGS",
+    "rope_linear_frequencies", "rope_ntk_base", "rope_ntk_frequencies", "yarn_ramp", "rope_yarn_frequencies",
+    "yarn_attention_factor", "rope_scaled_frequencies",
 ]

@@ -72,3 +72,39 @@ def scaled_dot_product_attention(
     if dropout_p > 0.0:
         weights = F.dropout(weights, p=dropout_p, training=True)
     return AttentionOutput(weights @ v, weights)
+
+
+def grouped_query_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    *,
+    scale: float | None = None,
+) -> AttentionOutput:
+    """Grouped-query attention (GQA, Ainslie et al. 2023): several query heads share one K/V head.
+
+    q (b, h_q, n_q, d), k (b, h_kv, n_k, d), v (b, h_kv, n_k, d_v), h_kv dividing h_q.
+    Query head i reads K/V head ``i // (h_q // h_kv)`` (the grouping of torch's
+    ``scaled_dot_product_attention(..., enable_gqa=True)``). h_kv = h_q is multi-head
+    attention, h_kv = 1 is multi-query attention (Shazeer 2019). Only the h_kv K/V heads are
+    cached at inference: the cache shrinks by h_q / h_kv.
+
+    ``mask`` broadcasts against (b, h_q, n_q, n_k): boolean (True = may attend) or float
+    (added to the scores, e.g. an ALiBi bias with -inf where hidden). Returns
+    ``AttentionOutput(output (b, h_q, n_q, d_v), weights (b, h_q, n_q, n_k))``.
+    """
+    if q.dim() < 3 or k.dim() != q.dim() or v.dim() != q.dim():
+        raise ValueError(f"q, k, v need the same number (>= 3) of dimensions (..., heads, seq, dim), "
+                         f"got {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    h_q, h_kv = q.size(-3), k.size(-3)
+    if v.size(-3) != h_kv:
+        raise ValueError(f"k and v must have the same number of heads, got {h_kv} and {v.size(-3)}")
+    if h_kv < 1 or h_q % h_kv != 0:
+        raise ValueError(f"the number of query heads ({h_q}) must be a multiple of the number of "
+                         f"key/value heads ({h_kv}): each K/V head serves h_q / h_kv query heads; "
+                         f"{h_q} / {h_kv} = {h_q / max(h_kv, 1):g}")
+    group = h_q // h_kv
+    k = k.repeat_interleave(group, dim=-3)      # (b, h_q, n_k, d): K/V head j copied to heads j*g .. j*g+g-1
+    v = v.repeat_interleave(group, dim=-3)      # (b, h_q, n_k, d_v)
+    return scaled_dot_product_attention(q, k, v, mask, scale=scale)

@@ -83,3 +83,19 @@ def global_tokens_mask(n: int, idx: Iterable[int] | torch.Tensor, *, device=None
     is_global = torch.zeros(n, dtype=torch.bool, device=device)
     is_global[idx] = True
     return is_global.unsqueeze(1) | is_global.unsqueeze(0)
+
+
+def sliding_window_mask(n: int, window: int, *, sinks: int = 0, device=None) -> torch.Tensor:
+    """Causal sliding window with attention sinks: True where j <= i and (i - j < window or j < sinks).
+
+    Each query sees itself and the ``window - 1`` keys before it (Mistral's sliding window,
+    Jiang et al. 2023), plus the first ``sinks`` tokens, which StreamingLLM (Xiao et al. 2023)
+    keeps because softmax parks much of its weight there. ``window >= n`` (and no sinks) is
+    ``causal_mask(n)``. Shape (n, n).
+    """
+    if window < 1:
+        raise ValueError(f"window must be >= 1 (a query always sees itself), got {window}")
+    if sinks < 0:
+        raise ValueError(f"sinks must be >= 0, got {sinks}")
+    i, j = _positions(n, n, device)
+    return (j <= i) & ((i - j < window) | (j < sinks))
