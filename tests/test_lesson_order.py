@@ -1,0 +1,81 @@
+"""The question comes before the answer (DESIGN.md, page anatomy 5; issue 13 §1): on every page, in every
+section that poses an exercise (each tab, or the page outside tabs), no chart, metric or "What to notice" list is
+drawn before the exercise. A teacher can pose the question without scrolling past its answer."""
+import pytest
+
+from tests.apptest_util import exceptions, open_page
+from ui.i18n import catalog
+from ui.registry import available_pages
+
+PAGES = [p.key for p in available_pages() if p.key not in ("home", "glossary", "summary")]
+
+
+def sections(at) -> dict[str, list[tuple[str, str]]]:
+    """Each tab's elements in drawing order (``main`` for what lies outside any tab) as (kind, text)."""
+    out: dict[str, list[tuple[str, str]]] = {}
+
+    def walk(node, where: str) -> None:
+        kind = getattr(node, "type", None)
+        if kind == "tab":
+            where = f"{where} › {node.label}"
+        elif kind:
+            key = getattr(node, "key", None) or ""
+            text = key if kind == "radio" else str(getattr(node, "value", "") or "")
+            out.setdefault(where, []).append((kind, text))
+        for child in getattr(node, "children", {}).values():
+            walk(child, where)
+
+    walk(at.main, "main")
+    return out
+
+
+def misplaced(at, lang: str) -> list[str]:
+    notice = catalog(lang)["common.notice"]
+    problems = []
+    for where, items in sections(at).items():
+        asks = [i for i, (kind, text) in enumerate(items) if kind == "radio" and text.endswith("_guess")]
+        if not asks:
+            continue
+        evidence = [(i, kind, text) for i, (kind, text) in enumerate(items)
+                    if kind in ("vega_lite_chart", "arrow_vega_lite_chart", "metric")
+                    or (kind == "subheader" and text == notice)]
+        before = [f"{kind} {text[:40]!r}".strip() for i, kind, text in evidence if i < asks[0]]
+        if before:
+            problems.append(f"{where}: the exercise comes after {', '.join(before)}")
+    return problems
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("key", PAGES)
+def test_the_question_comes_before_its_evidence(key, lang):
+    at = open_page(key, lang)
+    assert exceptions(at) == []
+    assert misplaced(at, lang) == []
+
+
+def test_the_check_sees_an_answer_drawn_above_its_question():
+    """The check itself: a notice and a chart drawn before an exercise are reported, after it they are not."""
+    from streamlit.testing.v1 import AppTest
+
+    def script(first: str = "evidence"):
+        import streamlit as st
+
+        from ui import anatomy
+        from ui.charts import bars
+
+        def evidence():
+            anatomy.notice(["the answer is 0.63"])
+            anatomy.show_chart(bars([0.2, 0.8], ["a", "b"]), key="c")
+
+        if st.query_params.get("first") == "evidence":
+            evidence()
+        anatomy.exercise("q", "What is it?", ["0.63", "0.5"], 0, "because")
+        if st.query_params.get("first") != "evidence":
+            evidence()
+
+    for first, expect in (("evidence", 1), ("question", 0)):
+        at = AppTest.from_function(script, default_timeout=60)
+        at.query_params["first"] = first
+        at.run()
+        assert exceptions(at) == []
+        assert len(misplaced(at, "en")) == expect
