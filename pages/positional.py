@@ -32,31 +32,20 @@ BASES = (10, 100, 1000, 10000, 100000)
 
 # ------------------------------------------------------------------ cached computations
 @cache_data(max_entries=64, max_bytes=8 * MB)
-def table(n: int, d: int, base: float):
-    pe = sinusoidal_encoding(n, d, base)
-    return pe.numpy(), pl.binary_counter(n).numpy(), pl.periods(d, base).numpy()
+def table(n: int, d: int, base: float) -> pl.EncodingTable:
+    return pl.encoding_table(n, d, base)
 
 
 @cache_data(max_entries=64, max_bytes=8 * MB)
-def shuffle_all(tokens: tuple[str, ...], seed: int, shuffle_seed: int) -> dict[str, dict]:
-    out = {}
-    for enc in pl.ENCODINGS:
-        r = pl.shuffle_test(tokens, D_SHUFFLE, enc, seed=seed, shuffle_seed=shuffle_seed, gain=GAIN)
-        out[enc] = {"perm": r.perm.tolist(), "w": r.original.weights.numpy(),
-                    "w_shuf": r.shuffled.weights.numpy(), "gap": r.gap.numpy()}
-    return out
+def shuffle_all(tokens: tuple[str, ...], seed: int, shuffle_seed: int) -> dict[str, pl.ShuffleResult]:
+    """The shuffle test of the sentence with each encoding of ``pl.ENCODINGS``."""
+    return {enc: pl.shuffle_test(tokens, D_SHUFFLE, enc, seed=seed, shuffle_seed=shuffle_seed, gain=GAIN)
+            for enc in pl.ENCODINGS}
 
 
 @cache_data(max_entries=32, max_bytes=8 * MB)
-def comparison(n: int, base: float, seed: int) -> dict[str, tuple]:
-    q, k = pl.random_qk(D_ROT, seed)
-    grids = {
-        "sinusoidal": pl.cosine_grid(sinusoidal_encoding(n, D_ROT, base)),
-        "learned": pl.cosine_grid(pl.position_table("learned", n, D_ROT, seed)),
-        "rotary": pl.rotary_score_grid(q, k, n, base) / (q.norm() * k.norm()),
-        "added": pl.additive_score_grid(q, k, n) / (q.norm() * k.norm()),
-    }
-    return {name: (g.numpy(), pl.toeplitz_gap(g)) for name, g in grids.items()}
+def comparison(n: int, base: float, seed: int) -> dict[str, pl.SimilarityGrid]:
+    return pl.similarity_grids(n, D_ROT, base, seed)
 
 
 def sci(x: float) -> str:
@@ -77,7 +66,7 @@ def table_section() -> tuple[int, int]:
     base = c3.select_slider(t("positional.base"), BASES, value=10000, key="base", bind="query-params",
                             help=t("positional.base_help"))
     base = int(base) if base in BASES else 10000
-    pe, bits, per = table(n, d, float(base))
+    pe, bits, per = (x.numpy() for x in table(n, d, float(base)))
     positions = [str(i) for i in range(n)]
     dims = [str(j) for j in range(d)]
     ref_before = controls.kept_row("row_pe", n)
@@ -167,12 +156,13 @@ def shuffle_section() -> tuple[dict | None, int]:
     toks = tuple(tokens)
     res = shuffle_all(toks, seed, shuffle_seed)
     cur = res[enc]
-    perm = cur["perm"]
+    perm = cur.perm.tolist()
+    w_orig, w_shuf = cur.original.weights.numpy(), cur.shuffled.weights.numpy()
     shuffled = [tokens[p] for p in perm]
     if shuffled == tokens:
         anatomy.problem("positional.err_same_order")
 
-    gaps = {e: float(res[e]["gap"].max()) for e in pl.ENCODINGS}
+    gaps = {e: float(res[e].gap.max()) for e in pl.ENCODINGS}
     st.markdown(f"**{t('positional.gap_heading')}**")
     anatomy.show_chart(pc.gap_chart(
         [gaps[e] for e in pl.ENCODINGS], [t(f"positional.enc_{e}") for e in pl.ENCODINGS],
@@ -182,19 +172,18 @@ def shuffle_section() -> tuple[dict | None, int]:
     row_before = controls.kept_row("row_shuf", len(tokens))
     left, right = st.columns(2)
     with left:
-        anatomy.show_chart(attention_heatmap(cur["w"], tokens, title=t("positional.w_original"), selectable=False),
+        anatomy.show_chart(attention_heatmap(w_orig, tokens, title=t("positional.w_original"), selectable=False),
                            key="w_orig")
     with right:
-        spec = attention_heatmap(cur["w_shuf"], shuffled, title=t("positional.w_shuffled"), selected_row=row_before)
-        picked = anatomy.show_matrix(spec, cur["w_shuf"], shuffled, key="w_shuf", file_name="w_shuf.csv")
+        spec = attention_heatmap(w_shuf, shuffled, title=t("positional.w_shuffled"), selected_row=row_before)
+        picked = anatomy.show_matrix(spec, w_shuf, shuffled, key="w_shuf", file_name="w_shuf.csv")
     row = controls.keep_row("row_shuf", picked, len(tokens), 0)
     st.caption(t("positional.gap_row_caption", enc=t(f"positional.enc_{enc}")))
     anatomy.show_chart(pc.gap_chart(
-        cur["gap"], unique_labels(shuffled), x_title=t("positional.gap_axis"),
+        cur.gap.numpy(), unique_labels(shuffled), x_title=t("positional.gap_axis"),
         y_title=t("positional.gap_axis"), highlight=row), key="gap_bars")
 
     labels = unique_labels(shuffled)
-    w_shuf, w_orig = cur["w_shuf"], cur["w"]
     j = int(w_shuf[row].argmax())          # the picked word's strongest partner, in both orders
     anatomy.notice([
         t("positional.notice_none", gap=sci(gaps["none"]), sin=fmt.fixed(gaps["sinusoidal"], 3),
@@ -208,31 +197,28 @@ def shuffle_section() -> tuple[dict | None, int]:
 
 
 # ------------------------------------------------------------------ 3. learned vs sinusoidal vs rotary
-GRIDS = ("sinusoidal", "learned", "rotary", "added")
-
-
 def compare_section(base: int, seed: int) -> None:
     st.header(t("positional.compare_title"))
     st.markdown(lesson("positional/compare"))
     grids = comparison(N_COMPARE, float(base), seed)
-    what = st.segmented_control(t("positional.compare_pick"), list(GRIDS), default="rotary", required=True,
+    what = st.segmented_control(t("positional.compare_pick"), list(pl.GRIDS), default="rotary", required=True,
                                 format_func=lambda e: t(f"positional.grid_{e}"), key="cmp",
                                 bind="query-params")
-    what = what if what in GRIDS else "rotary"
+    what = what if what in pl.GRIDS else "rotary"
     positions = [str(i) for i in range(N_COMPARE)]
     left, right = st.columns([3, 2])
     with left:
         anatomy.show_chart(heatmap(
-            grids[what][0], positions, kind="scores", domain=(-1.0, 1.0), show_numbers=False,
+            grids[what].similarity.numpy(), positions, kind="scores", domain=(-1.0, 1.0), show_numbers=False,
             title=t(f"positional.grid_{what}_title"), x_title=t("positional.position_n"),
             y_title=t("positional.position_m"), value_title=t("positional.similarity"), selectable=False),
             key="cmp_grid")
     with right:
         st.markdown(f"**{t('positional.toeplitz_heading')}**")
         anatomy.show_chart(pc.gap_chart(
-            [grids[e][1] for e in GRIDS], [t(f"positional.grid_{e}") for e in GRIDS],
+            [grids[e].toeplitz_gap for e in pl.GRIDS], [t(f"positional.grid_{e}") for e in pl.GRIDS],
             x_title=t("positional.toeplitz_axis"), y_title=t("positional.toeplitz_axis"),
-            highlight=GRIDS.index(what)), key="toeplitz")
+            highlight=pl.GRIDS.index(what)), key="toeplitz")
         st.caption(t("positional.toeplitz_caption"))
 
     st.subheader(t("positional.rotary_live"))
@@ -267,8 +253,9 @@ def compare_section(base: int, seed: int) -> None:
           diff=sci(abs(rot_s - rot))),
         t("positional.notice_added", add=fmt.fixed(add, 4), add_s=fmt.fixed(add_s, 4)),
         t("positional.notice_norm_kept", before=fmt.fixed(float(q.norm()), 4), after=fmt.fixed(float(rq.norm()), 4)),
-        t("positional.notice_grids", sin=sci(grids["sinusoidal"][1]), learned=fmt.fixed(grids["learned"][1], 2),
-          rot=sci(grids["rotary"][1]), added=fmt.fixed(grids["added"][1], 2)),
+        t("positional.notice_grids", sin=sci(grids["sinusoidal"].toeplitz_gap),
+          learned=fmt.fixed(grids["learned"].toeplitz_gap, 2), rot=sci(grids["rotary"].toeplitz_gap),
+          added=fmt.fixed(grids["added"].toeplitz_gap, 2)),
     ])
 
 
