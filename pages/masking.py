@@ -2,8 +2,6 @@
 float16 and mixed-convention traps of the tutorials, live."""
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 import streamlit as st
 import torch
@@ -12,20 +10,18 @@ from attention_core.functional import masked_softmax, scaled_dot_product_attenti
 from attention_core.labs import masking as ml
 from attention_core.masks import causal_mask, local_mask, padding_mask
 from attention_core.text import tokenize
-from ui import anatomy
+from ui import anatomy, controls
+from ui import format as fmt
+from ui import masking_charts as mc
 from ui import masking_state as ms
 from ui.cache import MB, cache_data
-from ui.charts import heatmap_spec, unique_labels
-from ui.controls import keep_row, kept_row
-from ui.controls import seed as seed_control
+from ui.charts import attention_heatmap, unique_labels
 from ui.i18n import lesson, t
-from ui.masking_charts import batch_chart, mask_panels, row_bars
 
 NS = "masking"
 MAX_SENTENCES = 6
 MAX_TOKENS = 10          # per sentence: a padded batch stays at most 6 x 10, numbers fit in the cells
 MAX_CHARS = 1200
-D_K = 8
 FORMULA = (r"\operatorname{{Attention}}(Q,K,V)=\operatorname{{softmax}}\!\Big(\frac{{QK^{{\top}}}}{{\sqrt{{d_k}}}}"
            r"+M\Big)V,\qquad M_{{ij}}=\begin{{cases}}0 & \text{{{visible}}}\\ -\infty & \text{{{hidden}}}"
            r"\end{{cases}}")
@@ -74,29 +70,20 @@ def side_control() -> str:
     return side or "right"
 
 
-def hm_height(n: int) -> int:
-    """Heatmap height: autosize "fit" counts the title and the rotated key labels, so add room."""
-    return 28 * n + 130
-
-
-def pct(x: float) -> str:
-    return f"{100 * x:.1f}%"
-
-
 # ------------------------------------------------------------------ cached computations (plain parameters)
 Batch = tuple[tuple[str, ...], ...]
 
 
 _cached = cache_data(max_entries=64, max_bytes=8 * MB)
-attend = _cached(ml.attend_batch)              # (sentences, side, seed, causal) -> batch, keep, qkv, stages
-attend_custom = _cached(ms.attend_mask_text)   # (tokens, mask text, seed) -> mask, stages, naive weights
+attend = _cached(ml.attend_batch)              # (sentences, side, seed, causal) -> ml.BatchAttention
+attend_custom = _cached(ms.attend_mask_text)   # (tokens, mask text, seed) -> ml.CustomAttention
 fully_masked_demo = _cached(ml.fully_masked_demo)
 
 
 @_cached
 def mixups(sentences: Batch, side: str, seed: int):
-    _, keep, (q, k, v), _ = ml.attend_batch(sentences, side, seed)
-    return ml.convention_mixups(q, k, v, keep), ml.int_mask_error(q, k, v, keep)
+    run = ml.attend_batch(sentences, side, seed)
+    return ml.convention_mixups(*run.qkv, run.keep), ml.int_mask_error(*run.qkv, run.keep)
 
 
 # ------------------------------------------------------------------ the sections
@@ -105,11 +92,11 @@ def padding_section(batch: ml.PaddedBatch, stages: ml.MaskedStages, keep: torch.
     st.markdown(t("masking.pad_text"))
     names = [t("masking.sentence_n", i=i + 1) for i in range(len(batch.tokens))]
     key_keep = keep[:, 0, 0]                                                # (b, n)
-    data, spec = batch_chart(batch.tokens, key_keep, row_names=names, selected=s,
-                             title=t("masking.batch_title", b=len(names), n=batch.n),
-                             x_title=t("masking.position"), y_title=t("masking.sentence"),
-                             mask_title=t("masking.mask_value"), token_title=t("masking.token"))
-    st.vega_lite_chart(data, spec, width="stretch", key="batch_chart")
+    anatomy.show_chart(mc.batch_chart(batch.tokens, key_keep, row_names=names, selected=s,
+                                      title=t("masking.batch_title", b=len(names), n=batch.n),
+                                      x_title=t("masking.position"), y_title=t("masking.sentence"),
+                                      mask_title=t("masking.mask_value"), token_title=t("masking.token")),
+                       key="batch_chart")
     st.caption(t("masking.batch_legend"))
     rows = "\n".join("  " + str(r) for r in key_keep.int().tolist())
     st.code(f"padding_mask(lengths={batch.lengths}, n={batch.n})   # {tuple(keep.shape)}\n"
@@ -124,9 +111,8 @@ def padding_section(batch: ml.PaddedBatch, stages: ml.MaskedStages, keep: torch.
                                  bind="query-params", help=t("masking.stage_help"))
     if stage in ("before", "after"):
         shown = scores if stage == "before" else masked_scores
-        anatomy.show_matrix(heatmap_spec(shown, toks, kind="scores", title=t(f"masking.scores_{stage}"),
-                                    x_title=t("common.key"), y_title=t("common.query"),
-                                    value_title=t("common.score"), selectable=False, height=hm_height(batch.n)),
+        anatomy.show_matrix(attention_heatmap(shown, toks, kind="scores", title=t(f"masking.scores_{stage}"),
+                                              selectable=False),
                             shown, toks, key="pad_scores", selectable=False, file_name=f"scores_{stage}.csv")
         if stage == "after":
             st.caption(t("masking.masked_legend"))
@@ -145,7 +131,7 @@ def padding_section(batch: ml.PaddedBatch, stages: ml.MaskedStages, keep: torch.
                        lo=f"{float(sums.min()):.7f}", hi=f"{float(sums.max()):.7f}",
                        pad_max=repr(float(weights[hidden].max())), batch_max=repr(batch_pad_max)))
         items.append(t("masking.notice_without", q=anatomy.md_escape(labels[row]),
-                       share=pct(float(unmasked[row][hidden[row]].sum())),
+                       share=fmt.pct(float(unmasked[row][hidden[row]].sum()), 1),
                        zero=f"{float(scores[row][hidden[row]].abs().max()):.2f}"))
         items.append(t("masking.notice_pad_rows"))
     else:
@@ -160,19 +146,18 @@ def drill(weights: torch.Tensor, hidden: torch.Tensor, tokens: list[str], *, key
 
     Without a click, the bars show ``default_row`` (else the first row that sees any key)."""
     n = weights.shape[0]
-    chart = heatmap_spec(weights, tokens, kind="weights", masked=hidden, title=title, x_title=t("common.key"),
-                         y_title=t("common.query"), value_title=t("common.weight"), height=hm_height(len(tokens)),
-                         selected_row=kept_row(f"row_{key}", n))
+    chart = attention_heatmap(weights, tokens, masked=hidden, title=title,
+                              selected_row=controls.kept_row(f"row_{key}", n))
     picked = anatomy.show_matrix(chart, weights, tokens, key=key, file_name=f"{key}.csv")
     if default_row is None:
         default_row = next((i for i in range(n) if not bool(hidden[i].all())), 0)
-    row = keep_row(f"row_{key}", picked, n, default_row)     # the clicked row, kept in the URL
+    row = controls.keep_row(f"row_{key}", picked, n, default_row)     # the clicked row, kept in the URL
     labels = unique_labels(tokens)
     st.caption(t("masking.row_caption", q=anatomy.md_escape(labels[row]),
                  total=f"{float(weights[row].sum()):.7f}", hidden=int(hidden[row].sum())))
-    data, spec = row_bars(weights[row], hidden[row], tokens, value_title=t("common.weight"),
-                          label_title=t("common.key"), hidden_title=t("masking.hidden"))
-    st.vega_lite_chart(data, spec, width="stretch", key=f"{key}_bars")
+    anatomy.show_chart(mc.row_bars(weights[row], hidden[row], tokens, value_title=t("common.weight"),
+                                   label_title=t("common.key"), hidden_title=t("masking.hidden")),
+                       key=f"{key}_bars")
     return row
 
 
@@ -182,15 +167,15 @@ def causal_section(sentences: Batch, side: str, seed: int, s: int) -> None:
     use = st.segmented_control(t("masking.use"), ["encoder", "decoder"], default="decoder", required=True,
                                format_func=lambda u: t(f"masking.use_{u}"), key="use", bind="query-params")
     use = use or "decoder"
-    batch, keep, _, stages = attend(sentences, side, seed, use == "decoder")
+    run = attend(sentences, side, seed, use == "decoder")
+    batch, keep, stages = run.batch, run.keep, run.stages
     toks = batch.tokens[s]
     pad_nn = ml.key_padding_mask(batch.lengths, batch.n, side=side)[s, 0].expand(batch.n, batch.n)
     look = causal_mask(batch.n)
     panels = [(t("masking.panel_padding"), pad_nn), (t("masking.panel_causal"), look),
               (t("masking.panel_both"), pad_nn & look)]
-    data, spec = mask_panels(panels, toks, x_title=t("common.key"), y_title=t("common.query"),
-                             mask_title=t("masking.mask_value"))
-    st.vega_lite_chart(data, spec, width="content", key="causal_masks")
+    anatomy.show_chart(mc.mask_panels(panels, toks, x_title=t("common.key"), y_title=t("common.query"),
+                                      mask_title=t("masking.mask_value")), key="causal_masks", width="content")
     st.caption(t("masking.panels_caption"))
     used = keep[s, 0].expand(batch.n, batch.n)
     weights = stages.weights[s, 0]
@@ -259,7 +244,7 @@ def custom_section(tokens: list[str], seed: int, s: int) -> None:
                    column_config={c: st.column_config.CheckboxColumn(c, width="small") for c in labels},
                    width="content")
 
-    mask, out, naive = attend_custom(tuple(tokens), code_now, seed)
+    mask, out, naive = attend_custom(tuple(tokens), code_now, seed)      # ml.CustomAttention
     weights = out.weights[0, 0]
     drill(weights, ~mask, list(tokens), key="custom_w", title=t("masking.weights_custom"))
     has = mask.any(-1)
@@ -278,23 +263,12 @@ def custom_section(tokens: list[str], seed: int, s: int) -> None:
 # ------------------------------------------------------------------ pitfalls
 def nan_demo(sentences: Batch, seed: int) -> None:
     d = fully_masked_demo(sentences, seed)
-    st.caption(t("masking.nan_where_hand" if d["by_hand"] else "masking.nan_where", i=d["s"] + 1))
-    st.dataframe(pd.DataFrame([d["naive"], d["safe"]], columns=unique_labels(d["tokens"]),
-                              index=[t("masking.row_naive"), t("masking.row_safe")]).map(_num),
+    st.caption(t("masking.nan_where_hand" if d.by_hand else "masking.nan_where", i=d.sentence + 1))
+    st.dataframe(pd.DataFrame([d.naive, d.safe], columns=unique_labels(d.tokens),
+                              index=[t("masking.row_naive"), t("masking.row_safe")]).map(fmt.exact),
                  width="stretch")
-    st.markdown(t("masking.nan_batch", nan=d["nan"], naive=_num(d["naive_sum"]), safe=_num(d["safe_sum"]),
-                  zeros=d["zeros"]))
-
-
-def _num(x: float) -> str:
-    """A number as a learner reads it: NaN, −∞, −65504, −1e+09, 0.1111."""
-    x = float(x)
-    if math.isnan(x):
-        return "NaN"
-    if math.isinf(x):
-        return "−∞" if x < 0 else "∞"
-    text = str(int(x)) if x.is_integer() and abs(x) < 1e6 else f"{x:.4g}"
-    return text.replace("-", "−")
+    st.markdown(t("masking.nan_batch", nan=d.nan, naive=fmt.exact(d.naive_sum), safe=fmt.exact(d.safe_sum),
+                  zeros=d.zeros))
 
 
 FILL_KEYS = {"-inf": "masking.fill_inf", "-1e9": "masking.fill_1e9", "finfo.min": "masking.fill_finfo"}
@@ -306,44 +280,44 @@ def fp16_demo(sentences: Batch, seed: int) -> None:
     for fill, key in FILL_KEYS.items():
         cells = {}
         for dtype in ml.DTYPES:
-            stored, status, w, _ = d["fills"][fill, dtype]
-            result = {"error": t("masking.fp_error"), "nan": "NaN", "zero": "0"}.get(status) or t(
-                "masking.fp_uniform", w=f"{w:.3g}")
-            cells[dtype] = result if status == "error" else f"{_num(stored)} → {result}"
+            cell = d.fills[fill, dtype]
+            result = {"error": t("masking.fp_error"), "nan": "NaN", "zero": "0"}.get(cell.status) or t(
+                "masking.fp_uniform", w=f"{cell.weight:.3g}")
+            cells[dtype] = result if cell.status == "error" else f"{fmt.exact(cell.stored)} → {result}"
         table[t(key)] = cells
     st.table(pd.DataFrame(table).T)
-    st.markdown(t("masking.fp_details", err=d["fills"]["-1e9", "float16"][3] or "—", cast=_num(d["cast"]),
-                  m=_num(ml.stored_as(-1e9, torch.float16)), fmin=_num(torch.finfo(torch.float16).min)))
+    st.markdown(t("masking.fp_details", err=d.fills["-1e9", "float16"].error or "—", cast=fmt.exact(d.cast),
+                  m=fmt.exact(ml.stored_as(-1e9, torch.float16)), fmin=fmt.exact(torch.finfo(torch.float16).min)))
 
 
-def convention_demo(sentences: Batch, side: str, seed: int, s: int) -> None:
+def convention_demo(sentences: Batch, side: str, seed: int, s: int, ran: list) -> None:
     box = st.expander(t("masking.mix_run", i=s + 1), icon=":material/play_arrow:", key="mixx",
                       on_change="rerun", bind="query-params")
     if box.open:  # only computed and drawn when the learner opens it: keeps the page fast
         with box:
             convention_run(sentences, side, seed, s)
+        ran.append(ml.convention_mixups)
 
 
 def convention_run(sentences: Batch, side: str, seed: int, s: int) -> None:
     mix = st.segmented_control(t("masking.mix"), list(ml.MIXUPS), default="float01", required=True,
                                format_func=lambda m: t(f"masking.mix_{m}"), key="mix", bind="query-params")
     mix = mix or "float01"
-    batch, keep, _, _ = attend(sentences, side, seed)
+    run = attend(sentences, side, seed)
+    batch, keep = run.batch, run.keep
     weights, int_error = mixups(sentences, side, seed)
     w = weights[mix][s, 0]
     toks = batch.tokens[s]
     pads = ~keep[s, 0, 0]
     hidden = {"correct": pads, "float01": torch.zeros_like(pads), "inverted": ~pads}[mix]
     st.code(t(f"masking.mix_code_{mix}"), language="python")
-    chart = heatmap_spec(w, toks, kind="weights", masked=hidden.expand(len(toks), len(toks)),
-                    title=t("masking.mix_title", what=t(f"masking.mix_{mix}")), x_title=t("common.key"),
-                    y_title=t("common.query"), value_title=t("common.weight"), selectable=False,
-                    height=hm_height(len(toks)))
+    chart = attention_heatmap(w, toks, masked=hidden.expand(len(toks), len(toks)),
+                              title=t("masking.mix_title", what=t(f"masking.mix_{mix}")), selectable=False)
     anatomy.show_matrix(chart, w, toks, key="mix_w", selectable=False, file_name="mixup.csv")
     real = ~pads
     on_pads = float(w[real][:, pads].sum(-1).max()) if pads.any() else 0.0
     empty = int((w.sum(-1) == 0).sum())
-    st.markdown(t(f"masking.mix_result_{mix}", pad=pct(on_pads), empty=empty, n=len(toks)))
+    st.markdown(t(f"masking.mix_result_{mix}", pad=fmt.pct(on_pads, 1), empty=empty, n=len(toks)))
     st.caption(t("masking.mix_int", err=int_error or "—"))
 
 
@@ -357,20 +331,20 @@ left, right = st.columns([3, 2])
 with left:
     sentences = read_batch()
 with right:
-    seed = seed_control()
+    seed = controls.seed()
     side = side_control()
     s = pick_sentence(sentences) if sentences else 0
 
 if sentences:
     sentences = tuple(tuple(x) for x in sentences)
-    batch, keep, _, stages = attend(sentences, side, seed)                  # keep: (b, 1, 1, n)
+    run = attend(sentences, side, seed)                                     # keep: (b, 1, 1, n)
 
     tab_pad, tab_causal, tab_custom = st.tabs(
         [t("masking.tab_padding"), t("masking.tab_causal"), t("masking.tab_custom")], key="tab",
         bind="query-params")
     if tab_pad.open is not False:
         with tab_pad:
-            padding_section(batch, stages, keep, s)
+            padding_section(run.batch, run.stages, run.keep, s)
     if tab_causal.open:
         with tab_causal:
             causal_section(sentences, side, seed, s)
@@ -385,9 +359,8 @@ if sentences:
                     demo=lambda: nan_demo(sentences, seed))
     anatomy.pitfall(t("masking.pit_fp16_title"), t("masking.pit_fp16_body"), t("masking.pit_fp16_code"),
                     demo=lambda: fp16_demo(sentences, seed))
+    ran = [ml.attend_batch, ml.pad_batch, ml.batch_mask, ml.key_padding_mask, padding_mask, causal_mask,
+           masked_softmax, scaled_dot_product_attention, ml.pitfall_naive_masked_softmax, ml.masked_fill_outcome]
     anatomy.pitfall(t("masking.pit_conv_title"), t("masking.pit_conv_body", i=s + 1), None,
-                    demo=lambda: convention_demo(sentences, side, seed, s))
-
-    anatomy.show_code(ml.attend_batch, ml.pad_batch, ml.batch_mask, ml.key_padding_mask, padding_mask, causal_mask,
-                      masked_softmax, scaled_dot_product_attention, ml.pitfall_naive_masked_softmax,
-                      ml.masked_fill_outcome, ml.convention_mixups)
+                    demo=lambda: convention_demo(sentences, side, seed, s, ran))     # adds convention_mixups if run
+    anatomy.show_code(*ran)

@@ -14,19 +14,12 @@ import torch
 
 from attention_core.labs import positional as pl
 from attention_core.positional import rotary_embedding, sinusoidal_encoding
-from ui import anatomy
+from ui import anatomy, controls
+from ui import format as fmt
+from ui import positional_charts as pc
 from ui.cache import MB, cache_data
-from ui.charts import heatmap_spec, unique_labels
-from ui.controls import keep_row, kept_row, sentence
-from ui.controls import seed as seed_control
+from ui.charts import attention_heatmap, heatmap, unique_labels
 from ui.i18n import lesson, t
-from ui.positional_charts import (
-    gap_spec,
-    offset_chart,
-    rotation_spec,
-    wave_chart,
-    wave_respec,
-)
 
 NS = "positional"
 MAX_TOKENS = 24     # shuffle-test sentences: two heatmaps stay readable
@@ -37,38 +30,22 @@ N_COMPARE = 32      # positions in the comparison heatmaps
 BASES = (10, 100, 1000, 10000, 100000)
 
 
-# ------------------------------------------------------------------ drawing
 # ------------------------------------------------------------------ cached computations
 @cache_data(max_entries=64, max_bytes=8 * MB)
-def table(n: int, d: int, base: float):
-    pe = sinusoidal_encoding(n, d, base)
-    return pe.numpy(), pl.binary_counter(n).numpy(), pl.periods(d, base).numpy()
+def table(n: int, d: int, base: float) -> pl.EncodingTable:
+    return pl.encoding_table(n, d, base)
 
 
 @cache_data(max_entries=64, max_bytes=8 * MB)
-def shuffle_all(tokens: tuple[str, ...], seed: int, shuffle_seed: int) -> dict[str, dict]:
-    out = {}
-    for enc in pl.ENCODINGS:
-        r = pl.shuffle_test(tokens, D_SHUFFLE, enc, seed=seed, shuffle_seed=shuffle_seed, gain=GAIN)
-        out[enc] = {"perm": r.perm.tolist(), "w": r.original.weights.numpy(),
-                    "w_shuf": r.shuffled.weights.numpy(), "gap": r.gap.numpy()}
-    return out
+def shuffle_all(tokens: tuple[str, ...], seed: int, shuffle_seed: int) -> dict[str, pl.ShuffleResult]:
+    """The shuffle test of the sentence with each encoding of ``pl.ENCODINGS``."""
+    return {enc: pl.shuffle_test(tokens, D_SHUFFLE, enc, seed=seed, shuffle_seed=shuffle_seed, gain=GAIN)
+            for enc in pl.ENCODINGS}
 
 
 @cache_data(max_entries=32, max_bytes=8 * MB)
-def comparison(n: int, base: float, seed: int) -> dict[str, tuple]:
-    q, k = pl.random_qk(D_ROT, seed)
-    grids = {
-        "sinusoidal": pl.cosine_grid(sinusoidal_encoding(n, D_ROT, base)),
-        "learned": pl.cosine_grid(pl.position_table("learned", n, D_ROT, seed)),
-        "rotary": pl.rotary_score_grid(q, k, n, base) / (q.norm() * k.norm()),
-        "added": pl.additive_score_grid(q, k, n) / (q.norm() * k.norm()),
-    }
-    return {name: (g.numpy(), pl.toeplitz_gap(g)) for name, g in grids.items()}
-
-
-def fmt(x: float, digits: int = 4) -> str:
-    return f"{x:.{digits}f}"
+def comparison(n: int, base: float, seed: int) -> dict[str, pl.SimilarityGrid]:
+    return pl.similarity_grids(n, D_ROT, base, seed)
 
 
 def sci(x: float) -> str:
@@ -89,25 +66,24 @@ def table_section() -> tuple[int, int]:
     base = c3.select_slider(t("positional.base"), BASES, value=10000, key="base", bind="query-params",
                             help=t("positional.base_help"))
     base = int(base) if base in BASES else 10000
-    pe, bits, per = table(n, d, float(base))
+    pe, bits, per = (x.numpy() for x in table(n, d, float(base)))
     positions = [str(i) for i in range(n)]
     dims = [str(j) for j in range(d)]
-    ref_before = kept_row("row_pe", n)
+    ref_before = controls.kept_row("row_pe", n)
 
     left, right = st.columns([3, 1])
     with left:
-        spec = anatomy.cached_spec(("pe", n, d, base, ref_before), lambda: heatmap_spec(
-            pe, positions, dims, kind="scores", domain=(-1.0, 1.0), title=t("positional.pe_title", n=n, d=d),
-            x_title=t("positional.dimension"), y_title=t("positional.position"),
-            value_title=t("positional.value"), show_numbers=False, selected_row=ref_before))
+        spec = heatmap(pe, positions, dims, kind="scores", domain=(-1.0, 1.0),
+                       title=t("positional.pe_title", n=n, d=d), x_title=t("positional.dimension"),
+                       y_title=t("positional.position"), value_title=t("positional.value"), show_numbers=False,
+                       selected_row=ref_before)
         picked = anatomy.show_matrix(spec, pe, positions, dims, key="pe", file_name="pe.csv")
     with right:
         bit_cols = [str(b) for b in range(bits.shape[1])]
-        anatomy.show_chart(lambda: heatmap_spec(
-            bits, positions, bit_cols, kind="weights",
-            show_numbers=False, title=t("positional.bits_title"), x_title=t("positional.bit_axis"),
-            y_title=t("positional.position"), value_title=t("positional.bit_value"), selectable=False),
-            key="bits", cache=(n,))
+        anatomy.show_chart(heatmap(bits, positions, bit_cols, kind="weights", show_numbers=False,
+                                   title=t("positional.bits_title"), x_title=t("positional.bit_axis"),
+                                   y_title=t("positional.position"), value_title=t("positional.bit_value"),
+                                   selectable=False), key="bits")
     st.caption(t("positional.table_caption"))
 
     # one column pair next to the counter bit of about the same period
@@ -124,34 +100,33 @@ def table_section() -> tuple[int, int]:
     curves3 = (pe[:, 2 * i], pe[:, 2 * i + 1] if has_cos else [float("nan")] * n,
                pl.binary_counter(n, b + 1)[:, b])
     series = [f"sin · {2 * i}", f"cos · {2 * i + 1}" if has_cos else "—", t("positional.bit", b=b)]
-    wave_skeleton = anatomy.cached_spec(("wave_skel", d, base, i, n <= 64), lambda: wave_chart(
+    anatomy.show_chart(pc.wave_chart(
         *curves3, series=series, x_title=t("positional.position"), y_title=t("positional.value"),
-        title=t("positional.wave_title", i=i, period=fmt(float(per[i]), 1), b=b, bit_period=2 ** (b + 1))))
-    anatomy.show_chart(lambda: wave_respec(wave_skeleton, *curves3, series=series), key="wave",
-                       cache=(n, d, base, i))
+        title=t("positional.wave_title", i=i, period=fmt.fixed(float(per[i]), 1), b=b, bit_period=2 ** (b + 1))),
+        key="wave")
 
     # similarity by offset, for the clicked position and one more
-    ref = keep_row("row_pe", picked, n, n // 4)
+    ref = controls.keep_row("row_pe", picked, n, n // 4)
     other = (ref + n // 2) % n
     curves = pl.offset_curves(torch.from_numpy(pe), [ref, other])
-    anatomy.show_chart(lambda: offset_chart(
+    anatomy.show_chart(pc.offset_chart(
         curves, labels=[t("positional.ref", p=ref), t("positional.ref", p=other)],
         x_title=t("positional.offset"), y_title=t("positional.dot"), title=t("positional.offset_title")),
-        key="offset", cache=(n, d, base, ref))
+        key="offset")
     gap = pl.curve_gap(curves[0], curves[1])
     k = shared_offset(n, ref, other)
     dot_a, dot_b = float(curves[0].dots[ref + k]), float(curves[1].dots[other + k])
 
-    items = [t("positional.notice_bits", b=b, every=2 ** b, i=i, period=fmt(float(per[i]), 1),
-               slow=fmt(float(per[-1]), 0), n=n),
-             t("positional.notice_offset", a=ref, b=other, k=f"{k:+d}".replace("-", "−"), dot_a=fmt(dot_a),
-               dot_b=fmt(dot_b), gap=sci(gap))]
+    items = [t("positional.notice_bits", b=b, every=2 ** b, i=i, period=fmt.fixed(float(per[i]), 1),
+               slow=fmt.fixed(float(per[-1]), 0), n=n),
+             t("positional.notice_offset", a=ref, b=other, k=f"{k:+d}".replace("-", "−"), dot_a=fmt.fixed(dot_a, 4),
+               dot_b=fmt.fixed(dot_b, 4), gap=sci(gap))]
     if d % 2:
         items.append(t("positional.notice_odd", d=d, gap=sci(gap)))
     else:
         norms = (pe.astype("float64") ** 2).sum(1) ** 0.5
-        items.append(t("positional.notice_norm", d=d, half=fmt(math.sqrt(d / 2), 3),
-                       lo=fmt(float(norms.min()), 3), hi=fmt(float(norms.max()), 3)))
+        items.append(t("positional.notice_norm", d=d, half=fmt.fixed(math.sqrt(d / 2), 3),
+                       lo=fmt.fixed(float(norms.min()), 3), hi=fmt.fixed(float(norms.max()), 3)))
     anatomy.notice(items)
     return d, base
 
@@ -167,7 +142,7 @@ def shared_offset(n: int, a: int, b: int) -> int:
 def shuffle_section() -> tuple[dict | None, int]:
     st.header(t("positional.shuffle_title"))
     st.markdown(lesson("positional/shuffle"))
-    tokens = sentence(key="text", max_tokens=MAX_TOKENS, min_tokens=2)
+    tokens = controls.sentence(key="text", max_tokens=MAX_TOKENS, min_tokens=2)
     enc = st.segmented_control(t("positional.encoding"), list(pl.ENCODINGS), default="none", required=True,
                                format_func=lambda e: t(f"positional.enc_{e}"), key="enc", bind="query-params")
     enc = enc if enc in pl.ENCODINGS else "none"
@@ -175,83 +150,75 @@ def shuffle_section() -> tuple[dict | None, int]:
     shuffle_seed = int(c2.number_input(t("positional.shuffle_seed"), 0, 9999, 1, key="shuf",
                                        bind="query-params", help=t("positional.shuffle_seed_help")))
     with c3:
-        seed = seed_control()
+        seed = controls.seed()
     if tokens is None:
         return None, seed
     toks = tuple(tokens)
     res = shuffle_all(toks, seed, shuffle_seed)
     cur = res[enc]
-    perm = cur["perm"]
+    perm = cur.perm.tolist()
+    w_orig, w_shuf = cur.original.weights.numpy(), cur.shuffled.weights.numpy()
     shuffled = [tokens[p] for p in perm]
     if shuffled == tokens:
         anatomy.problem("positional.err_same_order")
-    state = (toks, seed, shuffle_seed)
 
-    gaps = {e: float(res[e]["gap"].max()) for e in pl.ENCODINGS}
+    gaps = {e: float(res[e].gap.max()) for e in pl.ENCODINGS}
     st.markdown(f"**{t('positional.gap_heading')}**")
-    anatomy.show_chart(lambda: gap_spec(
+    anatomy.show_chart(pc.gap_chart(
         [gaps[e] for e in pl.ENCODINGS], [t(f"positional.enc_{e}") for e in pl.ENCODINGS],
         x_title=t("positional.gap_axis"), y_title=t("positional.gap_axis"),
-        highlight=pl.ENCODINGS.index(enc)), key="gaps", cache=(*state, enc))
+        highlight=pl.ENCODINGS.index(enc)), key="gaps")
 
-    row_before = kept_row("row_shuf", len(tokens))
+    row_before = controls.kept_row("row_shuf", len(tokens))
     left, right = st.columns(2)
     with left:
-        anatomy.show_chart(lambda: heatmap_spec(
-            cur["w"], tokens, title=t("positional.w_original"), x_title=t("common.key"),
-            y_title=t("common.query"), value_title=t("common.weight"), selectable=False),
-            key="w_orig", cache=(*state, enc))
+        anatomy.show_chart(attention_heatmap(w_orig, tokens, title=t("positional.w_original"), selectable=False),
+                           key="w_orig")
     with right:
-        spec = anatomy.cached_spec(("w_shuf", *state, enc, row_before), lambda: heatmap_spec(
-            cur["w_shuf"], shuffled, title=t("positional.w_shuffled"), x_title=t("common.key"),
-            y_title=t("common.query"), value_title=t("common.weight"), selected_row=row_before))
-        picked = anatomy.show_matrix(spec, cur["w_shuf"], shuffled, key="w_shuf", file_name="w_shuf.csv")
-    row = keep_row("row_shuf", picked, len(tokens), 0)
+        spec = attention_heatmap(w_shuf, shuffled, title=t("positional.w_shuffled"), selected_row=row_before)
+        picked = anatomy.show_matrix(spec, w_shuf, shuffled, key="w_shuf", file_name="w_shuf.csv")
+    row = controls.keep_row("row_shuf", picked, len(tokens), 0)
     st.caption(t("positional.gap_row_caption", enc=t(f"positional.enc_{enc}")))
-    anatomy.show_chart(lambda: gap_spec(
-        cur["gap"], unique_labels(shuffled), x_title=t("positional.gap_axis"),
-        y_title=t("positional.gap_axis"), highlight=row), key="gap_bars", cache=(*state, enc, row))
+    anatomy.show_chart(pc.gap_chart(
+        cur.gap.numpy(), unique_labels(shuffled), x_title=t("positional.gap_axis"),
+        y_title=t("positional.gap_axis"), highlight=row), key="gap_bars")
 
     labels = unique_labels(shuffled)
-    w_shuf, w_orig = cur["w_shuf"], cur["w"]
     j = int(w_shuf[row].argmax())          # the picked word's strongest partner, in both orders
     anatomy.notice([
-        t("positional.notice_none", gap=sci(gaps["none"]), sin=fmt(gaps["sinusoidal"], 3),
-          rot=fmt(gaps["rotary"], 3), learned=fmt(gaps["learned"], 3)),
+        t("positional.notice_none", gap=sci(gaps["none"]), sin=fmt.fixed(gaps["sinusoidal"], 3),
+          rot=fmt.fixed(gaps["rotary"], 3), learned=fmt.fixed(gaps["learned"], 3)),
         t("positional.notice_pair", q=anatomy.md_escape(labels[row]), k=anatomy.md_escape(labels[j]),
-          shuf=fmt(float(w_shuf[row, j])), orig=fmt(float(w_orig[perm[row], perm[j]])),
+          shuf=fmt.fixed(float(w_shuf[row, j]), 4), orig=fmt.fixed(float(w_orig[perm[row], perm[j]]), 4),
           enc=t(f"positional.enc_{enc}")),
-        t("positional.notice_learned", learned=fmt(gaps["learned"], 3)),
+        t("positional.notice_learned", learned=fmt.fixed(gaps["learned"], 3)),
     ])
     return gaps, seed
 
 
 # ------------------------------------------------------------------ 3. learned vs sinusoidal vs rotary
-GRIDS = ("sinusoidal", "learned", "rotary", "added")
-
-
 def compare_section(base: int, seed: int) -> None:
     st.header(t("positional.compare_title"))
     st.markdown(lesson("positional/compare"))
     grids = comparison(N_COMPARE, float(base), seed)
-    what = st.segmented_control(t("positional.compare_pick"), list(GRIDS), default="rotary", required=True,
+    what = st.segmented_control(t("positional.compare_pick"), list(pl.GRIDS), default="rotary", required=True,
                                 format_func=lambda e: t(f"positional.grid_{e}"), key="cmp",
                                 bind="query-params")
-    what = what if what in GRIDS else "rotary"
+    what = what if what in pl.GRIDS else "rotary"
     positions = [str(i) for i in range(N_COMPARE)]
     left, right = st.columns([3, 2])
     with left:
-        anatomy.show_chart(lambda: heatmap_spec(
-            grids[what][0], positions, kind="scores", domain=(-1.0, 1.0), show_numbers=False,
+        anatomy.show_chart(heatmap(
+            grids[what].similarity.numpy(), positions, kind="scores", domain=(-1.0, 1.0), show_numbers=False,
             title=t(f"positional.grid_{what}_title"), x_title=t("positional.position_n"),
             y_title=t("positional.position_m"), value_title=t("positional.similarity"), selectable=False),
-            key="cmp_grid", cache=(base, seed, what))
+            key="cmp_grid")
     with right:
         st.markdown(f"**{t('positional.toeplitz_heading')}**")
-        anatomy.show_chart(lambda: gap_spec(
-            [grids[e][1] for e in GRIDS], [t(f"positional.grid_{e}") for e in GRIDS],
+        anatomy.show_chart(pc.gap_chart(
+            [grids[e].toeplitz_gap for e in pl.GRIDS], [t(f"positional.grid_{e}") for e in pl.GRIDS],
             x_title=t("positional.toeplitz_axis"), y_title=t("positional.toeplitz_axis"),
-            highlight=GRIDS.index(what)), key="toeplitz", cache=(base, seed, what))
+            highlight=pl.GRIDS.index(what)), key="toeplitz")
         st.caption(t("positional.toeplitz_caption"))
 
     st.subheader(t("positional.rotary_live"))
@@ -263,31 +230,32 @@ def compare_section(base: int, seed: int) -> None:
     rot, rot_s = pl.rotary_score(q, k, m, j, base), pl.rotary_score(q, k, m + s, j + s, base)
     add, add_s = pl.additive_score(q, k, m, j), pl.additive_score(q, k, m + s, j + s)
     cols = st.columns(4)
-    cols[0].metric(t("positional.rot_score", m=m, j=j), fmt(rot))
-    cols[1].metric(t("positional.rot_score", m=m + s, j=j + s), fmt(rot_s), delta=signed(rot_s - rot),
+    cols[0].metric(t("positional.rot_score", m=m, j=j), fmt.fixed(rot, 4))
+    cols[1].metric(t("positional.rot_score", m=m + s, j=j + s), fmt.fixed(rot_s, 4), delta=signed(rot_s - rot),
                    delta_color="off")
-    cols[2].metric(t("positional.add_score", m=m, j=j), fmt(add))
-    cols[3].metric(t("positional.add_score", m=m + s, j=j + s), fmt(add_s), delta=signed(add_s - add),
+    cols[2].metric(t("positional.add_score", m=m, j=j), fmt.fixed(add, 4))
+    cols[3].metric(t("positional.add_score", m=m + s, j=j + s), fmt.fixed(add_s, 4), delta=signed(add_s - add),
                    delta_color="off")
     left, right = st.columns([2, 3])
     with left:   # the first pair turns by theta_0 = base^0 = 1 radian per position
-        plane = rotation_spec(
+        plane = pc.rotation_chart(
             q[:2], k[:2], {"q": float(m), "k": float(j), "q_shift": float(m + s), "k_shift": float(j + s)},
             labels={"q": t("positional.arrow_q", m=m), "k": t("positional.arrow_k", j=j),
                     "q_shift": t("positional.arrow_q", m=m + s), "k_shift": t("positional.arrow_k", j=j + s)},
             title=t("positional.rotation_title"))
-        st.vega_lite_chart(plane, width="content", key="rotation")   # square: show_chart only stretches
+        anatomy.show_chart(plane, key="rotation", width="content")      # square: its own pixel width
         st.caption(t("positional.rotation_caption"))
     with right:
         st.markdown(lesson("positional/table"))
     rq = rotary_embedding(q.unsqueeze(0), torch.tensor([m]), base)[0]
     anatomy.notice([
-        t("positional.notice_rotary", m=m, j=j, s=s, rot=fmt(rot), rot_s=fmt(rot_s),
+        t("positional.notice_rotary", m=m, j=j, s=s, rot=fmt.fixed(rot, 4), rot_s=fmt.fixed(rot_s, 4),
           diff=sci(abs(rot_s - rot))),
-        t("positional.notice_added", add=fmt(add), add_s=fmt(add_s)),
-        t("positional.notice_norm_kept", before=fmt(float(q.norm()), 4), after=fmt(float(rq.norm()), 4)),
-        t("positional.notice_grids", sin=sci(grids["sinusoidal"][1]), learned=fmt(grids["learned"][1], 2),
-          rot=sci(grids["rotary"][1]), added=fmt(grids["added"][1], 2)),
+        t("positional.notice_added", add=fmt.fixed(add, 4), add_s=fmt.fixed(add_s, 4)),
+        t("positional.notice_norm_kept", before=fmt.fixed(float(q.norm()), 4), after=fmt.fixed(float(rq.norm()), 4)),
+        t("positional.notice_grids", sin=sci(grids["sinusoidal"].toeplitz_gap),
+          learned=fmt.fixed(grids["learned"].toeplitz_gap, 2), rot=sci(grids["rotary"].toeplitz_gap),
+          added=fmt.fixed(grids["added"].toeplitz_gap, 2)),
     ])
 
 

@@ -212,13 +212,13 @@ def test_presets_and_default_custom_mask():
 def test_fully_masked_demo_numbers():
     from attention_core.labs.masking import fully_masked_demo
     d = fully_masked_demo(SENTS, seed=2)
-    assert d["s"] == 2 and not d["by_hand"] and d["tokens"][0] == PAD
-    assert all(math.isnan(x) for x in d["naive"]) and all(x == 0 for x in d["safe"])
-    assert d["nan"] > 0 and math.isnan(d["naive_sum"]) and math.isfinite(d["safe_sum"])
-    assert d["fills"]["-1e9", "float16"][1] == "error" and d["fills"]["-inf", "float32"][1] == "nan"
-    assert d["fills"]["finfo.min", "float16"][1] == "uniform" and math.isnan(d["cast"])
+    assert d.sentence == 2 and not d.by_hand and d.tokens[0] == PAD
+    assert all(math.isnan(x) for x in d.naive) and all(x == 0 for x in d.safe)
+    assert d.nan > 0 and math.isnan(d.naive_sum) and math.isfinite(d.safe_sum)
+    assert d.fills["-1e9", "float16"].status == "error" and d.fills["-inf", "float32"].status == "nan"
+    assert d.fills["finfo.min", "float16"].status == "uniform" and math.isnan(d.cast)
     same = fully_masked_demo([["a", "b"], ["c", "d"]])
-    assert same["by_hand"] and all(x == 0 for x in same["safe"])
+    assert same.by_hand and all(x == 0 for x in same.safe)
     mask, out, naive = attend_mask_text(["x", "y", "z"], "110-000-011", seed=1)
     assert (out.weights[0, 0, 1] == 0).all() and torch.isnan(naive[0, 0, 1]).all()
     assert torch.allclose(out.weights[0, 0, [0, 2]].sum(-1), torch.ones(2))

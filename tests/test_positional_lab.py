@@ -285,3 +285,16 @@ def test_embedding_scale_recipes():
     assert abs(res["scale_after"].position_norm - pe_norm * math.sqrt(d)) < 1e-6
     with pytest.raises(ValueError):
         embedding_scale("other", 8)
+
+
+def test_encoding_table_and_similarity_grids_are_their_parts():
+    """The page's two cached computations are the documented functions, assembled (under 0.1 s)."""
+    from attention_core.labs import positional as pl
+    table = pl.encoding_table(10, 6, 100.0)
+    assert torch.equal(table.pe, sinusoidal_encoding(10, 6, 100.0)) and table.bits.shape == (10, 4)
+    assert torch.allclose(table.periods, 2 * math.pi * 100.0 ** (torch.arange(0, 6, 2, dtype=torch.float64) / 6))
+    grids = pl.similarity_grids(12, 16, 1000.0, seed=3)
+    assert tuple(grids) == pl.GRIDS
+    q, k = pl.random_qk(16, 3)
+    assert torch.allclose(grids["rotary"].similarity, pl.rotary_score_grid(q, k, 12, 1000.0) / (q.norm() * k.norm()))
+    assert grids["sinusoidal"].toeplitz_gap < 1e-6 < grids["learned"].toeplitz_gap      # offset-only vs not

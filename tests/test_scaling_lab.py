@@ -10,6 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from attention_core.labs import scaling as sl
 from attention_core.labs.scaling import (
     D_K_MAX,
     D_K_STEPS,
@@ -176,3 +177,23 @@ def test_saturation_stats_property(row, n_rows):
     assert 1 / n - 1e-12 <= float(stats.max_weight) <= 1 + 1e-12
     assert -1e-12 <= float(stats.entropy) <= math.log(n) + 1e-9
     assert float(stats.jacobian_norm) == pytest.approx(_jacobian_norm_oracle(s[0]), abs=1e-7, rel=1e-6)
+
+
+def test_softmax_view_is_softmax_of_the_scaled_scores_and_follows_the_row():
+    """The page's one-call view: heatmap rows, the strip (row at d_k = 1..1024, both ways) and the temperature
+    curve equal torch.softmax of the raw scores times the documented scale. Under 0.1 s."""
+    scores = sl.sweep_scores(3, sl.SWEEP_D_K, 20, 6)
+    taus = torch.tensor([0.5, 1.0, 4.0])
+    view = sl.softmax_view(scores, 64, 2.0, True, 5, 8, taus)
+    raw = scores[sl.SWEEP_D_K.index(64)]
+    assert torch.allclose(view.weights, torch.softmax(raw[:8] / (2.0 * 8), -1), atol=1e-12)
+    for m, scaled in enumerate((False, True)):
+        for c, d in enumerate(sl.STRIP_D_K):
+            expect = torch.softmax(scores[sl.SWEEP_D_K.index(d), 5] / (2.0 * (math.sqrt(d) if scaled else 1)), -1)
+            assert torch.allclose(view.strip[m, c], expect, atol=1e-12)
+    for m, row in enumerate((raw[5], raw[5] / 8)):
+        expect = torch.stack([torch.softmax(row / tau, -1).max() for tau in taus])
+        assert torch.allclose(view.curves[m], expect, atol=1e-12)
+    counts = sl.overflow_counts(raw, 64)
+    assert counts.nan16_raw == sl.overflow_rows(raw, 1.0, torch.float16)
+    assert counts.nan32_scaled == sl.overflow_rows(raw, 1 / 8, torch.float32)

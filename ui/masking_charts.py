@@ -1,32 +1,29 @@
-"""Charts of the masking page: the padded batch, boolean masks, and one row of weights.
+"""Charts of the masking page: the padded batch, boolean masks side by side, and one row of weights.
 
-Pure functions (no Streamlit calls); every title and label is passed in already translated.
+Frame builders (data -> DataFrame, pure) and ``ui.charts.chart_kind`` builders (Altair, built once per
+language and option, filled per rerun); every title and label is passed in already translated.
 Visible cells are blue, hidden ones grey with a "×", so a mask reads without a colour legend.
-
-These are small grids drawn on every rerun, so they are written as plain Vega-Lite specs
-(``(data, spec)`` for ``st.vega_lite_chart``) rather than Altair objects: building and
-validating an Altair chart costs tens of milliseconds, a dict costs almost nothing.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import altair as alt
 import numpy as np
 import pandas as pd
 
-from .charts import MASKED_GREY, as_numpy, unique_labels
+from . import format as fmt
+from .charts import MASKED_GREY, Spec, as_numpy, chart_kind, unique_labels
 
 VISIBLE_BLUE = "#4c78a8"
 HIGHLIGHT = "#e66101"
 MAX_TOKEN_CHARS = 8
+CELL = 22                  # px per cell of the mask panels
+BATCH_ROW = 28             # px per sentence of the batch grid
 
 
-def _short(token: str) -> str:
-    return token if len(token) <= MAX_TOKEN_CHARS else token[:MAX_TOKEN_CHARS - 1] + "…"
-
-
-def _visible_colour() -> dict:
-    return {"condition": {"test": "datum.visible", "value": VISIBLE_BLUE}, "value": MASKED_GREY}
+def _visible_colour():
+    return alt.when(alt.datum.visible).then(alt.value(VISIBLE_BLUE)).otherwise(alt.value(MASKED_GREY))
 
 
 # ------------------------------------------------------------------ the padded batch
@@ -41,42 +38,36 @@ def batch_frame(tokens: Sequence[Sequence[str]], keep, row_names: Sequence[str],
         "row": rows,
         "pos": np.tile(np.arange(n), b),
         "token": [tok for row in tokens for tok in row],
-        "cell_text": [_short(tok) for row in tokens for tok in row],
+        "cell_text": [fmt.clip(tok, MAX_TOKEN_CHARS) for row in tokens for tok in row],
         "mask": keep.ravel().astype(int),
         "visible": keep.ravel(),
         "selected": rows == (-1 if selected is None else selected),
     })
 
 
+@chart_kind(fill=("title", "row_order"))
+def batch_grid(frame, *, x_title: str, y_title: str, mask_title: str, token_title: str, title: str = "",
+               row_order=()) -> alt.LayerChart:
+    """The padded batch as a (b, n) grid: real tokens blue, [PAD] grey; the selected sentence outlined."""
+    tooltip = [alt.Tooltip("sentence:N", title=y_title), alt.Tooltip("pos:O", title=x_title),
+               alt.Tooltip("token:N", title=token_title), alt.Tooltip("mask:Q", title=mask_title)]
+    base = alt.Chart(frame).encode(
+        x=alt.X("pos:O", title=x_title, axis=alt.Axis(orient="top", labelAngle=0)),
+        y=alt.Y("sentence:N", sort=row_order, title=y_title))
+    rect = base.mark_rect(strokeWidth=2).encode(
+        color=_visible_colour(), tooltip=tooltip,
+        stroke=alt.when(alt.datum.selected).then(alt.value(HIGHLIGHT)).otherwise(alt.value("white")))
+    text = base.mark_text(fontSize=11).encode(
+        text="cell_text:N", tooltip=tooltip,
+        color=alt.when(alt.datum.visible).then(alt.value("white")).otherwise(alt.value("#555555")))
+    return alt.layer(rect, text).properties(title=title, height=alt.Step(BATCH_ROW))   # one row per sentence
+
+
 def batch_chart(tokens: Sequence[Sequence[str]], keep, *, row_names: Sequence[str], title: str,
                 x_title: str, y_title: str, mask_title: str, token_title: str,
-                selected: int | None = None) -> tuple[pd.DataFrame, dict]:
-    """The padded batch as a (b, n) grid: real tokens blue, [PAD] grey; the selected sentence outlined."""
-    frame = batch_frame(tokens, keep, row_names, selected)
-    tooltip = [{"field": "sentence", "type": "nominal", "title": y_title},
-               {"field": "pos", "type": "ordinal", "title": x_title},
-               {"field": "token", "type": "nominal", "title": token_title},
-               {"field": "mask", "type": "quantitative", "title": mask_title}]
-    spec = {
-        "title": title,
-        "height": {"step": 28},                      # one row per sentence, whatever the title takes
-        "encoding": {
-            "x": {"field": "pos", "type": "ordinal", "title": x_title,
-                  "axis": {"orient": "top", "labelAngle": 0}},
-            "y": {"field": "sentence", "type": "nominal", "sort": list(row_names), "title": y_title},
-        },
-        "layer": [
-            {"mark": {"type": "rect", "strokeWidth": 2},
-             "encoding": {"color": _visible_colour(), "tooltip": tooltip,
-                          "stroke": {"condition": {"test": "datum.selected", "value": HIGHLIGHT},
-                                     "value": "white"}}},
-            {"mark": {"type": "text", "fontSize": 11},
-             "encoding": {"text": {"field": "cell_text", "type": "nominal"}, "tooltip": tooltip,
-                          "color": {"condition": {"test": "datum.visible", "value": "white"},
-                                    "value": "#555555"}}},
-        ],
-    }
-    return frame, spec
+                selected: int | None = None) -> Spec:
+    return batch_grid(batch_frame(tokens, keep, row_names, selected), x_title=x_title, y_title=y_title,
+                      mask_title=mask_title, token_title=token_title, title=title, row_order=list(row_names))
 
 
 # ------------------------------------------------------------------ boolean masks side by side
@@ -90,62 +81,54 @@ def mask_frame(mask, labels: Sequence[str], panel: str = "") -> pd.DataFrame:
                          "visible": m.ravel(), "mask": m.ravel().astype(int)})
 
 
+@chart_kind(fill=("panel_order", "order"))
+def mask_facets(frame, *, x_title: str, y_title: str, mask_title: str, panel_order=(), order=()) -> alt.FacetChart:
+    """Masks side by side (e.g. padding, look-ahead, their AND), one facet column per mask."""
+    tooltip = [alt.Tooltip("query:N", title=y_title), alt.Tooltip("key:N", title=x_title),
+               alt.Tooltip("mask:Q", title=mask_title)]
+    base = alt.Chart().encode(
+        x=alt.X("key:N", sort=order, title=x_title, axis=alt.Axis(orient="bottom", labelAngle=-45, labelLimit=70)),
+        y=alt.Y("query:N", sort=order, title=y_title, axis=alt.Axis(labelLimit=70)))
+    rect = base.mark_rect(stroke="white", strokeWidth=1).encode(color=_visible_colour(), tooltip=tooltip)
+    cross = base.transform_filter("!datum.visible").mark_text(text="×", color="#666666", fontSize=11)
+    return alt.layer(rect, cross, data=frame).properties(width=alt.Step(CELL), height=alt.Step(CELL)).facet(
+        column=alt.Column("panel:N", sort=panel_order, title=None,
+                          header=alt.Header(labelFontSize=13, labelFontWeight="bold", labelOrient="top")),
+        spacing=24)
+
+
 def mask_panels(panels: Sequence[tuple[str, object]], labels: Sequence[str], *, x_title: str,
-                y_title: str, mask_title: str, cell: int = 22) -> tuple[pd.DataFrame, dict]:
-    """Masks side by side (e.g. padding, look-ahead, their AND), one facet per mask."""
+                y_title: str, mask_title: str) -> Spec:
     frame = pd.concat([mask_frame(m, labels, title) for title, m in panels], ignore_index=True)
-    order = unique_labels(list(labels))
-    tooltip = [{"field": "query", "type": "nominal", "title": y_title},
-               {"field": "key", "type": "nominal", "title": x_title},
-               {"field": "mask", "type": "quantitative", "title": mask_title}]
-    spec = {
-        "facet": {"column": {"field": "panel", "type": "nominal", "sort": [p for p, _ in panels],
-                             "title": None, "header": {"labelFontSize": 13, "labelFontWeight": "bold",
-                                                       "labelOrient": "top"}}},
-        "spacing": 24,
-        "spec": {
-            "width": {"step": cell}, "height": {"step": cell},
-            "encoding": {
-                "x": {"field": "key", "type": "nominal", "sort": order, "title": x_title,
-                      "axis": {"orient": "bottom", "labelAngle": -45, "labelLimit": 70}},
-                "y": {"field": "query", "type": "nominal", "sort": order, "title": y_title,
-                      "axis": {"labelLimit": 70}},
-            },
-            "layer": [
-                {"mark": {"type": "rect", "stroke": "white", "strokeWidth": 1},
-                 "encoding": {"color": _visible_colour(), "tooltip": tooltip}},
-                {"transform": [{"filter": "!datum.visible"}],
-                 "mark": {"type": "text", "text": "×", "color": "#666666", "fontSize": 11}},
-            ],
-        },
-    }
-    return frame, spec
+    return mask_facets(frame, x_title=x_title, y_title=y_title, mask_title=mask_title,
+                       panel_order=[p for p, _ in panels], order=unique_labels(list(labels)))
 
 
 # ------------------------------------------------------------------ one row of weights
-def row_bars(weights, hidden, labels: Sequence[str], *, value_title: str, label_title: str,
-             hidden_title: str, height: int = 200) -> tuple[pd.DataFrame, dict]:
-    """The weights of one query as bars; hidden keys drawn as a grey "×" at exactly 0."""
+def row_frame(weights, hidden, labels: Sequence[str], hidden_title: str) -> pd.DataFrame:
     w = as_numpy(np.asarray(weights, dtype=np.float64).reshape(1, -1))[0]
     h = np.asarray(hidden, dtype=bool).reshape(-1)
-    frame = pd.DataFrame({"pos": np.arange(len(w)), "label": unique_labels(list(labels)), "value": w,
-                          "exact": np.char.mod("%.8g", w), "visible": ~h,
-                          "status": np.where(h, hidden_title, "")})
-    tooltip = [{"field": "label", "type": "nominal", "title": label_title},
-               {"field": "exact", "type": "nominal", "title": value_title},
-               {"field": "status", "type": "nominal", "title": " "}]
-    spec = {
-        "height": height,
-        "encoding": {"x": {"field": "label", "type": "nominal", "sort": list(frame["label"]),
-                           "title": label_title, "axis": {"labelAngle": -45, "labelOverlap": True}}},
-        "layer": [
-            {"mark": {"type": "bar"},
-             "encoding": {"y": {"field": "value", "type": "quantitative", "title": value_title,
-                                "scale": {"domain": [0, 1]}},
-                          "color": _visible_colour(), "tooltip": tooltip}},
-            {"transform": [{"filter": "!datum.visible"}],
-             "mark": {"type": "text", "text": "×", "color": "#666666", "fontSize": 14, "dy": -8},
-             "encoding": {"y": {"field": "value", "type": "quantitative"}, "tooltip": tooltip}},
-        ],
-    }
-    return frame, spec
+    return pd.DataFrame({"pos": np.arange(len(w)), "label": unique_labels(list(labels)), "value": w,
+                         "exact": np.char.mod("%.8g", w), "visible": ~h,
+                         "status": np.where(h, hidden_title, "")})
+
+
+@chart_kind(fill=("order",))
+def row_bars_chart(frame, *, value_title: str, label_title: str, height: int = 200, order=()) -> alt.LayerChart:
+    """The weights of one query as bars; hidden keys drawn as a grey "×" at exactly 0."""
+    tooltip = [alt.Tooltip("label:N", title=label_title), alt.Tooltip("exact:N", title=value_title),
+               alt.Tooltip("status:N", title=" ")]
+    base = alt.Chart(frame).encode(
+        x=alt.X("label:N", sort=order, title=label_title, axis=alt.Axis(labelAngle=-45, labelOverlap=True)))
+    bars = base.mark_bar().encode(
+        y=alt.Y("value:Q", title=value_title, scale=alt.Scale(domain=[0, 1])), color=_visible_colour(),
+        tooltip=tooltip)
+    cross = base.transform_filter("!datum.visible").mark_text(text="×", color="#666666", fontSize=14, dy=-8).encode(
+        y="value:Q", tooltip=tooltip)
+    return alt.layer(bars, cross).properties(height=height)
+
+
+def row_bars(weights, hidden, labels: Sequence[str], *, value_title: str, label_title: str,
+             hidden_title: str) -> Spec:
+    frame = row_frame(weights, hidden, labels, hidden_title)
+    return row_bars_chart(frame, value_title=value_title, label_title=label_title, order=list(frame["label"]))

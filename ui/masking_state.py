@@ -51,7 +51,7 @@ def apply_edits(code: str, labels: Sequence[str], edited_rows: dict) -> str:
 def attend_mask_text(tokens: Sequence[str], code: str, seed: int = 0, d_k: int = 8):
     """``labs.masking.custom_attention`` under a mask written as ``encode_mask`` text.
 
-    Returns (mask, stages, the tutorials' naive weights for comparison).
+    Returns ``labs.masking.CustomAttention`` (mask, stages, the tutorials' naive weights for comparison).
     """
     mask, _ = decode_mask(code, len(tokens))
     return custom_attention(tokens, mask, seed, d_k)

@@ -1,11 +1,10 @@
 """Charts of the scaling page: score histograms, variance against d_k, saturation sweeps, temperature.
 
 Pure functions, no Streamlit calls. Each ``*_frame`` builds the long-form data of one chart
-(exact numbers kept, so tests can decode and check them); each ``*_chart`` takes that one frame
-plus translated titles and returns an ``alt.Chart``. Anything that changes with the controls
-(the current d_k, tau, the strongest key) is a column of the frame, never baked into the spec:
-so the spec depends on the language and the options only: the page builds it once and ships each
-rerun's frame as its data (building a chart costs 5-70 ms here) — a rerun stays fast.
+(exact numbers kept, so tests can decode and check them); each ``*_chart`` is a ``ui.charts.chart_kind``
+that takes that one frame plus translated titles. Anything that changes with the controls (the current
+d_k, tau, the strongest key) is a column of the frame, so every spec here depends on the language and
+the options only: built once, then only new data per rerun.
 """
 from __future__ import annotations
 
@@ -16,7 +15,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from .charts import FIT_X
+from .charts import FIT_X, chart_kind
 
 UNSCALED_COLOUR = "#e66101"   # orange / purple: a colour-blind-safe pair (PuOr ends)
 SCALED_COLOUR = "#5e3c99"
@@ -24,27 +23,10 @@ THEORY_COLOUR = "#444444"
 NOW_COLOUR = "#888888"
 FLOOR = 1e-7                  # below this the float64 closed-form Jacobian norm is rounding noise
 HIST_BINS = 41
-# stretch a plot to the column's width, keep its height as given (Streamlit's default "fit" squeezes it)
 LOG2_TICKS = [1, 4, 16, 64, 256, 1024]
 
 
 # --- formatting -----------------------------------------------------------------------------------
-
-def fmt(x: float) -> str:
-    """A number as quoted on the page: about 3 significant digits, scientific below 0.01."""
-    x = float(x)
-    if not math.isfinite(x):
-        return str(x)
-    if x == 0:
-        return "0"
-    if abs(x) >= 1000:
-        return f"{x:,.0f}"
-    if abs(x) >= 10:
-        return f"{x:.1f}"
-    if abs(x) >= 0.01:
-        return f"{x:.3f}"
-    return f"{x:.1e}"
-
 
 def fmt_short(x: float) -> str:
     """Square roots and ratios: 8, 11.3, 3.5, 1,800."""
@@ -108,6 +90,7 @@ def histogram_frame(dots: np.ndarray, d_k: int, notes: tuple[str, str]) -> pd.Da
     return pd.DataFrame({key: np.concatenate([p[key] for p in panels]) for key in panels[0]})
 
 
+@chart_kind()
 def histogram_chart(frame: pd.DataFrame, *, panel_titles: tuple[str, str], x_title: str, y_title: str,
                     count_title: str) -> alt.VConcatChart:
     """Raw q.k (top) and q.k / sqrt(d_k) (bottom) on one shared x axis, theory density dashed."""
@@ -147,10 +130,11 @@ def variance_frame(d_ks: Sequence[int], var_raw: Sequence[float], var_scaled: Se
     })
 
 
-def variance_chart(frame: pd.DataFrame, *, title: str, x_title: str, y_title: str,
+@chart_kind()
+def variance_chart(frame: pd.DataFrame, *, series: tuple[str, ...], title: str, x_title: str, y_title: str,
                    legend_title: str) -> alt.LayerChart:
     """Measured variance of q.k and q.k / sqrt(d_k) against d_k (log-log), theory lines dashed."""
-    series = list(dict.fromkeys(frame["series"]))
+    series = list(series)
     colour = alt.Color("series:N", title=legend_title, sort=series,
                        scale=alt.Scale(domain=series, range=[UNSCALED_COLOUR, SCALED_COLOUR,
                                                              UNSCALED_COLOUR, SCALED_COLOUR]),
@@ -177,8 +161,9 @@ def row_frame(row: np.ndarray, key_labels: Sequence[str]) -> pd.DataFrame:
                          "is_max": np.arange(len(row)) == int(row.argmax())})
 
 
-def row_chart(frame: pd.DataFrame, *, key_title: str, weight_title: str) -> alt.Chart:
-    keys = list(frame["key"])
+@chart_kind()
+def row_chart(frame: pd.DataFrame, *, keys: tuple[str, ...], key_title: str, weight_title: str) -> alt.Chart:
+    keys = list(keys)
     return alt.Chart(frame).mark_bar().encode(
         x=alt.X("key:N", sort=keys, title=key_title, axis=alt.Axis(labelAngle=0)),
         y=alt.Y("weight:Q", title=weight_title, scale=alt.Scale(domain=[0, 1])),
@@ -203,11 +188,11 @@ def strip_frame(weights: np.ndarray, d_ks: Sequence[int], key_labels: Sequence[s
     })
 
 
-def strip_chart(frame: pd.DataFrame, *, column_title: str, key_title: str, weight_title: str,
-                mode_title: str) -> alt.FacetChart:
+@chart_kind()
+def strip_chart(frame: pd.DataFrame, *, modes: tuple[str, str], keys: tuple[str, ...], column_title: str,
+                key_title: str, weight_title: str, mode_title: str) -> alt.FacetChart:
     """One query's softmax as bars: columns d_k = 1, 4, ..., 1024; rows unscaled / scaled."""
-    modes = list(dict.fromkeys(frame["mode"]))
-    keys = list(dict.fromkeys(frame["key"]))
+    modes, keys = list(modes), list(keys)
     return alt.Chart(frame).mark_bar().encode(
         x=alt.X("key:N", sort=keys, title=None, axis=alt.Axis(labels=False, ticks=False)),
         y=alt.Y("weight:Q", title=weight_title, scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(tickCount=2)),
@@ -225,10 +210,12 @@ def strip_chart(frame: pd.DataFrame, *, column_title: str, key_title: str, weigh
 
 # --- 3. the gradient signal -----------------------------------------------------------------------
 
-def sweep_frame(d_ks: Sequence[int], unscaled: dict[str, Sequence[float]], scaled: dict[str, Sequence[float]],
-                current_d_k: int, mode_labels: tuple[str, str]) -> pd.DataFrame:
-    """Long form of the saturation sweep: d_k, metric, scaled flag, mode label, exact value, plotted value."""
+def sweep_frame(d_ks: Sequence[int], unscaled, scaled, current_d_k: int, mode_labels: tuple[str, str]) -> pd.DataFrame:
+    """Long form of the saturation sweep: d_k, metric, scaled flag, mode label, exact value, plotted value.
+
+    ``unscaled``, ``scaled``: ``labs.scaling.SaturationStats`` (or any metric name -> values mapping)."""
     d = np.asarray(d_ks, dtype=np.int64)
+    unscaled, scaled = (dict(x._asdict()) if hasattr(x, "_asdict") else dict(x) for x in (unscaled, scaled))
     metrics = list(unscaled)
     v = np.concatenate([np.asarray(stats[m], dtype=np.float64)
                         for stats in (unscaled, scaled) for m in metrics])
@@ -243,10 +230,11 @@ def sweep_frame(d_ks: Sequence[int], unscaled: dict[str, Sequence[float]], scale
     })
 
 
-def sweep_chart(frame: pd.DataFrame, metric: str, *, title: str, x_title: str, y_title: str,
+@chart_kind()
+def sweep_chart(frame: pd.DataFrame, *, metric: str, modes: tuple[str, str], title: str, x_title: str, y_title: str,
                 mode_title: str, y_domain: tuple[float, float] | None = None) -> alt.LayerChart:
     """One diagnostic against d_k, scaled vs unscaled, log axes, marker at the current d_k."""
-    modes = list(dict.fromkeys(frame["mode"]))
+    modes = list(modes)
     y = alt.Y("plotted:Q", title=y_title,
               scale=alt.Scale(type="log", domain=list(y_domain) if y_domain else alt.Undefined))
     colour = alt.Color("mode:N", title=None, scale=_mode_colour(modes),
@@ -278,10 +266,11 @@ def temperature_frame(taus: Sequence[float], curves: np.ndarray, current_tau: fl
     })
 
 
-def temperature_chart(frame: pd.DataFrame, n_keys: int, *, x_title: str, y_title: str,
+@chart_kind()
+def temperature_chart(frame: pd.DataFrame, *, n_keys: int, modes: tuple[str, str], x_title: str, y_title: str,
                       mode_title: str) -> alt.LayerChart:
     """Max weight of one query against tau (log x): sharp (1) to flat (1/n); scaled = unscaled shifted."""
-    modes = list(dict.fromkeys(frame["mode"]))
+    modes = list(modes)
     x = alt.X("tau:Q", title=x_title, scale=alt.Scale(type="log", base=2),
               axis=alt.Axis(values=[2.0 ** i for i in range(-6, 11, 2)],
                             labelExpr="datum.value < 1 ? '1/' + format(1 / datum.value, 'd') "

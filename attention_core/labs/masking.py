@@ -188,27 +188,40 @@ def int_mask_error(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torc
 
 
 # ------------------------------------------------------------------ the page's computations, end to end
-def attend_batch(sentences: Sequence[Sequence[str]], side: str = "right", seed: int = 0, causal: bool = False,
-                 d_k: int = 8):
-    """Pad the batch, build its mask (encoder: padding; decoder: padding AND look-ahead), attend.
+class QKV(NamedTuple):
+    q: torch.Tensor              # (b, 1, n, d_k)
+    k: torch.Tensor
+    v: torch.Tensor
 
-    Returns (batch, keep, (q, k, v), stages).
-    """
+
+class BatchAttention(NamedTuple):
+    batch: PaddedBatch
+    keep: torch.Tensor           # the mask used: (b, 1, 1, n) encoder, (b, 1, n, n) decoder
+    qkv: QKV
+    stages: MaskedStages
+
+
+def attend_batch(sentences: Sequence[Sequence[str]], side: str = "right", seed: int = 0, causal: bool = False,
+                 d_k: int = 8) -> BatchAttention:
+    """Pad the batch, build its mask (encoder: padding; decoder: padding AND look-ahead), attend."""
     batch = pad_batch(sentences, side=side)
     keep = batch_mask(batch.lengths, batch.n, side=side, causal=causal)
     q, k, v = batch_qkv(batch, d_k, seed)
-    return batch, keep, (q, k, v), masked_attention_stages(q, k, v, keep)
+    return BatchAttention(batch, keep, QKV(q, k, v), masked_attention_stages(q, k, v, keep))
 
 
-def custom_attention(tokens: Sequence[str], mask: torch.Tensor, seed: int = 0, d_k: int = 8):
+class CustomAttention(NamedTuple):
+    mask: torch.Tensor           # (n, n), True = visible
+    stages: MaskedStages
+    naive: torch.Tensor          # the tutorials' softmax of the same scores (NaN on a row with no key)
+
+
+def custom_attention(tokens: Sequence[str], mask: torch.Tensor, seed: int = 0, d_k: int = 8) -> CustomAttention:
     """Attention of one sentence under a custom (n, n) mask (``ui.masking_state.decode_mask`` reads
-    the page's mask text).
-
-    Returns (mask, stages, the tutorials' naive weights for comparison).
-    """
+    the page's mask text), with the tutorials' naive weights for comparison."""
     q, k, v = batch_qkv(pad_batch([tokens]), d_k, seed)
     out = masked_attention_stages(q, k, v, mask)
-    return mask, out, pitfall_naive_masked_softmax(out.scores, mask)
+    return CustomAttention(mask, out, pitfall_naive_masked_softmax(out.scores, mask))
 
 
 PRESETS = ("all", "causal", "window", "none")
@@ -235,7 +248,29 @@ def default_custom_mask(n: int) -> torch.Tensor:
     return m
 
 
-def fully_masked_demo(sentences: Sequence[Sequence[str]], seed: int = 0, d_k: int = 8) -> dict:
+class FillCell(NamedTuple):
+    """One cell of the fp16 table: a fill value in a dtype, on a row with no visible key."""
+    stored: float                # the fill value as stored in the dtype
+    status: str                  # "error" (masked_fill raised), "nan", "zero" or "uniform"
+    weight: float | None         # the first weight of the row (None after an error)
+    error: str | None            # masked_fill's message
+
+
+class FullyMaskedDemo(NamedTuple):
+    sentence: int                # the sentence whose first query sees nothing
+    by_hand: bool                # True: no row was fully masked, so the row was hidden by hand
+    tokens: list[str]
+    naive: list[float]           # the tutorials' weights of the row: all NaN
+    safe: list[float]            # masked_softmax's weights of the row: all 0
+    nan: int                     # NaN weights in the whole batch with the tutorials' softmax
+    naive_sum: float             # sum of the batch's outputs with those weights (NaN)
+    safe_sum: float              # and with the safe ones
+    zeros: int                   # rows of zeros the safe softmax gives
+    fills: dict                  # (fill, dtype) -> FillCell
+    cast: float                  # -1e9 filled in float32 then cast to float16: the row's first weight
+
+
+def fully_masked_demo(sentences: Sequence[Sequence[str]], seed: int = 0, d_k: int = 8) -> FullyMaskedDemo:
     """Pitfalls 1 and 2 on a row with no visible key, as plain numbers.
 
     The row: the first query of the shortest sentence, left-padded, in a decoder — a [PAD] that
@@ -255,10 +290,10 @@ def fully_masked_demo(sentences: Sequence[Sequence[str]], seed: int = 0, d_k: in
             w = None if out.error else out.weights.float()
             status = ("error" if out.error else "nan" if torch.isnan(w).any()
                       else "zero" if bool((w == 0).all()) else "uniform")
-            fills[fill, dtype] = (out.stored, status, None if w is None else float(w[0]), out.error)
-    return {"s": s, "by_hand": by_hand, "tokens": batch.tokens[s],
-            "naive": pitfall_naive_masked_softmax(scores, row_mask).tolist(),
-            "safe": masked_softmax(scores, row_mask).tolist(),
-            "nan": int(torch.isnan(all_naive).sum()), "naive_sum": float((all_naive @ v).sum()),
-            "safe_sum": float(stages.output.sum()), "zeros": int((stages.weights.sum(-1) == 0).sum()),
-            "fills": fills, "cast": float(fill_then_cast(scores, row_mask, "-1e9", "float16")[0])}
+            fills[fill, dtype] = FillCell(out.stored, status, None if w is None else float(w[0]), out.error)
+    return FullyMaskedDemo(
+        sentence=s, by_hand=by_hand, tokens=batch.tokens[s],
+        naive=pitfall_naive_masked_softmax(scores, row_mask).tolist(), safe=masked_softmax(scores, row_mask).tolist(),
+        nan=int(torch.isnan(all_naive).sum()), naive_sum=float((all_naive @ v).sum()),
+        safe_sum=float(stages.output.sum()), zeros=int((stages.weights.sum(-1) == 0).sum()),
+        fills=fills, cast=float(fill_then_cast(scores, row_mask, "-1e9", "float16")[0]))

@@ -67,6 +67,17 @@ def closest_bit(period: float) -> int:
     return max(0, round(math.log2(max(period, 1.0))) - 1)
 
 
+class EncodingTable(NamedTuple):
+    pe: torch.Tensor          # (n, d) the sinusoidal table
+    bits: torch.Tensor        # (n, n_bits) the binary counter of the positions
+    periods: torch.Tensor     # (ceil(d/2),) positions per turn of each column pair
+
+
+def encoding_table(n: int, d: int, base: float = 10000.0) -> EncodingTable:
+    """The table, the counter it is compared with, and the period of each column pair."""
+    return EncodingTable(sinusoidal_encoding(n, d, base), binary_counter(n), periods(d, base))
+
+
 # ---------------------------------------------------------------------------------------------
 # 2. similarity by offset
 # ---------------------------------------------------------------------------------------------
@@ -279,6 +290,29 @@ def toeplitz_gap(grid: torch.Tensor) -> float:
         if diag.numel() > 1:
             gap = max(gap, float(diag.max() - diag.min()))
     return gap
+
+
+class SimilarityGrid(NamedTuple):
+    similarity: torch.Tensor  # (n, n) position-by-position similarity
+    toeplitz_gap: float       # how far it is from depending on the offset alone
+
+
+GRIDS = ("sinusoidal", "learned", "rotary", "added")
+
+
+def similarity_grids(n: int, d: int, base: float = 10000.0, seed: int = 0) -> dict[str, SimilarityGrid]:
+    """The four grids compared side by side: cosine similarity of sinusoidal / learned positions, and the
+    score of one (q, k) pair moved to positions (m, n) by RoPE or by added sinusoidal positions (each
+    divided by |q| |k|)."""
+    q, k = random_qk(d, seed)
+    norm = q.norm() * k.norm()
+    grids = {
+        "sinusoidal": cosine_grid(sinusoidal_encoding(n, d, base)),
+        "learned": cosine_grid(position_table("learned", n, d, seed)),
+        "rotary": rotary_score_grid(q, k, n, base) / norm,
+        "added": additive_score_grid(q, k, n) / norm,
+    }
+    return {name: SimilarityGrid(g, toeplitz_gap(g)) for name, g in grids.items()}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -160,3 +160,45 @@ def naive_softmax(scores: torch.Tensor) -> torch.Tensor:
 def overflow_rows(scores: torch.Tensor, scale: float, dtype: torch.dtype = torch.float16) -> int:
     """How many rows of ``scores * scale`` the naive softmax turns into NaN in ``dtype`` (pitfall 1)."""
     return int(torch.isnan(naive_softmax((scores * scale).to(dtype))).any(dim=-1).sum())
+
+
+# ------------------------------------------------------------------ the page's computations, end to end
+class SoftmaxView(NamedTuple):
+    """One setting of the controls, seen through one query (``row``)."""
+    weights: torch.Tensor     # (n_show, n_k) softmax of the first n_show queries
+    strip: torch.Tensor       # (2, len(STRIP_D_K), n_k) the row at growing d_k, [unscaled, scaled]
+    curves: torch.Tensor      # (2, len(temperatures)) the row's max weight against tau, [raw, / sqrt(d_k)]
+
+
+def softmax_view(all_scores: torch.Tensor, d_k: int, temperature: float, scaled: bool, row: int, n_show: int,
+                 temperatures: torch.Tensor) -> SoftmaxView:
+    """The heatmap, the clicked row as d_k grows, and its temperature curve.
+
+    all_scores (len(SWEEP_D_K), n_q, n_k): the raw q.k of ``sweep_scores``."""
+    scores = all_scores[SWEEP_D_K.index(d_k)]                                       # (n_q, n_k) raw q.k
+    weights = masked_softmax(scores[:n_show] * score_scale(d_k, scaled, temperature))
+    strip_rows = all_scores[[SWEEP_D_K.index(d) for d in STRIP_D_K], row]           # (6, n_k)
+    strip_scale = torch.tensor([[score_scale(d, flag, temperature) for d in STRIP_D_K]
+                                for flag in (False, True)], dtype=scores.dtype)     # (2, 6)
+    strip = masked_softmax(strip_rows * strip_scale[..., None])                     # (2, 6, n_k)
+    raw_row = scores[row]
+    curves = temperature_curve(torch.stack([raw_row, raw_row / math.sqrt(d_k)]), temperatures.to(scores.dtype))
+    return SoftmaxView(weights, strip, curves)
+
+
+class OverflowCounts(NamedTuple):
+    """Rows the naive exp(s) / sum exp(s) turns into NaN, per dtype, without / with 1/sqrt(d_k)."""
+    nan16_raw: int
+    nan16_scaled: int
+    nan32_raw: int
+    nan32_scaled: int
+
+
+def overflow_counts(scores: torch.Tensor, d_k: int, temperature: float = 1.0) -> OverflowCounts:
+    return OverflowCounts(*(overflow_rows(scores, score_scale(d_k, flag, temperature), dtype)
+                            for dtype in (torch.float16, torch.float32) for flag in (False, True)))
+
+
+def typical_max_weight(scores: torch.Tensor, scale: float) -> float:
+    """A typical query's (the median row's) max weight of softmax(scores * scale): the "which d?" pitfall."""
+    return float(saturation_stats(masked_softmax(scores * scale)).max_weight)

@@ -83,7 +83,7 @@ def test_opens_and_padded_keys_weigh_exactly_zero(lang):
     assert np.allclose(values.sum(-1), 1.0, atol=1e-6)                   # every row sees a real key
     assert np.allclose(values, w_ref[s].numpy(), atol=1e-5)              # the numbers of an oracle
     # the batch grid: one cell per (sentence, position), mask value 1 exactly on real tokens
-    grid = chart_data(chart_by_title(at, cat["masking.batch_title"].format(b=len(sentences), n=batch.n)))[""]
+    grid = chart_data(chart_by_title(at, cat["masking.batch_title"].format(b=len(sentences), n=batch.n)))["data"]
     assert len(grid) == len(sentences) * batch.n
     assert (grid["mask"].to_numpy() == (grid["token"] != ml.PAD).to_numpy()).all()
 
@@ -102,7 +102,7 @@ def test_notice_quotes_the_numbers_of_the_chart():
     unmasked = masked_softmax(scores[0])                                 # no mask: the PAD share of row 0
     assert f"**{100 * float(unmasked[0][~keep[0, 0]].sum()):.1f}%**" in text
     assert "4 hidden key(s) get exactly 0" in text
-    bars = chart_data(charts(at)[-1])[""]                                # the drill-down bars of row 0
+    bars = chart_data(charts(at)[-1])["data"]                                # the drill-down bars of row 0
     assert np.allclose(bars["value"], values[0]) and (bars.loc[~bars["visible"], "value"] == 0).all()
 
 
@@ -133,7 +133,7 @@ def test_decoder_weights_hide_padding_and_the_future(side):
     assert np.allclose(values[visible].sum(-1), 1.0, atol=1e-6)
     assert (values[~visible] == 0).all() and not np.isnan(values).any()  # fully masked rows: zeros, not NaN
     assert np.allclose(values, w_ref[0].numpy(), atol=1e-5)
-    panels = chart_data(charts(at)[0])[""]                               # padding | look-ahead | AND
+    panels = chart_data(charts(at)[0])["data"]                               # padding | look-ahead | AND
     both = panels[panels["panel"] == EN["masking.panel_both"]]
     assert (both["visible"].to_numpy() == keep[0].numpy().ravel()).all()
     text = all_text(at)
@@ -252,7 +252,7 @@ def test_bad_input_never_crashes(text, message):
 
 def test_html_tokens_stay_text_in_the_charts():
     at = open_page("masking", "en", {"batch": "<script>alert(1)</script>\nhi"})
-    grid = chart_data(charts(at)[0])[""]
+    grid = chart_data(charts(at)[0])["data"]
     assert "<" in set(grid["token"]) and "script" in set(grid["token"])
 
 

@@ -225,68 +225,21 @@ def test_zh_notices_quote_numbers():
     assert shows_label(text, "positional.notice_none", "zh", sin=f"{gap:.3f}")
 
 
-# ------------------------------------------------------------------ specs made from a skeleton
-@pytest.mark.parametrize("kind", ["pe", "bits"])
-def test_table_heatmap_specs_equal_fresh_heatmaps(kind):
-    """The page draws the table's heatmaps with ui.charts.heatmap_spec(..., fit_x=True) (a cached skeleton
-    filled in): for every n of the slider it must be the spec of heatmap(...).properties(autosize=FIT_X)."""
-    from attention_core.labs.positional import binary_counter
-    from ui.charts import FIT_X, heatmap, heatmap_spec, to_spec
-
-    for d in ((64, 7) if kind == "pe" else (1,)):
-        for n in list(range(2, 129, 5)) + [16, 17, 40, 41, 48, 49, 128]:
-            for sel in ((None, 3) if kind == "pe" else (None,)):
-                rows = [str(i) for i in range(n)]
-                if kind == "pe":
-                    m, cols = sinusoidal_encoding(n, d).numpy(), [str(j) for j in range(d)]
-                    kw = dict(kind="scores", domain=(-1.0, 1.0), title=f"PE {n}x{d}", x_title="dim", y_title="pos",
-                              value_title="v", show_numbers=False, selected_row=sel)
-                else:
-                    m = binary_counter(n).numpy()
-                    cols = [str(b) for b in range(m.shape[1])]
-                    kw = dict(kind="weights", show_numbers=False, title="bits", x_title="bit", y_title="pos",
-                              value_title="v", selectable=False)
-                fresh = to_spec(heatmap(m, rows, cols, **kw).properties(autosize=FIT_X))
-                assert_same_spec(heatmap_spec(m, rows, cols, fit_x=True, **kw), fresh)
-
-
-def test_wave_respec_equals_a_fresh_wave_chart():
-    from ui.charts import to_spec
-    from ui.positional_charts import wave_chart, wave_respec
-
-    skeletons = {}
-    for n in (2, 3, 30, 48, 64, 65, 100, 128):
-        pe = sinusoidal_encoding(n, 8).numpy()
-        curves = (pe[:, 2], pe[:, 3], (np.arange(n) // 2) % 2)
-        series = ["sin · 2", "cos · 3", "bit 1"]
-        fresh = to_spec(wave_chart(*curves, series=series, x_title="p", y_title="v", title="w"))
-        skeleton = skeletons.setdefault(n <= 64, fresh)
-        assert_same_spec(wave_respec(skeleton, *curves, series=series), fresh)
-
-
-def test_gap_spec_equals_a_fresh_gap_chart():
-    from ui.charts import to_spec
-    from ui.positional_charts import gap_chart, gap_spec
-
-    rng = np.random.default_rng(0)
-    for n, hl, height in ((3, 0, None), (1, None, None), (24, 5, 300), (12, 11, None)):
-        vals = np.where(rng.random(n) < 0.3, 0.0, 10.0 ** rng.uniform(-9, 1, n))
-        names = [["the", "猫", "<b>", "the·1", "👍🏽"][i % 5] + str(i) for i in range(n)]
-        kw = dict(x_title="gap", y_title="差", highlight=hl, height=height)
-        assert_same_spec(gap_spec(vals, names, **kw), to_spec(gap_chart(vals, names, **kw)))
-
-
-def test_rotation_spec_equals_a_fresh_rotation_chart():
-    from ui.charts import to_spec
-    from ui.positional_charts import rotation_chart, rotation_spec
-
-    rng = np.random.default_rng(0)
-    for m, j, s in ((3, 1, 2), (0, 0, 0), (7, 2, 5)):
-        q, k = rng.standard_normal(2), rng.standard_normal(2)
-        angles = {"q": float(m), "k": float(j), "q_shift": float(m + s), "k_shift": float(j + s)}
-        labels = {"q": f"q at {m}", "k": f"k at {j}", "q_shift": f"q at {m + s}", "k_shift": f"k at {j + s}"}
-        assert_same_spec(rotation_spec(q, k, angles, labels=labels, title="T"),
-                         to_spec(rotation_chart(q, k, angles, labels=labels, title="T")))
+# ------------------------------------------------------------------ every chart a verified chart kind
+@pytest.mark.parametrize("params", [
+    {"n": "100", "d": "7", "pair": "3", "row_pe": "70", "enc": "rotary", "cmp": "learned", "m": "0", "s": "0"},
+    {"n": "2", "d": "1", "base": "10", "text": "a b", "enc": "learned", "row_shuf": "1"},
+], ids=["long-odd", "tiny"])
+def test_other_shapes_draw_verified_chart_kinds(params, monkeypatch):
+    """Shapes the default run does not reach (more than 64 positions, odd d, 2 tokens): each chart is a
+    chart kind whose filled spec equals the direct Altair build (ui.charts.VERIFY raises in the page
+    otherwise). About 3 s."""
+    from ui import charts as ui_charts
+    monkeypatch.setattr(ui_charts, "VERIFY", True)
+    at = open_page("positional", "en", params)
+    assert exceptions(at) == []
+    assert all("chart_kind" in chart_spec(c).get("usermeta", {}) for c in charts(at))
+    assert len(charts(at)) == len(ORDER)
 
 
 @pytest.mark.parametrize("n, row", [("4", None), ("2", None), ("16", "15")])

@@ -10,6 +10,7 @@ import torch
 
 from attention_core.labs import scaling as sl
 from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page, shows_label
+from ui import format as fmt
 from ui import scaling_charts as sc
 from ui.i18n import catalog
 
@@ -163,14 +164,14 @@ def test_notice_quotes_the_chart_numbers(default_en):
     text = _notice(at)
     var = _frame(at, "series", "kind", "value")
     now = var[var["is_now"] & (var["kind"] == "measured")]
-    assert f"**{sc.fmt(now.loc[~now['scaled'], 'value'].iloc[0])}**" in text
-    assert f"**{sc.fmt(now.loc[now['scaled'], 'value'].iloc[0])}**" in text
+    assert f"**{fmt.sig(now.loc[~now['scaled'], 'value'].iloc[0])}**" in text
+    assert f"**{fmt.sig(now.loc[now['scaled'], 'value'].iloc[0])}**" in text
     sweep = _frame(at, "metric", "plotted", "value")
     here = sweep[sweep["is_now"]]
     for metric in ("max_weight", "entropy", "jacobian_norm"):
         for scaled in (False, True):
             value = here[(here["metric"] == metric) & (here["scaled"] == scaled)]["value"].iloc[0]
-            assert f"**{sc.fmt(value)}**" in text, (metric, scaled)
+            assert f"**{fmt.sig(value)}**" in text, (metric, scaled)
     jac = here[here["metric"] == "jacobian_norm"].set_index("scaled")["value"]
     assert f"**{sc.fmt_short(jac[True] / jac[False])}× smaller**" in text
 
@@ -264,5 +265,16 @@ def test_pitfall_numbers_match_a_direct_computation(default_en):
     def typical_max(s):
         return sorted(torch.softmax(s, -1).max(-1).values.tolist())[(N_Q - 1) // 2]
 
-    assert shows_label(text, "scaling.pitfall_which_d", mw_dk=sc.fmt(typical_max(raw / 8)),
-                       mw_dmodel=sc.fmt(typical_max(raw / math.sqrt(512))))
+    assert shows_label(text, "scaling.pitfall_which_d", mw_dk=fmt.sig(typical_max(raw / 8)),
+                       mw_dmodel=fmt.sig(typical_max(raw / math.sqrt(512))))
+
+
+def test_every_chart_is_a_verified_chart_kind_in_another_setting(monkeypatch):
+    """Unscaled, high temperature, another row and seed, in Chinese: each of the nine charts is drawn by a
+    ui.charts.chart_kind whose filled spec equals the direct Altair build (VERIFY raises otherwise). ~2 s."""
+    from ui import charts as ui_charts
+    monkeypatch.setattr(ui_charts, "VERIFY", True)
+    at = open_page("scaling", "zh", {"dk": "1024", "scale": "false", "tau": "32", "seed": "5", "row": "7"})
+    assert exceptions(at) == []
+    kinds = [chart_spec(c).get("usermeta", {}).get("chart_kind", "") for c in charts(at)]
+    assert len(kinds) == 9 and all(kinds), kinds
