@@ -11,7 +11,6 @@ import datetime as dt
 
 import streamlit as st
 
-from attention_core import modules
 from attention_core.labs import alignment as lab
 from attention_core.models import seq2seq
 from attention_core.models.tasks import DATE_FORMAT_IDS, DATE_MAX, DATE_MIN, MAX_DATE_INPUT, normalize_date_text
@@ -267,5 +266,7 @@ if not models.unavailable("dates"):
                      t(f"{NS}.ex_explain", text=EXERCISE_INPUT, **{k: ex[k] for k in ("out", "day", "month", "year")}))
     anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=t(f"{NS}.pit_code"),
                     demo=lambda: pitfall_demo(text))
-anatomy.show_code(modules.AdditiveAttention.scores, modules.AdditiveAttention.forward,
-                  seq2seq.AttentionDecoder.attend, seq2seq.AttentionDecoder.step, seq2seq.translate)
+# the additive attention that ran: W_k h_j once per sentence, then v^T tanh(W_q s + W_k h_j) at each step
+# (AdditiveAttention.forward computes the same, but decoding takes this faster path, so it never runs here)
+anatomy.show_code(seq2seq.AttentionDecoder.project_keys, seq2seq.AttentionDecoder.attend,
+                  seq2seq.AttentionDecoder.step, seq2seq.translate)
