@@ -55,7 +55,7 @@ LATEX = (r"\begin{aligned}"
 @shared_arrays(max_entries=8, max_bytes=24 * MB)
 def encoders(act: str, d: int, h: int, seed: int) -> dict[str, transformer.TransformerEncoder]:
     """Both variants, 12 layers deep, the same weights (read-only: never put in train mode)."""
-    return lab.encoders_for(lab.EncoderSetup((), act, d, h, seed), MAX_LAYERS, MAX_TOKENS)
+    return lab.encoders_for(d, h, MAX_LAYERS, act, seed, max_len=MAX_TOKENS)
 
 
 def encoders_of(setup: lab.EncoderSetup) -> dict[str, transformer.TransformerEncoder]:

@@ -228,10 +228,10 @@ class StackRun(NamedTuple):
     rollout: np.ndarray
 
 
-def encoders_for(setup: EncoderSetup, num_layers: int, max_len: int) -> dict[str, TransformerEncoder]:
+def encoders_for(d_model: int, num_heads: int, num_layers: int, activation: str, seed: int,
+                 max_len: int) -> dict[str, TransformerEncoder]:
     """Both variants with the same weights (``encoder_for``), keyed by variant."""
-    return {v: encoder_for(v, setup.d_model, setup.heads, num_layers, setup.activation, setup.seed,
-                           max_len=max_len) for v in VARIANTS}
+    return {v: encoder_for(v, d_model, num_heads, num_layers, activation, seed, max_len=max_len) for v in VARIANTS}
 
 
 def run_stack(enc: TransformerEncoder, x: torch.Tensor) -> StackRun:
