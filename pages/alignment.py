@@ -10,34 +10,14 @@ from __future__ import annotations
 import datetime as dt
 
 import streamlit as st
-import torch
 
-from attention_core.labs.alignment import (
-    date_forms,
-    matching_form,
-    parse_iso,
-    part_focus,
-)
-from attention_core.models.seq2seq import (
-    AttentionDecoder,
-    decode_as_tutorial,
-    translate,
-    translate_one,
-)
-from attention_core.models.tasks import (
-    DATE_FORMAT_IDS,
-    DATE_MAX,
-    DATE_MIN,
-    MAX_DATE_INPUT,
-    normalize_date_text,
-    unknown_chars,
-)
-from attention_core.modules import AdditiveAttention
+from attention_core.labs import alignment as lab
+from attention_core.models import seq2seq
+from attention_core.models.tasks import DATE_FORMAT_IDS, DATE_MAX, DATE_MIN, MAX_DATE_INPUT, normalize_date_text
 from ui import alignment_charts as ac
-from ui import anatomy, models
+from ui import anatomy, charts, controls, models
+from ui import format as fmt
 from ui.cache import MB, cache_data
-from ui.charts import bars_spec, heatmap_spec
-from ui.controls import cap_selection, keep_row, kept_row
 from ui.i18n import lesson, t
 from ui.models import curves, model
 
@@ -67,30 +47,19 @@ assert set(PATTERNS) == set(DATE_FORMAT_IDS)
 
 # ------------------------------------------------------------------ models and cached computations
 @cache_data(max_entries=256, max_bytes=4 * MB)
-def read(text: str) -> dict:
+def read(text: str) -> lab.DateReading:
     """The attention model's answer and alignment for one normalised input, and the plain model's answer."""
-    m = model("dates")
-    r = translate_one(m.model, text, m.src_vocab, m.tgt_vocab, MAX_LEN)
-    plain = model("dates_noattn")
-    other = translate_one(plain.model, text, plain.src_vocab, plain.tgt_vocab, MAX_LEN).output if plain else None
-    return {"output": r.output, "w": r.alignment.numpy(), "plain": other, "form": matching_form(text, r.output)}
+    return lab.read_date(model("dates"), model("dates_noattn"), text, MAX_LEN)
 
 
 @cache_data(max_entries=32, max_bytes=4 * MB)
-def read_forms(date: dt.date, forms: tuple[str, ...]) -> list[dict]:
-    """``date`` written in each of ``forms``, through the model in one batch."""
-    m = model("dates")
-    texts = date_forms(date, forms)
-    with torch.inference_mode():
-        outs = translate(m.model, [s for _, s in texts], m.src_vocab, m.tgt_vocab, max_len=MAX_LEN)
-    return [{"form": f, "text": s, "output": o.output, "w": o.alignment.numpy()} for (f, s), o in zip(texts, outs)]
+def read_forms(date: dt.date, forms: tuple[str, ...]) -> list[lab.FormReading]:
+    return lab.read_forms(model("dates"), date, forms, MAX_LEN)
 
 
 @cache_data(max_entries=64, max_bytes=2 * MB)
-def tutorial_batch(text: str) -> dict:
-    m = model("dates")
-    r = decode_as_tutorial(m.model, [text, PITFALL_PARTNER], m.src_vocab, m.tgt_vocab, MAX_LEN)[0]
-    return {"output": r.output, "pad": float(r.alignment[:, len(text):].sum(-1).mean()) if len(r.output) else 0.0}
+def tutorial_batch(text: str) -> lab.BatchedDate:
+    return lab.batched_as_tutorial(model("dates"), text, PITFALL_PARTNER, MAX_LEN)
 
 
 # ------------------------------------------------------------------ helpers
@@ -106,7 +75,7 @@ def quoted(items: list[str], limit: int = 8) -> str:
 
 def load_form(fmt: str) -> None:
     """Gallery click: put the form's example into the (URL-bound) text box."""
-    st.session_state["date"] = dict(date_forms(GALLERY_DATE, [fmt]))[fmt]
+    st.session_state["date"] = dict(lab.date_forms(GALLERY_DATE, [fmt]))[fmt]
 
 
 def on_gallery() -> None:
@@ -121,10 +90,9 @@ def facts() -> None:
     ev = curves().get("dates", {}).get("attention") or m.meta.get("eval", {})
     by = ev.get("by_lang", {})
     params = sum(p.numel() for p in m.model.parameters())
-    st.caption(t(f"{NS}.facts", hidden=m.config["hidden_dim"], params=f"{params:,}", steps=m.meta["recipe"]["steps"],
-                 secs=f"{m.meta['train_seconds']:.0f}", n=ev.get("n", "—"),
-                 en=f"{100 * by.get('en', float('nan')):.1f}%", zh=f"{100 * by.get('zh', float('nan')):.1f}%",
-                 num=f"{100 * by.get('num', float('nan')):.1f}%", forms=len(PATTERNS)))
+    st.caption(t(f"{NS}.facts", hidden=m.config["hidden_dim"], params=fmt.count(params),
+                 steps=m.meta["recipe"]["steps"], secs=fmt.fixed(m.meta["train_seconds"], 0), n=ev.get("n", "—"),
+                 **{k: fmt.pct(by.get(k, float("nan")), 1) for k in ("en", "zh", "num")}, forms=len(PATTERNS)))
 
 
 def date_input() -> str | None:
@@ -133,36 +101,30 @@ def date_input() -> str | None:
     default = {} if "date" in st.session_state else {"value": t(f"{NS}.default_date")}
     typed = st.text_input(t(f"{NS}.date"), key="date", bind="query-params", max_chars=400,
                           help=t(f"{NS}.date_help", max=MAX_DATE_INPUT), **default)
-    st.pills(t(f"{NS}.gallery"), list(PATTERNS), format_func=lambda f: dict(date_forms(GALLERY_DATE, [f]))[f],
+    st.pills(t(f"{NS}.gallery"), list(PATTERNS), format_func=lambda f: dict(lab.date_forms(GALLERY_DATE, [f]))[f],
              key="gallery", on_change=on_gallery, help=t(f"{NS}.gallery_help"))
-    text = normalize_date_text(typed)
-    if not text:
-        anatomy.problem(f"{NS}.err_empty")
+    check = lab.check_date_text(typed, MAX_DATE_INPUT)
+    if check.problem is not None:
+        fields = {"long": {"n": len(check.text), "max": MAX_DATE_INPUT}, "unknown": {"chars": quoted(check.bad)}}
+        anatomy.problem(f"{NS}.err_{check.problem}", **fields.get(check.problem, {}))
         return None
-    if len(text) > MAX_DATE_INPUT:
-        anatomy.problem(f"{NS}.err_long", n=len(text), max=MAX_DATE_INPUT)
-        return None
-    bad = unknown_chars(text)
-    if bad:
-        anatomy.problem(f"{NS}.err_unknown", chars=quoted(bad))
-        return None
-    return text
+    return check.text
 
 
 # ------------------------------------------------------------------ sections
-def answer_section(text: str, r: dict) -> None:
-    out = r["output"]
+def answer_section(text: str, r: lab.DateReading) -> None:
+    out = r.output
     c1, c2 = st.columns([1, 2])
     c1.metric(t(f"{NS}.answer"), out or "—")
     with c2:
-        if r["form"] is not None:
-            st.success(t(f"{NS}.verified", out=out, form=PATTERNS[r["form"]]), icon=":material/check_circle:")
-        elif parse_iso(out) is None:
+        if r.form is not None:
+            st.success(t(f"{NS}.verified", out=out, form=PATTERNS[r.form]), icon=":material/check_circle:")
+        elif lab.parse_iso(out) is None:
             st.warning(t(f"{NS}.not_a_date", out=anatomy.md_escape(out) or "—"), icon=":material/help:")
         else:
             st.info(t(f"{NS}.unconfirmed", out=out), icon=":material/help:")
-        if r["plain"] is not None:
-            st.caption(t(f"{NS}.plain_answer", out=anatomy.md_escape(r["plain"]) or "—"))
+        if r.plain is not None:
+            st.caption(t(f"{NS}.plain_answer", out=anatomy.md_escape(r.plain) or "—"))
     if text != st.session_state.get("date", ""):
         st.caption(t(f"{NS}.normalised", text=anatomy.md_escape(text)))
 
@@ -172,20 +134,20 @@ def default_row(out: str) -> int:
     return 6 if len(out) > 6 else 0
 
 
-def heatmap_section(text: str, r: dict) -> int:
-    out, w = r["output"], r["w"]
+def heatmap_section(text: str, r: lab.DateReading) -> int:
+    out, w = r.output, r.weights
     rows, cols = list(out), chars(text)
     st.subheader(t(f"{NS}.map_title"))
-    selected = kept_row("row_map", len(rows))          # no fading until a click (kept in the URL)
-    picked = anatomy.show_matrix(heatmap_spec(
+    selected = controls.kept_row("row_map", len(rows))          # no fading until a click (kept in the URL)
+    picked = anatomy.show_matrix(charts.attention_heatmap(
         w, rows, cols, title=t(f"{NS}.map_chart", n_out=len(rows), n_in=len(cols)), x_title=t(f"{NS}.input_axis"),
-        y_title=t(f"{NS}.output_axis"), value_title=t("common.weight"), selected_row=selected,
+        y_title=t(f"{NS}.output_axis"), selected_row=selected,
         height=28 * len(rows) + 150), w, rows, cols, key="map", file_name="date_alignment.csv")
-    row = keep_row("row_map", picked, len(rows), default_row(out))
+    row = controls.keep_row("row_map", picked, len(rows), default_row(out))
     st.caption(t(f"{NS}.map_caption"))
     labels = ac.unique(rows)
     best = int(w[row].argmax())
-    anatomy.show_chart(bars_spec(
+    anatomy.show_chart(charts.bars(
         w[row], cols, value_title=t("common.weight"), label_title=t(f"{NS}.input_axis"), highlight=best,
         height=250, title=t(f"{NS}.row_chart", ch=labels[row], t=row + 1)), key="row")
     st.dataframe(ac.reading_table(w, out, text, t(f"{NS}.col_out"), t(f"{NS}.col_reads"), t(f"{NS}.col_weight")),
@@ -193,7 +155,7 @@ def heatmap_section(text: str, r: dict) -> int:
     return row
 
 
-def forms_section() -> tuple[dt.date, list[dict]]:
+def forms_section() -> tuple[dt.date, list[lab.FormReading]]:
     st.header(t(f"{NS}.forms_title"))
     st.markdown(lesson(f"{NS}/forms"))
     c1, c2 = st.columns([1, 3])
@@ -201,7 +163,7 @@ def forms_section() -> tuple[dt.date, list[dict]]:
                         key="day", bind="query-params")
     day = day if isinstance(day, dt.date) else GALLERY_DATE
     by_label = {v: k for k, v in PATTERNS.items()}
-    cap_selection("forms", MAX_FORMS)
+    controls.cap_selection("forms", MAX_FORMS)
     chosen = c2.multiselect(t(f"{NS}.cmp_forms"), list(PATTERNS.values()),
                             default=[PATTERNS[f] for f in DEFAULT_FORMS], max_selections=MAX_FORMS, key="forms",
                             bind="query-params", help=t(f"{NS}.cmp_forms_help", max=MAX_FORMS))
@@ -213,42 +175,42 @@ def forms_section() -> tuple[dt.date, list[dict]]:
     cols = st.columns(2)
     for i, r in enumerate(res):
         with cols[i % 2]:
-            anatomy.show_chart(heatmap_spec(
-                r["w"], list(r["output"]), chars(r["text"]), show_numbers=False, selectable=False,
-                title=t(f"{NS}.form_chart", form=PATTERNS[r["form"]], text=r["text"], out=r["output"]),
-                x_title=t(f"{NS}.input_axis"), y_title=t(f"{NS}.output_axis"), value_title=t("common.weight"),
-                height=340),
-                key=f"form_{r['form']}")
+            # two lines: the pattern, then the date and the answer (one line was cut off in a narrow column)
+            anatomy.show_chart(charts.attention_heatmap(
+                r.weights, list(r.output), chars(r.text), show_numbers=False, selectable=False,
+                title=[PATTERNS[r.form], t(f"{NS}.form_chart_io", text=r.text, out=r.output)],
+                x_title=t(f"{NS}.input_axis"), y_title=t(f"{NS}.output_axis"), height=340),
+                key=f"form_{r.form}")
     st.markdown(f"**{t(f'{NS}.moves_title')}**")
     st.dataframe(ac.moves_table(res, PARTS, {k: t(f"{NS}.part_{k}") for k in PARTS}, PATTERNS,
                                 t(f"{NS}.col_part"), t(f"{NS}.col_form")), hide_index=True, width="stretch")
     return day, res
 
 
-def notices(text: str, r: dict, row: int, forms: list[dict]) -> None:
-    out, w = r["output"], r["w"]
+def notices(text: str, r: lab.DateReading, row: int, forms: list[lab.FormReading]) -> None:
+    out, w = r.output, r.weights
     cols, labels = chars(text), ac.unique(list(out))
-    items = [t(f"{NS}.notice_rows", n_out=len(out), n_in=len(cols), lo=f"{w.sum(1).min():.6f}",
-               hi=f"{w.sum(1).max():.6f}")]
+    items = [t(f"{NS}.notice_rows", n_out=len(out), n_in=len(cols), lo=fmt.fixed(w.sum(1).min(), 6),
+               hi=fmt.fixed(w.sum(1).max(), 6))]
     best = int(w[row].argmax())
     items.append(t(f"{NS}.notice_row", ch=labels[row], src=anatomy.md_escape(ac.unique(cols)[best]),
-                   w=f"{w[row, best]:.2f}", uniform=f"{1 / len(cols):.2f}"))
+                   w=fmt.fixed(w[row, best]), uniform=fmt.fixed(1 / len(cols))))
     if len(out) == 10:
-        focus = part_focus(w, PARTS)
+        focus = lab.part_focus(w, PARTS)
         items.append(t(f"{NS}.notice_parts", **{k: quoted([text[j] for j in focus[k][0]]) for k in PARTS},
-                       **{f"{k}_w": f"{focus[k][1]:.2f}" for k in PARTS}))
+                       **{f"{k}_w": fmt.fixed(focus[k][1]) for k in PARTS}))
     peak = w.max(1)
-    items.append(t(f"{NS}.notice_peaks", mean=f"{peak.mean():.2f}", low=labels[int(peak.argmin())],
-                   low_w=f"{peak.min():.2f}"))
-    month = [f for f in forms if len(f["output"]) == 10]
+    items.append(t(f"{NS}.notice_peaks", mean=fmt.fixed(peak.mean()), low=labels[int(peak.argmin())],
+                   low_w=fmt.fixed(peak.min())))
+    month = [f for f in forms if len(f.output) == 10]
     if len(month) >= 2:
-        reads = [f"{PATTERNS[f['form']]} → "
-                 + t("common.quoted", text=anatomy.md_escape(chars(f["text"])[int(f["w"][6].argmax())])) for f in month]
+        reads = [f"{PATTERNS[f.form]} → "
+                 + t("common.quoted", text=anatomy.md_escape(chars(f.text)[int(f.weights[6].argmax())])) for f in month]
         items.append(t(f"{NS}.notice_moves", reads=t(f"{NS}.sep").join(reads)))
         for f in month:
-            ch = f["text"][int(f["w"][6].argmax())]
+            ch = f.text[int(f.weights[6].argmax())]
             if "a" <= ch <= "z":
-                items.append(t(f"{NS}.notice_letter", text=anatomy.md_escape(f["text"]), ch=ch))
+                items.append(t(f"{NS}.notice_letter", text=anatomy.md_escape(f.text), ch=ch))
                 break
     anatomy.notice(items)
 
@@ -256,26 +218,24 @@ def notices(text: str, r: dict, row: int, forms: list[dict]) -> None:
 @cache_data(max_entries=2, max_bytes=1 * MB)
 def exercise_facts() -> dict:
     """Where the model looks when it writes the century of "5 mar 17": the answer of the exercise."""
-    m = model("dates")
-    r = translate_one(m.model, EXERCISE_INPUT, m.src_vocab, m.tgt_vocab, MAX_LEN)
-    w0 = r.alignment[0].numpy()
+    r = lab.read_date(model("dates"), None, EXERCISE_INPUT, MAX_LEN)
+    w0 = r.weights[0]
     regions = {"day": [0], "month": [2, 3, 4], "year": [6, 7]}
     mass = {k: float(w0[v].sum()) for k, v in regions.items()}
     answer = ["day", "month", "year"].index(max(mass, key=mass.get)) if w0.max() >= 0.3 else 3
-    return {"answer": answer, "out": r.output, **{k: f"{v:.2f}" for k, v in mass.items()}}
+    return {"answer": answer, "out": r.output, **{k: fmt.fixed(v) for k, v in mass.items()}}
 
 
 def pitfall_demo(text: str | None) -> None:
     text = text or normalize_date_text(t(f"{NS}.default_date"))
-    m = model("dates")
-    alone = translate_one(m.model, text, m.src_vocab, m.tgt_vocab, MAX_LEN).output
+    alone = read(text).output
     if len(text) >= len(PITFALL_PARTNER):
         st.caption(t(f"{NS}.pit_too_long"))
         return
     r = tutorial_batch(text)
     st.markdown(t(f"{NS}.pit_result", text=anatomy.md_escape(text), alone=alone,
-                  batched=anatomy.md_escape(r["output"]) or "—", partner=PITFALL_PARTNER, pad=f"{100 * r['pad']:.0f}%"))
-    if r["output"] != alone:
+                  batched=anatomy.md_escape(r.output) or "—", partner=PITFALL_PARTNER, pad=fmt.pct(r.pad)))
+    if r.output != alone:
         st.error(t(f"{NS}.pit_changed"), icon=":material/error:")
     else:
         st.caption(t(f"{NS}.pit_same"))
@@ -295,10 +255,10 @@ if not models.unavailable("dates"):
     if text is not None:
         res = read(text)
         answer_section(text, res)
-        if res["output"]:
+        if res.output:
             row = heatmap_section(text, res)
     _, forms = forms_section()
-    if res is not None and res["output"]:
+    if res is not None and res.output:
         notices(text, res, row, forms)
     ex = exercise_facts()
     anatomy.exercise("al_ex", t(f"{NS}.ex_question", text=EXERCISE_INPUT),
@@ -306,5 +266,7 @@ if not models.unavailable("dates"):
                      t(f"{NS}.ex_explain", text=EXERCISE_INPUT, **{k: ex[k] for k in ("out", "day", "month", "year")}))
     anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=t(f"{NS}.pit_code"),
                     demo=lambda: pitfall_demo(text))
-anatomy.show_code(AdditiveAttention.scores, AdditiveAttention.forward, AttentionDecoder.attend, AttentionDecoder.step,
-                  translate)
+# the additive attention that ran: W_k h_j once per sentence, then v^T tanh(W_q s + W_k h_j) at each step
+# (AdditiveAttention.forward computes the same, but decoding takes this faster path, so it never runs here)
+anatomy.show_code(seq2seq.AttentionDecoder.project_keys, seq2seq.AttentionDecoder.attend,
+                  seq2seq.AttentionDecoder.step, seq2seq.translate)

@@ -10,26 +10,13 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 
-from attention_core.labs.bottleneck import (
-    clean_digits,
-    compare_chars,
-    random_digits,
-    reverse_check,
-)
-from attention_core.models.seq2seq import (
-    AttentionDecoder,
-    Decoder,
-    Encoder,
-    Seq2Seq,
-    decode_as_tutorial,
-    translate_one,
-)
+from attention_core.labs import bottleneck as lab
+from attention_core.models import seq2seq
 from attention_core.models.tasks import REVERSE_MAX_LEN, REVERSE_MIN_LEN
-from ui import anatomy, models
+from ui import anatomy, charts, controls, models
 from ui import bottleneck_charts as bc
+from ui import format as fmt
 from ui.cache import MB, cache_data
-from ui.charts import heatmap_spec, respec
-from ui.controls import seed as seed_control
 from ui.i18n import lesson, t
 from ui.models import curves, model
 
@@ -50,50 +37,28 @@ FORMULA = (r"\begin{aligned}"
 
 # ------------------------------------------------------------------ models and cached computations
 @cache_data(max_entries=256, max_bytes=4 * MB)
-def answers(digits: str) -> dict:
+def answers(digits: str) -> lab.Answers:
     """Both models' answers (and the attention model's alignment) for one digit string."""
-    out = {}
-    for kind, name in MODELS.items():
-        m = model(name)
-        r = translate_one(m.model, digits, m.src_vocab, m.tgt_vocab, max_len=len(digits) + 5)
-        out[kind] = r.output
-        if r.alignment is not None:
-            out["alignment"] = r.alignment.numpy()
-    return out
+    plain, attentive = model(MODELS["no_attention"]), model(MODELS["attention"])
+    return lab.answers(plain.model, attentive.model, digits, attentive.src_vocab)
 
 
 @cache_data(max_entries=64, max_bytes=4 * MB)
-def check_many(length: int, seed: int) -> dict:
+def check_many(length: int, seed: int) -> dict[str, lab.LengthCheck]:
     """Both models on CHECK_N fresh strings of one length (on request: ~0.3 s at length 30)."""
-    out = {}
-    for kind, name in MODELS.items():
-        r = reverse_check(model(name).model, length, CHECK_N, seed)
-        out[kind] = {"exact": r.exact, "char": r.char, "by_position": r.by_position}
-    return out
+    return {kind: lab.reverse_check(model(name).model, length, CHECK_N, seed) for kind, name in MODELS.items()}
 
 
 @cache_data(max_entries=8, max_bytes=2 * MB)
-def tutorial_batch(long: str) -> dict:
+def tutorial_batch(long: str) -> dict[str, lab.BatchedAnswer]:
     """PITFALL_SHORT alone and batched the tutorial's way with ``long``, through both models."""
-    out = {}
-    for kind, name in MODELS.items():
-        m = model(name)
-        alone = translate_one(m.model, PITFALL_SHORT, m.src_vocab, m.tgt_vocab, max_len=len(PITFALL_SHORT) + 5)
-        padded = decode_as_tutorial(m.model, [PITFALL_SHORT, long], m.src_vocab, m.tgt_vocab, len(long) + 5)[0]
-        pad_mass = None
-        if padded.alignment is not None:
-            pad_mass = float(padded.alignment[:, len(PITFALL_SHORT):].sum(-1).mean())
-        out[kind] = {"alone": alone.output, "batched": padded.output, "pad_mass": pad_mass}
-    return out
+    return {kind: lab.batched_as_tutorial(model(name).model, PITFALL_SHORT, long, model(name).src_vocab)
+            for kind, name in MODELS.items()}
 
 
 # ------------------------------------------------------------------ helpers
 def names() -> dict[str, str]:
     return {k: t(f"{NS}.model_{k}") for k in MODELS}
-
-
-def pct(x: float) -> str:
-    return f"{100 * x:.0f}%"
 
 
 def quoted(chars: list[str], limit: int = 8) -> str:
@@ -106,7 +71,7 @@ def facts() -> None:
     """Say plainly what these models are."""
     a, n = model(MODELS["attention"]), model(MODELS["no_attention"])
     count = lambda m: sum(p.numel() for p in m.model.parameters())  # noqa: E731
-    st.caption(t(f"{NS}.facts", hidden=a.config["hidden_dim"], p_no=f"{count(n):,}", p_at=f"{count(a):,}",
+    st.caption(t(f"{NS}.facts", hidden=a.config["hidden_dim"], p_no=fmt.count(count(n)), p_at=fmt.count(count(a)),
                  steps=a.meta["recipe"]["steps"], s_no=f"{n.meta['train_seconds']:.0f}",
                  s_at=f"{a.meta['train_seconds']:.0f}", lo=REVERSE_MIN_LEN, hi=REVERSE_MAX_LEN,
                  seed=curves().get("eval_seed", "—")))
@@ -119,22 +84,18 @@ def example_controls() -> str | None:
     if own:
         typed = c2.text_input(t(f"{NS}.digits"), value="1234567890", key="digits", bind="query-params",
                               max_chars=400, help=t(f"{NS}.digits_help"))
-        digits, bad = clean_digits(typed)
-        if bad:
-            anatomy.problem(f"{NS}.err_chars", chars=quoted(bad))
+        check = lab.check_digits(typed, MAX_LEN)
+        if check.problem is not None:
+            fields = {"chars": {"chars": quoted(check.bad)}, "long": {"n": len(check.digits), "max": MAX_LEN}}
+            anatomy.problem(f"{NS}.err_{check.problem}", **fields.get(check.problem, {}))
             return None
-        if not digits:
-            anatomy.problem(f"{NS}.err_empty")
-            return None
-        if len(digits) > MAX_LEN:
-            anatomy.problem(f"{NS}.err_long", n=len(digits), max=MAX_LEN)
-            return None
+        digits = check.digits
     else:
         length = c2.slider(t(f"{NS}.length"), 1, MAX_LEN, DEFAULT_LEN, key="len", bind="query-params",
                            help=t(f"{NS}.length_help", lo=REVERSE_MIN_LEN, hi=REVERSE_MAX_LEN))
         with c3:
-            seed = seed_control()
-        digits = random_digits(length, seed)
+            seed = controls.seed()
+        digits = lab.random_digits(length, seed)
     if not REVERSE_MIN_LEN <= len(digits) <= REVERSE_MAX_LEN:
         anatomy.problem(f"{NS}.warn_range", n=len(digits), lo=REVERSE_MIN_LEN, hi=REVERSE_MAX_LEN)
     return digits
@@ -152,44 +113,43 @@ def curves_section() -> dict | None:
     per_char = st.toggle(t(f"{NS}.per_char"), value=False, key="per_char", bind="query-params",
                          help=t(f"{NS}.per_char_help"))
     metric = "char" if per_char else "exact"
-    anatomy.show_chart(anatomy.cached_spec(("curves", metric), lambda: bc.curves_chart(
-        data, metric, names=names(), title=t(f"{NS}.curves_chart_{metric}"), x_title=t(f"{NS}.length_axis"),
-        y_title=t(f"{NS}.acc_{metric}"))), key="curves")
+    anatomy.show_chart(bc.accuracy_curves(data, metric, names=names(), title=t(f"{NS}.curves_chart_{metric}"),
+                                          x_title=t(f"{NS}.length_axis"), y_title=t(f"{NS}.acc_{metric}")),
+                       key="curves")
     rev = data["reverse"]
     st.caption(t(f"{NS}.curves_caption", n=rev["n_per_length"], seed=data.get("eval_seed", "—")))
     dates = data.get("dates", {})
     if "attention" in dates and "no_attention" in dates:
-        st.caption(t(f"{NS}.dates_caption", at=pct(dates["attention"]["exact"]),
-                     no=pct(dates["no_attention"]["exact"])))
+        st.caption(t(f"{NS}.dates_caption", at=fmt.pct(dates["attention"]["exact"]),
+                     no=fmt.pct(dates["no_attention"]["exact"])))
     return rev
 
 
-def answers_section(digits: str, res: dict) -> dict:
+def answers_section(digits: str, res: lab.Answers) -> dict:
     """Both answers marked against the reversal, and the attention model's alignment."""
     target = digits[::-1]
-    marks = {k: [m.ok for m in compare_chars(res[k], target)] for k in MODELS}
+    said = res._asdict()
+    marks = {k: [m.ok for m in lab.compare_chars(said[k], target)] for k in MODELS}
     rows = [(t(f"{NS}.line_input"), digits, None), (t(f"{NS}.line_target"), target, None),
-            (t(f"{NS}.line_no_attention"), res["no_attention"], marks["no_attention"]),
-            (t(f"{NS}.line_attention"), res["attention"], marks["attention"])]
+            (t(f"{NS}.line_no_attention"), res.no_attention, marks["no_attention"]),
+            (t(f"{NS}.line_attention"), res.attention, marks["attention"])]
     status = {k: t(f"{NS}.status_{k}") for k in ("reference", "right", "wrong", "missing")}
-    skeleton = anatomy.cached_spec(("tapes", bc.tape_font(len(digits))), lambda: bc.tapes_chart(
-        rows, status_names=status, x_title=t(f"{NS}.position_axis")))
-    anatomy.show_chart(respec(skeleton, bc.tapes_frame(rows, status)), key="tapes")
-    verdict = {k: t(f"{NS}.exact_yes") if res[k] == target else t(f"{NS}.exact_no") for k in MODELS}
+    anatomy.show_chart(bc.tapes(rows, status_names=status, x_title=t(f"{NS}.position_axis")), key="tapes")
+    verdict = {k: t(f"{NS}.exact_yes") if said[k] == target else t(f"{NS}.exact_no") for k in MODELS}
     right = {k: sum(marks[k][:len(target)]) for k in MODELS}
     st.markdown(t(f"{NS}.verdict", no=verdict["no_attention"], at=verdict["attention"],
                   k_no=right["no_attention"], k_at=right["attention"], n=len(target)))
 
-    w = res["alignment"]
-    out_labels, in_labels = list(res["attention"]), list(digits)
+    w = res.alignment
+    out_labels, in_labels = list(res.attention), list(digits)
     st.subheader(t(f"{NS}.align_title"))
     st.markdown(lesson(f"{NS}/alignment"))
     if not out_labels:                                   # the model stopped at once: no row to draw
         st.caption(t(f"{NS}.empty_answer"))
         return {"marks": marks, "right": right}
-    anatomy.show_matrix(heatmap_spec(
+    anatomy.show_matrix(charts.attention_heatmap(
         w, out_labels, in_labels, title=t(f"{NS}.align_chart", n=len(digits)), x_title=t(f"{NS}.input_axis"),
-        y_title=t(f"{NS}.output_axis"), value_title=t("common.weight"), selectable=False),
+        y_title=t(f"{NS}.output_axis"), selectable=False),
         w, out_labels, in_labels, key="align", selectable=False, file_name="reversal_alignment.csv")
     return {"marks": marks, "right": right}
 
@@ -201,32 +161,28 @@ def mirror_offsets(w: np.ndarray, n: int) -> np.ndarray:
     return w[:rows].argmax(-1) - (n - 1 - np.arange(rows))
 
 
-def diagram_section(digits: str, res: dict) -> int:
+def diagram_section(digits: str, res: lab.Answers) -> int:
     st.header(t(f"{NS}.arch_title"))
     st.markdown(lesson(f"{NS}/architecture"))
-    out = res["attention"]
+    out = res.attention
     m = max(len(out), 1)
     step = st.slider(t(f"{NS}.step"), 1, MAX_LEN + 5, 1, key="step", bind="query-params", help=t(f"{NS}.step_help"))
     step = min(step, m) - 1
     hidden = model(MODELS["attention"]).config["hidden_dim"]
-    names_ = dict(encoder_title=t(f"{NS}.encoder"), decoder_title=t(f"{NS}.decoder"))
-    common = dict(weight_title=t("common.weight"), title="", **names_)
-    plain = res["no_attention"]
-    skeleton = anatomy.cached_spec(("arch", bc.architecture_size(digits, plain), False),
-                     lambda: bc.architecture_chart(digits, plain, len(plain), **common))
-    anatomy.show_chart(respec(skeleton, bc.architecture_frame(digits, plain, len(plain), **names_),
-                              title=t(f"{NS}.arch_no", note=2 * hidden)), key="arch_no")
-    weights = res["alignment"][step] if len(out) else None
-    skeleton = anatomy.cached_spec(("arch", bc.architecture_size(digits, out), weights is not None),
-                     lambda: bc.architecture_chart(digits, out, step, weights, **common))
-    anatomy.show_chart(respec(skeleton, bc.architecture_frame(digits, out, step, weights, **names_),
-                              title=t(f"{NS}.arch_at", t=step + 1, ch=out[step] if out else "—",
-                                      big=f"{len(digits) * hidden:,}")), key="arch_at")
+    common = dict(encoder_title=t(f"{NS}.encoder"), decoder_title=t(f"{NS}.decoder"),
+                  weight_title=t("common.weight"))
+    plain = res.no_attention
+    anatomy.show_chart(bc.architecture(digits, plain, len(plain), title=t(f"{NS}.arch_no", note=2 * hidden),
+                                       **common), key="arch_no")
+    weights = res.alignment[step] if len(out) else None
+    anatomy.show_chart(bc.architecture(digits, out, step, weights, **common,
+                                       title=t(f"{NS}.arch_at", t=step + 1, ch=out[step] if out else "—",
+                                               big=fmt.count(len(digits) * hidden))), key="arch_at")
     st.caption(t(f"{NS}.arch_caption"))
     return step
 
 
-def check_section(digits: str) -> dict | None:
+def check_section(digits: str) -> dict[str, lab.LengthCheck] | None:
     """Many fresh strings of this length, on request (kept for the session)."""
     st.subheader(t(f"{NS}.check_title"))
     length = len(digits)
@@ -240,59 +196,62 @@ def check_section(digits: str) -> dict | None:
         st.caption(t(f"{NS}.check_hint"))
         return None
     res = check_many(length, seed)
-    by_pos = {k: res[k]["by_position"] for k in MODELS}
-    anatomy.show_chart(anatomy.cached_spec(("pos", length, seed), lambda: bc.position_chart(
-        by_pos, names=names(), title=t(f"{NS}.pos_chart", n=CHECK_N, length=length),
-        x_title=t(f"{NS}.written_axis"), y_title=t(f"{NS}.share_right"))), key="pos")
+    by_pos = {k: res[k].by_position for k in MODELS}
+    anatomy.show_chart(bc.accuracy_by_position(by_pos, names=names(), title=t(f"{NS}.pos_chart", n=CHECK_N,
+                                                                               length=length),
+                                               x_title=t(f"{NS}.written_axis"), y_title=t(f"{NS}.share_right")),
+                       key="pos")
     st.caption(t(f"{NS}.check_caption", n=CHECK_N, length=length,
-                 ex_no=pct(res["no_attention"]["exact"]), ex_at=pct(res["attention"]["exact"]),
-                 ch_no=pct(res["no_attention"]["char"]), ch_at=pct(res["attention"]["char"])))
+                 ex_no=fmt.pct(res["no_attention"].exact), ex_at=fmt.pct(res["attention"].exact),
+                 ch_no=fmt.pct(res["no_attention"].char), ch_at=fmt.pct(res["attention"].char)))
     return res
 
 
-def notices(digits: str, res: dict, marked: dict, rev: dict | None, checked: dict | None) -> None:
+def notices(digits: str, res: lab.Answers, marked: dict, rev: dict | None,
+            checked: dict[str, lab.LengthCheck] | None) -> None:
     n = len(digits)
     hidden = model(MODELS["attention"]).config["hidden_dim"]
     items = []
     if rev is not None:
         lengths, no, at = rev["lengths"], rev["no_attention"]["exact"], rev["attention"]["exact"]
         below = next((L for L, a in zip(lengths, no) if a < 0.5), None)
-        items.append(t(f"{NS}.notice_curves", lo=lengths[0], hi=lengths[-1], a_lo=pct(no[0]), a_hi=pct(no[-1]),
-                       b_min=pct(min(at)), half=below if below is not None else "—"))
+        items.append(t(f"{NS}.notice_curves", lo=lengths[0], hi=lengths[-1], a_lo=fmt.pct(no[0]),
+                       a_hi=fmt.pct(no[-1]), b_min=fmt.pct(min(at)), half=below if below is not None else "—"))
     items.append(t(f"{NS}.notice_example", n=n, k_no=marked["right"]["no_attention"],
                    k_at=marked["right"]["attention"]))
-    items.append(t(f"{NS}.notice_note", note=2 * hidden, n=n, big=f"{n * hidden:,}", hidden=hidden))
-    off = mirror_offsets(res["alignment"], n)
+    items.append(t(f"{NS}.notice_note", note=2 * hidden, n=n, big=fmt.count(n * hidden), hidden=hidden))
+    off = mirror_offsets(res.alignment, n)
     if len(off):
-        items.append(t(f"{NS}.notice_mirror", share=pct(float((np.abs(off) <= 1).mean())),
-                       peak=f"{float(res['alignment'].max(-1).mean()):.2f}"))
+        items.append(t(f"{NS}.notice_mirror", share=fmt.pct(float((np.abs(off) <= 1).mean())),
+                       peak=fmt.fixed(float(res.alignment.max(-1).mean()))))
         exact, right = float((off == 0).mean()), float((off == 1).mean())
         if right > exact:
-            items.append(t(f"{NS}.notice_shift", exact=pct(exact), right=pct(right)))
+            items.append(t(f"{NS}.notice_shift", exact=fmt.pct(exact), right=fmt.pct(right)))
     if checked is not None:
-        pos = checked["no_attention"]["by_position"]
+        pos = checked["no_attention"].by_position
         worst = int(np.argmin(pos))
-        items.append(t(f"{NS}.notice_positions", first=pct(pos[0]), last=pct(pos[-1]), worst=worst + 1,
-                       w=pct(pos[worst]), n=n))
+        items.append(t(f"{NS}.notice_positions", first=fmt.pct(pos[0]), last=fmt.pct(pos[-1]), worst=worst + 1,
+                       w=fmt.pct(pos[worst]), n=n))
     anatomy.notice(items)
 
 
 @cache_data(max_entries=2, max_bytes=1 * MB)
 def exercise_numbers() -> dict:
-    r = reverse_check(model(MODELS["no_attention"]).model, 30, CHECK_N, 0)
+    r = lab.reverse_check(model(MODELS["no_attention"]).model, 30, CHECK_N, 0)
     third = 10
-    return {"first": pct(float(r.by_position[:third].mean())), "middle": pct(float(r.by_position[third:-third].mean())),
-            "last": pct(float(r.by_position[-third:].mean()))}
+    return {"first": fmt.pct(float(r.by_position[:third].mean())),
+            "middle": fmt.pct(float(r.by_position[third:-third].mean())),
+            "last": fmt.pct(float(r.by_position[-third:].mean()))}
 
 
 def pitfall_demo() -> None:
-    long = random_digits(30, 0)
+    long = lab.random_digits(30, 0)
     r = tutorial_batch(long)
     for kind in ("no_attention", "attention"):
-        st.markdown(t(f"{NS}.pit_{kind}", short=PITFALL_SHORT, alone=r[kind]["alone"],
-                      batched=anatomy.md_escape(r[kind]["batched"]) or "—", n=len(long)))
-    if r["attention"]["pad_mass"] is not None:
-        st.caption(t(f"{NS}.pit_pad_mass", mass=pct(r["attention"]["pad_mass"])))
+        st.markdown(t(f"{NS}.pit_{kind}", short=PITFALL_SHORT, alone=r[kind].alone,
+                      batched=anatomy.md_escape(r[kind].batched) or "—", n=len(long)))
+    if r["attention"].pad_mass is not None:
+        st.caption(t(f"{NS}.pit_pad_mass", mass=fmt.pct(r["attention"].pad_mass)))
 
 
 # ------------------------------------------------------------------ the page
@@ -318,4 +277,5 @@ if not models.unavailable(*MODELS.values()):
     anatomy.exercise("bn_ex", t(f"{NS}.ex_question"), [t(f"{NS}.ex_a"), t(f"{NS}.ex_b"), t(f"{NS}.ex_c"),
                                                        t(f"{NS}.ex_d")], 1, t(f"{NS}.ex_explain", **nums))
     anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=t(f"{NS}.pit_code"), demo=pitfall_demo)
-anatomy.show_code(Encoder.forward, Decoder.step, AttentionDecoder.step, Seq2Seq.greedy_decode, reverse_check)
+anatomy.show_code(seq2seq.Encoder.forward, seq2seq.Decoder.step, seq2seq.AttentionDecoder.step,
+                  seq2seq.Seq2Seq.greedy_decode, lab.reverse_check)

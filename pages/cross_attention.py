@@ -8,24 +8,13 @@ from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
-import torch
 
-from attention_core.crossmodal import (
-    IMAGE_KINDS,
-    CrossModalAttention,
-    align_text_to_image_,
-    grid_shape,
-    grounded_features,
-    synthetic_scene,
-)
-from attention_core.labs import cross_attention as cl
-from attention_core.modules import MultiHeadAttention
-from ui import anatomy
+from attention_core import crossmodal, modules
+from attention_core.labs import cross_attention as lab
+from ui import anatomy, charts, controls
+from ui import cross_attention_charts as cc
+from ui import format as fmt
 from ui.cache import MB, cache_data
-from ui.charts import bars_spec, heatmap_spec, unique_labels
-from ui.controls import keep_row, kept_row, sentence
-from ui.controls import seed as seed_control
-from ui.cross_attention_charts import image_attention_spec
 from ui.i18n import current_lang, lesson, t
 
 NS = "cross_attention"
@@ -42,36 +31,20 @@ def region_names(regions: list[str]) -> list[str]:
     """The picture's words, with the Chinese characters that name them on the Chinese page."""
     if current_lang() != "zh":
         return regions
-    chars = {r: "".join(c for c, name in cl.ZH_SCENE_WORDS.items() if name == r) for r in regions}
+    chars = {r: "".join(c for c, name in lab.ZH_SCENE_WORDS.items() if name == r) for r in regions}
     return [f"{r}（{chars[r]}）" if chars[r] else r for r in regions]
-
-
-def fmt(x: float, digits: int = 2) -> str:
-    return f"{x:.{digits}f}"
 
 
 # ------------------------------------------------------------------ cached computations
 @cache_data(max_entries=64, max_bytes=8 * MB)
 def translate(source: tuple[str, ...], target: tuple[str, ...], d_model: int, seed: int,
-              trained: bool) -> dict:
-    r = cl.decoder_cross_attention(source, target, d_model, 1, seed=seed, trained=trained)
-    return {"w": r.weights[0].numpy(), "out": tuple(r.output.shape), "meaning": r.meaning}
+              trained: bool) -> lab.DecoderView:
+    return lab.decoder_view(source, target, d_model, seed, trained)
 
 
 @cache_data(max_entries=64, max_bytes=8 * MB)
-def look(kind: str, words: tuple[str, ...], patch: int, heads: int, sharpness: float, seed: int) -> dict:
-    scene = synthetic_scene(kind, IMAGE_SIZE, seed)
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        module = CrossModalAttention(patch * patch * 3, TEXT_DIM, heads).eval()
-    align_text_to_image_(module, sharpness)
-    inputs = grounded_features(module, scene, [cl.scene_word(w) for w in words], patch)
-    with torch.no_grad():
-        out = module(inputs.visual, inputs.text)
-    return {"image": scene.image.numpy(), "w": out.weights[0].mean(0).numpy(),          # (n_w, n_p)
-            "w_heads": out.weights[0].numpy(), "gate": out.gate[0].numpy(),
-            "coverage": inputs.coverage.numpy(),
-            "regions": sorted(scene.regions), "visual_shape": tuple(inputs.visual.shape[1:])}
+def look(kind: str, words: tuple[str, ...], patch: int, heads: int, sharpness: float, seed: int) -> lab.SceneView:
+    return lab.scene_view(kind, words, patch, heads, sharpness, seed, image_size=IMAGE_SIZE, text_dim=TEXT_DIM)
 
 
 # ------------------------------------------------------------------ 1. decoder over encoder
@@ -80,10 +53,10 @@ def decoder_section(seed: int) -> None:
     st.markdown(lesson("cross_attention/decoder"))
     left, right = st.columns(2)
     with left:
-        source = sentence(key="src", default=t("cross_attention.default_source_sentence"),
+        source = controls.sentence(key="src", default=t("cross_attention.default_source_sentence"),
                           max_tokens=MAX_SOURCE, label=t("cross_attention.source"))
     with right:
-        target = sentence(key="tgt", default=t("cross_attention.default_target_sentence"),
+        target = controls.sentence(key="tgt", default=t("cross_attention.default_target_sentence"),
                           max_tokens=MAX_TARGET, label=t("cross_attention.target"))
     c1, c2 = st.columns([2, 1])
     mode = c1.segmented_control(t("cross_attention.mode"), ["trained", "random"], default="trained",
@@ -93,33 +66,30 @@ def decoder_section(seed: int) -> None:
     d_model = c2.slider(t("cross_attention.d_model"), 8, 128, 64, step=8, key="dm", bind="query-params")
     if source is None or target is None:
         return
-    res = translate(tuple(source), tuple(target), d_model, seed, mode == "trained")
-    w, meaning = res["w"], res["meaning"]
+    w, meaning = translate(tuple(source), tuple(target), d_model, seed, mode == "trained")
     n_t, n_s = w.shape
     st.code(t("cross_attention.shapes", n_t=n_t, n_s=n_s, d=d_model), language=None)
 
-    before = kept_row("row_xa", len(target))
-    state = (tuple(source), tuple(target), d_model, seed, mode)
-    spec = anatomy.cached_spec(("xa", *state, before), lambda: heatmap_spec(
-        w, target, source, title=t("cross_attention.dec_heatmap", n_t=n_t, n_s=n_s),
-        x_title=t("cross_attention.source_axis"), y_title=t("cross_attention.target_axis"),
-        value_title=t("common.weight"), selected_row=before, height=170 if n_t < 6 else None))
+    before = controls.kept_row("row_xa", len(target))
+    spec = charts.attention_heatmap(w, target, source, title=t("cross_attention.dec_heatmap", n_t=n_t, n_s=n_s),
+                                    x_title=t("cross_attention.source_axis"), y_title=t("cross_attention.target_axis"),
+                                    selected_row=before, height=170 if n_t < 6 else None)
     picked = anatomy.show_matrix(spec, w, target, source, key="xa", file_name="xa.csv")
     present = {tok.lower() for tok in source}
     first_known = next((j for j, m in enumerate(meaning) if m in present), 0)
-    row = keep_row("row_xa", picked, n_t, first_known)
-    tgt_labels, src_labels = unique_labels(target), unique_labels(source)
+    row = controls.keep_row("row_xa", picked, n_t, first_known)
+    tgt_labels, src_labels = charts.unique_labels(target), charts.unique_labels(source)
     st.caption(t("cross_attention.row_caption", tok=anatomy.md_escape(tgt_labels[row]),
                  gloss=anatomy.md_escape(meaning[row] or "—")))
-    anatomy.show_chart(bars_spec(w[row], source, value_title=t("common.weight"),
+    anatomy.show_chart(charts.bars(w[row], source, value_title=t("common.weight"),
                                  label_title=t("cross_attention.source_axis"),
                                  highlight=int(w[row].argmax()), height=200, fit_x=True), key="xa_row")
 
     best = int(w[row].argmax())
-    items = [t("cross_attention.notice_shape", n_t=n_t, n_s=n_s, lo=fmt(float(w.sum(1).min()), 6),
-               hi=fmt(float(w.sum(1).max()), 6))]
+    items = [t("cross_attention.notice_shape", n_t=n_t, n_s=n_s, lo=fmt.fixed(float(w.sum(1).min()), 6),
+               hi=fmt.fixed(float(w.sum(1).max()), 6))]
     items.append(t("cross_attention.notice_row", tok=anatomy.md_escape(tgt_labels[row]),
-                   src=anatomy.md_escape(src_labels[best]), w=fmt(float(w[row, best]))))
+                   src=anatomy.md_escape(src_labels[best]), w=fmt.fixed(float(w[row, best]))))
     lowered = [tok.lower() for tok in source]
     twin = next((j for j, m in enumerate(meaning) if m is not None and lowered.count(m) > 1), None)
     if twin is not None and mode == "trained":
@@ -127,18 +97,18 @@ def decoder_section(seed: int) -> None:
         items.append(t("cross_attention.notice_twins", tok=anatomy.md_escape(tgt_labels[twin]),
                        gloss=anatomy.md_escape(meaning[twin]),
                        a=anatomy.md_escape(src_labels[cols[0]]), b=anatomy.md_escape(src_labels[cols[1]]),
-                       wa=fmt(float(w[twin, cols[0]]), 4), wb=fmt(float(w[twin, cols[1]]), 4)))
+                       wa=fmt.fixed(float(w[twin, cols[0]]), 4), wb=fmt.fixed(float(w[twin, cols[1]]), 4)))
     lonely = [j for j, m in enumerate(meaning) if m not in present]
     if lonely and mode == "trained":
         j = lonely[0]
         items.append(t("cross_attention.notice_lonely", tok=anatomy.md_escape(tgt_labels[j]),
-                       w=fmt(float(w[j].max())), uniform=fmt(1 / n_s)))
+                       w=fmt.fixed(float(w[j].max())), uniform=fmt.fixed(1 / n_s)))
     col_mass = w.sum(0)
     quiet = int(col_mass.argmin())
     items.append(t("cross_attention.notice_column", src=anatomy.md_escape(src_labels[quiet]),
-                   mass=fmt(float(col_mass[quiet])), n_t=n_t))
+                   mass=fmt.fixed(float(col_mass[quiet])), n_t=n_t))
     if mode == "random":
-        items.append(t("cross_attention.notice_random", peak=fmt(float(w.max(1).mean()))))
+        items.append(t("cross_attention.notice_random", peak=fmt.fixed(float(w.max(1).mean()))))
     anatomy.notice(items)
 
 
@@ -146,16 +116,16 @@ def decoder_section(seed: int) -> None:
 def crossmodal_section(seed: int) -> tuple[str, list[str], tuple[int, ...]] | None:
     st.header(t("cross_attention.cm_title"))
     st.markdown(lesson("cross_attention/crossmodal"))
-    kind = st.segmented_control(t("cross_attention.image"), list(IMAGE_KINDS), default="circle_square",
+    kind = st.segmented_control(t("cross_attention.image"), list(crossmodal.IMAGE_KINDS), default="circle_square",
                                 required=True, format_func=lambda k: t(f"cross_attention.img_{k}"), key="img",
                                 bind="query-params")
-    kind = kind if kind in IMAGE_KINDS else "circle_square"
-    words = sentence(key="words", default=t("cross_attention.default_caption"), max_tokens=MAX_WORDS,
+    kind = kind if kind in crossmodal.IMAGE_KINDS else "circle_square"
+    words = controls.sentence(key="words", default=t("cross_attention.default_caption"), max_tokens=MAX_WORDS,
                      label=t("cross_attention.caption"))
     c1, c2, c3 = st.columns([5, 3, 4])
     patch = c1.segmented_control(t("cross_attention.patch"), list(PATCHES), default=4, required=True,
                                  format_func=lambda p: t("cross_attention.patch_option", p=p,
-                                                         g=grid_shape(IMAGE_SIZE, IMAGE_SIZE, p)[0]),
+                                                         g=crossmodal.grid_shape(IMAGE_SIZE, IMAGE_SIZE, p)[0]),
                                  key="patch", bind="query-params", help=t("cross_attention.patch_help"))
     patch = patch if patch in PATCHES else 4
     heads = c2.segmented_control(t("cross_attention.heads"), list(HEADS), default=2, required=True,
@@ -166,33 +136,30 @@ def crossmodal_section(seed: int) -> tuple[str, list[str], tuple[int, ...]] | No
     if words is None:
         return None
     res = look(kind, tuple(words), patch, heads, float(sharp), seed)
-    w, cov, gate = res["w"], res["coverage"], res["gate"]
+    w, cov, gate = res.weights, res.coverage, res.gate
     n_w, n_p = w.shape
-    rows = grid_shape(IMAGE_SIZE, IMAGE_SIZE, patch)[0]
-    known = [i for i, tok in enumerate(words) if cl.scene_word(tok) in res["regions"]]
-    st.caption(t("cross_attention.known", words=", ".join(region_names(res["regions"])),
+    rows = crossmodal.grid_shape(IMAGE_SIZE, IMAGE_SIZE, patch)[0]
+    known = [i for i, tok in enumerate(words) if lab.scene_word(tok) in res.regions]
+    st.caption(t("cross_attention.known", words=", ".join(region_names(res.regions)),
                  found=", ".join(anatomy.md_escape(words[i]) for i in known) or "—"))
-    st.code(t("cross_attention.cm_shapes", n_w=n_w, n_p=n_p, g=rows, p=patch, v=res["visual_shape"][1],
+    st.code(t("cross_attention.cm_shapes", n_w=n_w, n_p=n_p, g=rows, p=patch, v=res.visual_shape[1],
               d=TEXT_DIM, h=heads), language=None)
 
-    before = kept_row("row_cm", len(words))
-    state = (kind, tuple(words), patch, heads, float(sharp), seed)
-    labels = unique_labels(words)
+    before = controls.kept_row("row_cm", len(words))
+    labels = charts.unique_labels(words)
     patches = [str(i) for i in range(n_p)]
-    spec = anatomy.cached_spec(("cm", *state, before), lambda: heatmap_spec(
-        w, words, patches, title=t("cross_attention.cm_heatmap", n_w=n_w, n_p=n_p),
-        x_title=t("cross_attention.patch_axis"), y_title=t("cross_attention.word_axis"),
-        value_title=t("common.weight"), selected_row=before, show_numbers=n_p <= 16,
-        height=170 if n_w < 6 else None, domain=(0.0, float(max(w.max(), 1e-6)))))
+    spec = charts.attention_heatmap(w, words, patches, title=t("cross_attention.cm_heatmap", n_w=n_w, n_p=n_p),
+                                    x_title=t("cross_attention.patch_axis"), y_title=t("cross_attention.word_axis"),
+                                    selected_row=before, show_numbers=n_p <= 16, height=170 if n_w < 6 else None,
+                                    domain=(0.0, float(max(w.max(), 1e-6))))
     picked = anatomy.show_matrix(spec, w, words, patches, key="cm", file_name="cm.csv")
     st.caption(t("cross_attention.cm_heatmap_caption"))
-    row = keep_row("row_cm", picked, n_w, known[0] if known else 0)
+    row = controls.keep_row("row_cm", picked, n_w, known[0] if known else 0)
 
-    spot = image_attention_spec(
-        res["image"], w[row], patch, cov[row] > 0.5, title=t("cross_attention.spot_title", w=labels[row]),
+    anatomy.show_chart(cc.image_attention(
+        res.image, w[row], patch, cov[row] > 0.5, title=t("cross_attention.spot_title", w=labels[row]),
         picture_title=t("cross_attention.picture_title"), weight_title=t("common.weight"),
-        patch_title=t("cross_attention.patch_axis"))
-    st.vega_lite_chart(dict(spot), width="content", key="spot")     # its own size: show_chart only stretches
+        patch_title=t("cross_attention.patch_axis")), key="spot", width="content")
     st.caption(t("cross_attention.spot_caption"))
 
     st.subheader(t("cross_attention.gate_title"))
@@ -202,31 +169,31 @@ def crossmodal_section(seed: int) -> tuple[str, list[str], tuple[int, ...]] | No
                  r"\mathrm{out} &= g \odot t_{enh} + (1 - g) \odot \bar v \end{aligned}")
         st.caption(t("cross_attention.gate_caption", d=TEXT_DIM))
     with right:
-        anatomy.show_chart(lambda: heatmap_spec(
+        anatomy.show_chart(charts.heatmap(
             gate, words, [str(j) for j in range(TEXT_DIM)], kind="weights", show_numbers=False,
             title=t("cross_attention.gate_heatmap", n_w=n_w, d=TEXT_DIM),
             x_title=t("cross_attention.channel"), y_title=t("cross_attention.word_axis"),
             value_title=t("cross_attention.gate_value"),
-            selectable=False, height=max(190, 22 * n_w)), key="gate", cache=state)
+            selectable=False, height=max(190, 22 * n_w)), key="gate")
 
     inside = cov[row] > 0.5
     mass = float(w[row][inside].sum()) if inside.any() else 0.0
     items = []
     if inside.any():
-        items.append(t("cross_attention.notice_mass", w=anatomy.md_escape(labels[row]), mass=fmt(mass),
-                       k=int(inside.sum()), n=n_p, share=fmt(inside.sum() / n_p)))
+        items.append(t("cross_attention.notice_mass", w=anatomy.md_escape(labels[row]), mass=fmt.fixed(mass),
+                       k=int(inside.sum()), n=n_p, share=fmt.fixed(inside.sum() / n_p)))
     else:
         items.append(t("cross_attention.notice_absent", w=anatomy.md_escape(labels[row]),
-                       lo=fmt(float(w[row].min()), 4), hi=fmt(float(w[row].max()), 4),
-                       uniform=fmt(1 / n_p, 4)))
+                       lo=fmt.fixed(float(w[row].min()), 4), hi=fmt.fixed(float(w[row].max()), 4),
+                       uniform=fmt.fixed(1 / n_p, 4)))
     g_mean = gate.mean(1)
-    items.append(t("cross_attention.notice_gate", w=anatomy.md_escape(labels[row]), g=fmt(float(g_mean[row])),
-                   lo=fmt(float(gate.min())), hi=fmt(float(gate.max()))))
+    items.append(t("cross_attention.notice_gate", w=anatomy.md_escape(labels[row]), g=fmt.fixed(float(g_mean[row])),
+                   lo=fmt.fixed(float(gate.min())), hi=fmt.fixed(float(gate.max()))))
     if heads > 1:
-        per_head = res["w_heads"][:, row][:, inside].sum(-1) if inside.any() else None
+        per_head = res.head_weights[:, row][:, inside].sum(-1) if inside.any() else None
         if per_head is not None:
             items.append(t("cross_attention.notice_heads", h=heads,
-                           masses=", ".join(fmt(float(m)) for m in per_head)))
+                           masses=", ".join(fmt.fixed(float(m)) for m in per_head)))
     anatomy.notice(items)
     return kind, words, tuple(gate.shape)
 
@@ -239,8 +206,8 @@ TABLE1 = {"self_attention": ("O(n²·d)", "O(1)", "O(1)"), "recurrent": ("O(n·d
 
 
 @cache_data(max_entries=64, max_bytes=2 * MB)
-def table1_view(n: int, d: int, i: int, j: int, kernel: int, r: int) -> list[dict]:
-    return [row._asdict() for row in cl.table1(n, d, i, j, kernel=kernel, neighbourhood=r)]
+def table1_view(n: int, d: int, i: int, j: int, kernel: int, r: int) -> list[lab.Table1Row]:
+    return lab.table1(n, d, i, j, kernel=kernel, neighbourhood=r)
 
 
 def paths_section() -> None:
@@ -265,28 +232,28 @@ def paths_section() -> None:
                       t("cross_attention.paths_ex_a2")], 0, t("cross_attention.paths_ex_why"))
     rows = table1_view(n, d, i, j, kernel, r)
     frame = pd.DataFrame([{
-        t("cross_attention.paths_c_kind"): t(f"cross_attention.paths_{row['kind']}"),
-        t("cross_attention.paths_c_ops"): f"{TABLE1[row['kind']][0]} = {row['ops_per_layer']:,}",
-        t("cross_attention.paths_c_seq"): f"{TABLE1[row['kind']][1]} = {row['sequential']}",
-        t("cross_attention.paths_c_path"): f"{TABLE1[row['kind']][2]} → {row['max_path']}",
-        t("cross_attention.paths_c_steps", i=i, j=j): row["steps"]} for row in rows])
+        t("cross_attention.paths_c_kind"): t(f"cross_attention.paths_{row.kind}"),
+        t("cross_attention.paths_c_ops"): f"{TABLE1[row.kind][0]} = {fmt.count(row.ops_per_layer)}",
+        t("cross_attention.paths_c_seq"): f"{TABLE1[row.kind][1]} = {row.sequential}",
+        t("cross_attention.paths_c_path"): f"{TABLE1[row.kind][2]} → {row.max_path}",
+        t("cross_attention.paths_c_steps", i=i, j=j): row.steps} for row in rows])
     st.dataframe(frame, hide_index=True, width="stretch")
     st.caption(t("cross_attention.paths_caption", k=kernel, r=r))
-    by = {row["kind"]: row for row in rows}
+    by = {row.kind: row for row in rows}
     sa, rnn = by["self_attention"], by["recurrent"]
     anatomy.notice([
-        t("cross_attention.paths_notice_steps", i=i, j=j, sa=sa["steps"], rnn=rnn["steps"],
-          conv=by["convolution"]["steps"], k=kernel, res=by["restricted"]["steps"], r=r),
-        t("cross_attention.paths_notice_seq", n=n, seq=rnn["sequential"]),
-        t("cross_attention.paths_notice_cost", n=n, d=d, sa=f"{sa['ops_per_layer']:,}",
-          rnn=f"{rnn['ops_per_layer']:,}",
+        t("cross_attention.paths_notice_steps", i=i, j=j, sa=sa.steps, rnn=rnn.steps,
+          conv=by["convolution"].steps, k=kernel, res=by["restricted"].steps, r=r),
+        t("cross_attention.paths_notice_seq", n=n, seq=rnn.sequential),
+        t("cross_attention.paths_notice_cost", n=n, d=d, sa=fmt.count(sa.ops_per_layer),
+          rnn=fmt.count(rnn.ops_per_layer),
           verdict=t("cross_attention.paths_cheaper" if n < d else "cross_attention.paths_dearer")),
     ])
 
 
 # ------------------------------------------------------------------ pitfall demo
 def gate_demo(n_words: int, gate_shape: tuple[int, ...] | None) -> None:
-    err = cl.tutorial_gate_error(n_words, TEXT_DIM)
+    err = lab.tutorial_gate_error(n_words, TEXT_DIM)
     if err:
         st.error(t("cross_attention.gate_error", n=n_words, d=TEXT_DIM, err=err), icon=":material/error:")
     else:
@@ -294,9 +261,9 @@ def gate_demo(n_words: int, gate_shape: tuple[int, ...] | None) -> None:
     if gate_shape is not None:
         st.success(t("cross_attention.gate_fixed", n=gate_shape[0], d=gate_shape[1]),
                    icon=":material/check_circle:")
-    tutorial, fixed = cl.tutorial_parameter_counts(4 * 4 * 3, TEXT_DIM, 2)
-    st.caption(t("cross_attention.param_counts", tutorial=f"{tutorial:,}", fixed=f"{fixed:,}",
-                 extra=f"{fixed - tutorial:,}"))
+    tutorial, fixed = lab.tutorial_parameter_counts(4 * 4 * 3, TEXT_DIM, 2)
+    st.caption(t("cross_attention.param_counts", tutorial=fmt.count(tutorial), fixed=fmt.count(fixed),
+                 extra=fmt.count(fixed - tutorial)))
 
 
 # ------------------------------------------------------------------ the page
@@ -305,7 +272,7 @@ anatomy.intuition(NS)
 anatomy.formula(r"\mathrm{CrossAttention}(X_{tgt}, X_{src}) = \mathrm{softmax}\!\left("
                 r"\frac{(X_{tgt}W_Q)\,(X_{src}W_K)^{\top}}{\sqrt{d_k}}\right) X_{src}W_V",
                 t("cross_attention.formula_caption"))
-seed = seed_control()
+seed = controls.seed()
 decoder_section(seed)
 shown = crossmodal_section(seed)
 paths_section()
@@ -316,5 +283,6 @@ anatomy.exercise("xa_ex", t("cross_attention.ex_question"),
 anatomy.pitfall(t("cross_attention.pit_title"), t("cross_attention.pit_body"),
                 code=t("cross_attention.pit_code"),
                 demo=lambda: gate_demo(len(shown[1]) if shown else 7, shown[2] if shown else None))
-anatomy.show_code(cl.decoder_cross_attention, MultiHeadAttention.forward, CrossModalAttention.forward,
-                  grounded_features, cl.layer_connections, cl.path_lengths, cl.table1)
+anatomy.show_code(lab.decoder_cross_attention, modules.MultiHeadAttention.forward,
+                  crossmodal.CrossModalAttention.forward, crossmodal.grounded_features, lab.layer_connections,
+                  lab.path_lengths, lab.table1)

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from attention_core.labs.alignment import part_focus
+from attention_core.labs.alignment import FormReading, part_focus
 
 from .charts import unique_labels
 
@@ -37,18 +37,18 @@ def reading_table(weights, output: str, source: str, col_out: str, col_reads: st
                          col_weight: np.round(w.max(-1), 3) if w.size else []})
 
 
-def moves_table(results: Sequence[Mapping], parts: Mapping[str, Sequence[int]], part_names: Mapping[str, str],
+def moves_table(results: Sequence[FormReading], parts: Mapping[str, Sequence[int]], part_names: Mapping[str, str],
                 patterns: Mapping[str, str], col_part: str, col_form: str = "{form}: {text}") -> pd.DataFrame:
     """How the alignment moves between forms: for each part of the answer (year, month, day) and each
     form, the input characters its rows weigh most (``labs.alignment.part_focus``) with the mean peak.
     ``col_form`` titles a form's column (translated: its separator is the language's)."""
     table: dict[str, list[str]] = {col_part: [part_names[k] for k in parts]}
     for r in results:
-        name = col_form.format(form=patterns[r["form"]], text=r["text"])
-        if len(r["output"]) != 10:
+        name = col_form.format(form=patterns[r.form], text=r.text)
+        if len(r.output) != 10:
             table[name] = ["—"] * len(parts)
             continue
-        focus = part_focus(r["w"], parts)
-        chars = visible_chars(r["text"])
+        focus = part_focus(r.weights, parts)
+        chars = visible_chars(r.text)
         table[name] = [" ".join(chars[j] for j in focus[k][0]) + f"  ({focus[k][1]:.2f})" for k in parts]
     return pd.DataFrame(table)

@@ -12,7 +12,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from .charts import FIT_X
+from .charts import FIT_X, Spec, chart_kind
 
 ORANGE, BLUE, GREY = "#e66101", "#3b528b", "#9e9e9e"
 RIGHT, WRONG, REFERENCE = "#1b9e77", "#d95f02", "#e8e8e8"   # teal / orange: apart for colour-blind eyes
@@ -39,21 +39,32 @@ def curves_frame(curves: dict, metric: str, names: dict[str, str]) -> pd.DataFra
     return frame
 
 
-def curves_chart(curves: dict, metric: str, *, names: dict[str, str], title: str, x_title: str,
-                 y_title: str, height: int = 220) -> alt.Chart:
+@chart_kind(fill=("length_domain",))
+def curves_chart(frame, *, legend: list[str], colours: list[str], title: str, x_title: str, y_title: str,
+                 length_domain=(), height: int = 220) -> alt.LayerChart:
     """Accuracy against input length, one line per model (the recorded evaluation of the shipped models)."""
-    frame = curves_frame(curves, metric, names)
-    legend = [names[m] for m in MODELS if m in set(frame["model"])]
-    colour = alt.Color("name:N", title=None, sort=legend,
-                       scale=alt.Scale(domain=legend, range=[COLOURS[m] for m in MODELS if names[m] in legend]),
+    colour = alt.Color("name:N", title=None, sort=legend, scale=alt.Scale(domain=legend, range=colours),
                        legend=alt.Legend(orient="bottom"))
-    lo, hi = int(frame["length"].min()), int(frame["length"].max())
-    x = alt.X("length:Q", title=x_title, scale=alt.Scale(domain=[lo, hi], nice=False))
+    x = alt.X("length:Q", title=x_title, scale=alt.Scale(domain=length_domain, nice=False))
     tooltip = [alt.Tooltip("name:N", title=" "), alt.Tooltip("length:Q", title=x_title),
                alt.Tooltip("exact:N", title=y_title)]
     lines = alt.Chart().mark_line(point=True).encode(
         x=x, y=alt.Y("value:Q", title=y_title, scale=alt.Scale(domain=[0, 1])), color=colour, tooltip=tooltip)
     return alt.layer(lines, data=frame).properties(title=title, height=height, autosize=FIT_X)
+
+
+def _legend(present, names: dict[str, str]) -> dict:
+    """The legend labels and colours of the models in ``present``, in MODELS order."""
+    shown = [m for m in MODELS if m in present]
+    return {"legend": [names[m] for m in shown], "colours": [COLOURS[m] for m in shown]}
+
+
+def accuracy_curves(curves: dict, metric: str, *, names: dict[str, str], title: str, x_title: str,
+                    y_title: str) -> Spec:
+    """The recorded accuracy curves of ``curves["reverse"]`` for ``metric`` ("exact" or "char")."""
+    frame = curves_frame(curves, metric, names)
+    return curves_chart(frame, **_legend(set(frame["model"]), names), title=title, x_title=x_title,
+                        y_title=y_title, length_domain=[int(frame["length"].min()), int(frame["length"].max())])
 
 
 def tapes_frame(rows: Sequence[tuple[str, str, Sequence[bool | None] | None]],
@@ -86,28 +97,33 @@ def tape_font(n: int) -> int:
     return 13 if n <= 40 else 10
 
 
-def tapes_chart(rows: Sequence[tuple[str, str, Sequence[bool | None] | None]], *, status_names: dict[str, str],
-                x_title: str, title: str | None = None) -> alt.Chart:
-    """Answers as rows of cells, one character per cell, coloured right / wrong against the first row."""
-    frame = tapes_frame(rows, status_names)
-    order = list(dict.fromkeys(frame["line"]))
-    kinds = ["reference", "right", "wrong", "missing"]
-    colour = alt.Color("status_name:N", title=None, sort=[status_names[k] for k in kinds],
-                       scale=alt.Scale(domain=[status_names[k] for k in kinds],
-                                       range=[REFERENCE, RIGHT, WRONG, "#ffffff"]),
+@chart_kind()
+def tapes_chart(frame, *, lines: list[str], status_names: list[str], font: int, x_title: str) -> alt.LayerChart:
+    """Answers as rows of cells, one character per cell, coloured right / wrong against the first row.
+    ``status_names``: the legend names of reference, right, wrong and missing."""
+    colour = alt.Color("status_name:N", title=None, sort=status_names,
+                       scale=alt.Scale(domain=status_names, range=[REFERENCE, RIGHT, WRONG, "#ffffff"]),
                        legend=alt.Legend(orient="bottom"))
-    n = int(frame["pos"].max()) if len(frame) else 1
     base = alt.Chart().encode(
         x=alt.X("pos:O", title=x_title, axis=alt.Axis(labelAngle=0, labelExpr=TICKS_1_5)),
-        y=alt.Y("line:N", sort=order, title=None, axis=alt.Axis(labelLimit=220, labelOverlap=False)),
+        y=alt.Y("line:N", sort=lines, title=None, axis=alt.Axis(labelLimit=220, labelOverlap=False)),
         tooltip=[alt.Tooltip("line:N", title=" "), alt.Tooltip("pos:O", title=x_title),
                  alt.Tooltip("char:N", title="·"), alt.Tooltip("status_name:N", title=" ")])
     cells = base.mark_rect(stroke="#bdbdbd", strokeWidth=0.5).encode(color=colour)
-    text = base.mark_text(fontSize=tape_font(n)).encode(
+    text = base.mark_text(fontSize=font).encode(
         text="char:N", color=alt.when(alt.datum.status == "reference").then(alt.value("black"))
         .otherwise(alt.value("white")))
-    chart = alt.layer(cells, text, data=frame).properties(height=30 * len(order), autosize=FIT_X)
-    return chart.properties(title=title) if title else chart
+    return alt.layer(cells, text, data=frame).properties(height=30 * len(lines), autosize=FIT_X)
+
+
+def tapes(rows: Sequence[tuple[str, str, Sequence[bool | None] | None]], *, status_names: dict[str, str],
+          x_title: str) -> Spec:
+    """The lines of ``rows`` (label, text, marks) as tapes of cells (see ``tapes_frame``)."""
+    frame = tapes_frame(rows, status_names)
+    n = int(frame["pos"].max()) if len(frame) else 1
+    return tapes_chart(frame, lines=list(dict.fromkeys(frame["line"])),
+                       status_names=[status_names[k] for k in ("reference", "right", "wrong", "missing")],
+                       font=tape_font(n), x_title=x_title)
 
 
 def position_frame(by_position: dict[str, Sequence[float]], names: dict[str, str]) -> pd.DataFrame:
@@ -118,22 +134,26 @@ def position_frame(by_position: dict[str, Sequence[float]], names: dict[str, str
     return frame
 
 
-def position_chart(by_position: dict[str, Sequence[float]], *, names: dict[str, str], title: str,
-                   x_title: str, y_title: str, height: int = 200) -> alt.Chart:
+@chart_kind(fill=("last",))
+def position_chart(frame, *, legend: list[str], colours: list[str], title: str, x_title: str, y_title: str,
+                   last: int = 2, height: int = 200) -> alt.Chart:
     """Share of answers right at each output position (1 = the first digit written), per model."""
-    frame = position_frame(by_position, names)
-    legend = [names[m] for m in MODELS if m in by_position]
-    colour = alt.Color("name:N", title=None, sort=legend,
-                       scale=alt.Scale(domain=legend, range=[COLOURS[m] for m in MODELS if m in by_position]),
+    colour = alt.Color("name:N", title=None, sort=legend, scale=alt.Scale(domain=legend, range=colours),
                        legend=alt.Legend(orient="bottom"))
     return alt.Chart(frame).mark_line(point=True).encode(
-        x=alt.X("position:Q", title=x_title, scale=alt.Scale(domain=[1, max(int(frame["position"].max()), 2)],
-                                                              nice=False)),
+        x=alt.X("position:Q", title=x_title, scale=alt.Scale(domain=[1, last], nice=False)),
         y=alt.Y("value:Q", title=y_title, scale=alt.Scale(domain=[0, 1])),
         color=colour,
         tooltip=[alt.Tooltip("name:N", title=" "), alt.Tooltip("position:Q", title=x_title),
                  alt.Tooltip("exact:N", title=y_title)],
     ).properties(title=title, height=height, autosize=FIT_X)
+
+
+def accuracy_by_position(by_position: dict[str, Sequence[float]], *, names: dict[str, str], title: str,
+                         x_title: str, y_title: str) -> Spec:
+    frame = position_frame(by_position, names)
+    return position_chart(frame, **_legend(by_position, names), title=title, x_title=x_title, y_title=y_title,
+                          last=max(int(frame["position"].max()), 2))
 
 
 def architecture_frame(source: str, output: str, step: int, weights=None, *, encoder_title: str = "",
@@ -178,23 +198,21 @@ def architecture_frame(source: str, output: str, step: int, weights=None, *, enc
 
 
 def architecture_size(source: str, output: str) -> str:
-    """The diagram's size class ("s", "m", "l"): the only thing its spec depends on besides the
-    texts, so a page can reuse one spec per class and swap in the data (``ui.charts.respec``)."""
+    """The diagram's size class ("s", "m", "l"): how large its cells and letters are drawn."""
     width = max(len(source) + 1.5, len(output))
     return "s" if width <= 20 else ("m" if width <= 40 else "l")
 
 
-def architecture_chart(source: str, output: str, step: int, weights=None, *, title: str, encoder_title: str,
-                       decoder_title: str, weight_title: str, height: int = 190) -> alt.Chart:
-    """Encoder over the input (top), decoder writing the output (bottom), the context vector c between.
+@chart_kind(fill=("title",))
+def architecture_chart(frame, *, size: str, attends: bool, weight_title: str, title: str = "",
+                       height: int = 190) -> alt.LayerChart:
+    """Encoder over the input (top), decoder writing the output (bottom), the context vector c between
+    (``architecture_frame``).
 
-    Without ``weights`` the decoder's only link to the input is c (the final encoder state); with
-    them, decoder step ``step`` is also linked to every encoder cell, line width and opacity
-    following the attention weight.
+    Without ``attends`` the decoder's only link to the input is c (the final encoder state); with it,
+    the decoder step is also linked to every encoder cell, line width and opacity following the
+    attention weight.
     """
-    frame = architecture_frame(source, output, step, weights, encoder_title=encoder_title,
-                               decoder_title=decoder_title)
-    size = architecture_size(source, output)
     xs = alt.Scale(nice=False, zero=False, padding=14)           # from the data: -0.8 .. n + 0.5
     ys = alt.Scale(domain=[-0.6, 2.6], nice=False, reverse=True)
     base = alt.Chart()
@@ -204,7 +222,7 @@ def architecture_chart(source: str, output: str, step: int, weights=None, *, tit
     context = base.transform_filter(alt.datum.part == "context").mark_rule(color=BLUE, strokeWidth=3).encode(
         x=x, y=y, x2="x2:Q", y2="y2:Q")
     layers = [chain, context]
-    if weights is not None:
+    if attends:
         layers.append(base.transform_filter(alt.datum.part == "attend").mark_rule(color=ORANGE).encode(
             x=x, y=y, x2="x2:Q", y2="y2:Q",
             strokeWidth=alt.StrokeWidth("weight:Q", scale=alt.Scale(domain=[0, 1], range=[0.3, 7]), legend=None),
@@ -224,3 +242,13 @@ def architecture_chart(source: str, output: str, step: int, weights=None, *, tit
         align="left", fontSize=11, color="#555555").encode(x=x, y=y, text="label:N"))
     return alt.layer(*layers, data=frame).properties(title=title, height=height, autosize=FIT_X).configure_view(
         stroke=None)
+
+
+def architecture(source: str, output: str, step: int, weights=None, *, title: str, encoder_title: str,
+                 decoder_title: str, weight_title: str) -> Spec:
+    """The Seq2Seq diagram of ``source`` -> ``output`` at decoder step ``step`` (0-based); with ``weights``
+    (that step's attention row) the attention links."""
+    frame = architecture_frame(source, output, step, weights, encoder_title=encoder_title,
+                               decoder_title=decoder_title)
+    return architecture_chart(frame, size=architecture_size(source, output), attends=weights is not None,
+                              weight_title=weight_title, title=title)

@@ -11,11 +11,10 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from .charts import as_numpy, class_skeleton, respec
+from .charts import Spec, as_numpy, chart_kind
 
 NAMED_STROKE = "#e66101"   # orange outline: the patches the word names (where it "should" look)
 SHADE = 0.7                # darkest shade, over a patch with no attention (sqrt keeps mid weights visible)
-# stretch a plot to the column's width, keep its height as given (Streamlit's default "fit" squeezes it)
 
 
 def _hex(rgb: np.ndarray) -> np.ndarray:
@@ -49,19 +48,18 @@ def image_attention_frame(image, weights, patch: int, named=None) -> pd.DataFram
     return pd.concat([pixels, patches], ignore_index=True)
 
 
-def image_attention_chart(image, weights, patch: int, named=None, *, title: str, picture_title: str,
-                          weight_title: str, patch_title: str, size: int = 260) -> alt.HConcatChart:
+@chart_kind(fill=("title",))
+def image_attention_chart(frame, *, image_height: int, image_width: int, numbers: bool, picture_title: str,
+                          weight_title: str, patch_title: str, size: int = 260,
+                          title: str = "") -> alt.HConcatChart:
     """The picture as drawn (left) and the same picture with one word's attention on top (right).
 
     Right: patches the word barely looks at are shaded dark (shade = 0.7 * (1 - sqrt(w / max w)));
     the patches the word names are outlined in orange; the tooltip gives each patch's exact
-    weight, and the weights are printed in the patches when there are at most 16.
+    weight, and with ``numbers`` the weights are printed in the patches.
     """
-    frame = image_attention_frame(image, weights, patch, named)
-    h = int(frame["y1"].max())
-    w = int(frame["x1"].max())
-    xs = alt.Scale(domain=[0, w], nice=False)
-    ys = alt.Scale(domain=[h, 0], nice=False)          # image rows go down
+    xs = alt.Scale(domain=[0, image_width], nice=False)
+    ys = alt.Scale(domain=[image_height, 0], nice=False)          # image rows go down
     base = alt.Chart(frame).encode(x=alt.X("x0:Q", scale=xs, axis=None), x2="x1:Q",
                                    y=alt.Y("y0:Q", scale=ys, axis=None), y2="y1:Q")
     pixels = base.transform_filter(alt.datum.part == "pixel").mark_rect().encode(
@@ -76,28 +74,24 @@ def image_attention_chart(image, weights, patch: int, named=None, *, title: str,
         tooltip=tooltip)
     grid = patches.mark_rect(filled=False, stroke="#9e9e9e", strokeWidth=0.4)
     layers = [pixels, shade, outline]
-    if frame["patch"].max() < 16:
+    if numbers:
         layers.append(alt.Chart(frame).transform_filter(alt.datum.part == "patch").transform_calculate(
             cx="(datum.x0 + datum.x1) / 2", cy="(datum.y0 + datum.y1) / 2",
             label="format(datum.weight, '.2f')",
         ).mark_text(fontSize=12, fontWeight="bold", color="white").encode(
             x=alt.X("cx:Q", scale=xs, axis=None), y=alt.Y("cy:Q", scale=ys, axis=None),
             text="label:N", tooltip=tooltip))
-    height = size * h // max(w, 1)
+    height = size * image_height // max(image_width, 1)
     picture = alt.layer(pixels, grid).properties(title=picture_title, width=size, height=height)
     spot = alt.layer(*layers).properties(title=title, width=size, height=height)
     return alt.hconcat(picture, spot, spacing=12).configure_view(stroke=None)
 
 
-def image_attention_spec(image, weights, patch: int, named=None, *, title: str, picture_title: str,
-                         weight_title: str, patch_title: str, size: int = 260) -> dict:
-    """``to_spec(image_attention_chart(...))`` from a cached skeleton: new data and the right panel's title."""
+def image_attention(image, weights, patch: int, named=None, *, title: str, picture_title: str,
+                    weight_title: str, patch_title: str, size: int = 260) -> Spec:
+    """The picture and one word's attention over its patches (``image_attention_chart``); the weights are
+    printed in the patches when there are at most 16."""
     frame = image_attention_frame(image, weights, patch, named)
-    h, w = int(frame["y1"].max()), int(frame["x1"].max())
-    cls = ("image_attention", h, w, bool(frame["patch"].max() < 16), picture_title, weight_title, patch_title, size)
-    skeleton = class_skeleton(cls, lambda: image_attention_chart(
-        image, weights, patch, named, title="·", picture_title=picture_title, weight_title=weight_title,
-        patch_title=patch_title, size=size))
-    out = respec(skeleton, frame)
-    out["hconcat"] = [out["hconcat"][0], {**out["hconcat"][1], "title": title}]
-    return out
+    return image_attention_chart(frame, image_height=int(frame["y1"].max()), image_width=int(frame["x1"].max()),
+                                 numbers=bool(frame["patch"].max() < 16), picture_title=picture_title,
+                                 weight_title=weight_title, patch_title=patch_title, size=size, title=title)

@@ -14,7 +14,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from .charts import SIGNED_SCHEME, WEIGHT_SCHEME, as_numpy, unique_labels
+from .charts import SIGNED_SCHEME, WEIGHT_SCHEME, Spec, as_numpy, chart_kind, unique_labels
 
 KIND_FILL = {            # light fills, told apart by their labels too (not by colour alone)
     "io": "#eeeeee",
@@ -58,7 +58,7 @@ def layer_diagram_frame(steps: Sequence[DiagramStep], tokens: Sequence[str],
     colour) and "cells" (the mini heatmaps: step, where, token, dim, x0..y1, value). Columns a part does
     not use are NaN there. Text columns are categoricals (Arrow dictionaries: the thousands of cells
     repeat a few step names and tokens). Built column by column in numpy: a new sentence costs ~2 ms.
-    With ``ui.charts.respec`` a page turns the spec of one diagram into another's."""
+    """
     n, S = len(tokens), len(steps)
     h = _row_height(n)
     labels = unique_labels(tokens)
@@ -140,12 +140,12 @@ def layer_diagram_frame(steps: Sequence[DiagramStep], tokens: Sequence[str],
     return pd.DataFrame(frame), width, int(y0[-1] + h) + 2
 
 
-def layer_diagram(steps: Sequence[DiagramStep], tokens: Sequence[str], skips: Sequence[tuple[int, int]], *,
-                  value_title: str, token_title: str, dim_title: str, step_title: str) -> alt.LayerChart:
+@chart_kind(fill=("width", "height"))
+def layer_diagram_chart(frame, *, value_title: str, token_title: str, dim_title: str, step_title: str,
+                        width: int, height: int) -> alt.LayerChart:
     """A vertical flow of labelled boxes (name, formula, shape and RMS), each with the mini heatmap of its
     tensor (rows = tokens top to bottom, columns = dimensions) on the same row; the residual skips drawn
     on the left. Colours of the heatmaps share one diverging scale clamped at +-3, so growth shows."""
-    frame, width, height = layer_diagram_frame(steps, tokens, skips)
     xs = alt.Scale(domain=[0, width], nice=False, zero=False)
     ys = alt.Scale(domain=[0, height], nice=False, zero=False, reverse=True)
 
@@ -183,31 +183,41 @@ def layer_diagram(steps: Sequence[DiagramStep], tokens: Sequence[str], skips: Se
         width=width, height=height, view=alt.ViewBackground(stroke=None)).resolve_scale(color="independent")
 
 
+def layer_diagram(steps: Sequence[DiagramStep], tokens: Sequence[str], skips: Sequence[tuple[int, int]], *,
+                  value_title: str, token_title: str, dim_title: str, step_title: str) -> Spec:
+    """The layer diagram of ``steps`` on ``tokens`` (see ``layer_diagram_chart``)."""
+    frame, width, height = layer_diagram_frame(steps, tokens, skips)
+    return layer_diagram_chart(frame, value_title=value_title, token_title=token_title, dim_title=dim_title,
+                               step_title=step_title, width=width, height=height)
+
+
 def _rule_at_one() -> alt.Chart:
     """A horizontal rule at y = 1 drawn from the layer's own data (one row after the aggregate)."""
     return alt.Chart().transform_aggregate(rows="count()").transform_calculate(y="1")
 
 
-def scale_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    """The data ``scale_chart`` draws: its input with ``final`` (default False) and ``exact`` (text)."""
-    frame = frame.copy()
-    if "final" not in frame:
-        frame["final"] = False
+SERIES_COLOURS = ["#3b528b", "#e66101", "#5ec962", "#999999"]
+
+
+def scale_frame(stream: dict[str, np.ndarray], final: tuple[str, int, float]) -> pd.DataFrame:
+    """One row per (series, layer) of the residual stream's RMS (layer 0 = input of layer 1), and the
+    ``final`` point (series label, layer, RMS after a final LayerNorm), drawn as a diamond."""
+    frames = [pd.DataFrame({"layer": np.arange(len(v)), "rms": np.asarray(v, dtype=float), "series": name,
+                            "final": False}) for name, v in stream.items()]
+    frames.append(pd.DataFrame({"layer": [final[1]], "rms": [float(final[2])], "series": [final[0]],
+                                "final": [True]}))
+    frame = pd.concat(frames, ignore_index=True)
     frame["exact"] = np.char.mod("%.4f", frame["rms"].to_numpy(dtype=float))
     return frame
 
 
-def scale_chart(frame: pd.DataFrame, *, x_title: str, y_title: str, series_title: str,
+@chart_kind(fill=("max_layer",))
+def scale_chart(frame, *, series: list[str], x_title: str, y_title: str, series_title: str,
                 max_layer: int) -> alt.LayerChart:
-    """Activation scale of the residual stream per layer, one line per variant.
-
-    ``frame``: columns layer (0 = input of layer 1), rms, series (label), and optional ``final`` (bool):
-    points drawn as a large diamond (the RMS after a final LayerNorm), not joined to the lines.
-    """
-    frame = scale_frame(frame)
-    series = list(dict.fromkeys(frame["series"]))
+    """Activation scale of the residual stream per layer, one line per series (``scale_frame``); the
+    ``final`` points as large diamonds, not joined to the lines."""
     colour = alt.Color("series:N", title=series_title, sort=series,
-                       scale=alt.Scale(range=["#3b528b", "#e66101", "#5ec962", "#999999"][:len(series)]))
+                       scale=alt.Scale(range=SERIES_COLOURS[:len(series)]))
     tooltip = [alt.Tooltip("series:N", title=series_title), alt.Tooltip("layer:Q", title=x_title),
                alt.Tooltip("exact:N", title=y_title)]
     x = alt.X("layer:Q", title=x_title, scale=alt.Scale(domain=[0, max_layer], nice=False),
@@ -219,6 +229,14 @@ def scale_chart(frame: pd.DataFrame, *, x_title: str, y_title: str, series_title
                                                                stroke="white", strokeWidth=1)
     one = _rule_at_one().mark_rule(strokeDash=[3, 3], color="#777777").encode(y=alt.Y("y:Q"))
     return alt.layer(one, lines, finals, data=frame).properties(height=300)
+
+
+def residual_scale(stream: dict[str, np.ndarray], final: tuple[str, int, float], *, x_title: str, y_title: str,
+                   series_title: str) -> Spec:
+    """The scale chart of ``stream`` (series label -> RMS per layer, 0..N) and the ``final`` diamond."""
+    frame = scale_frame(stream, final)
+    return scale_chart(frame, series=[*stream, final[0]], x_title=x_title, y_title=y_title,
+                       series_title=series_title, max_layer=int(frame["layer"].max()))
 
 
 def head_grid_frame(weights, tokens: Sequence[str]) -> pd.DataFrame:
@@ -233,16 +251,14 @@ def head_grid_frame(weights, tokens: Sequence[str]) -> pd.DataFrame:
                          "value": w.ravel(), "exact": np.char.mod("%.6g", w.ravel())})
 
 
-def head_grid(weights, tokens: Sequence[str], *, layer_title: str, head_title: str, value_title: str,
-              query_title: str, key_title: str, selected: tuple[int, int] | None = None) -> alt.FacetChart:
+@chart_kind(fill=("selected_layer", "selected_head"))
+def head_grid_chart(frame, *, size: int, layer_title: str, head_title: str, value_title: str, query_title: str,
+                    key_title: str, selected_layer: int | None = None,
+                    selected_head: int | None = None) -> alt.FacetChart:
     """All heads of all layers as small heatmaps: rows = layers, columns = heads; click one to enlarge
     (selection ``tile`` with fields layer, head). Fixed 0..1 colour domain, as every weight heatmap."""
-    frame = head_grid_frame(weights, tokens)
-    n_heads = int(frame["head"].max())
-    n = int(frame["query_pos"].max()) + 1
-    size = int(max(46, min(96, 560 // max(n_heads, 1))))
-    pick = alt.selection_point(name=TILE_GRID, fields=["layer", "head"], on="click",
-                               value=None if selected is None else [{"layer": selected[0], "head": selected[1]}])
+    value = None if selected_layer is None else [{"layer": selected_layer, "head": selected_head}]
+    pick = alt.selection_point(name=TILE_GRID, fields=["layer", "head"], on="click", value=value)
     tile = alt.Chart().mark_rect().encode(
         x=alt.X("key_pos:O", axis=None), y=alt.Y("query_pos:O", axis=None),
         color=alt.Color("value:Q", title=value_title, scale=alt.Scale(domain=[0, 1], scheme=WEIGHT_SCHEME)),
@@ -250,61 +266,54 @@ def head_grid(weights, tokens: Sequence[str], *, layer_title: str, head_title: s
         tooltip=[alt.Tooltip("layer:O", title=layer_title), alt.Tooltip("head:O", title=head_title),
                  alt.Tooltip("query:N", title=query_title), alt.Tooltip("key:N", title=key_title),
                  alt.Tooltip("exact:N", title=value_title)],
-    ).add_params(pick).properties(width=size, height=size * n / max(n, 1))
+    ).add_params(pick).properties(width=size, height=size)
     return tile.facet(data=frame, row=alt.Row("layer:O", title=layer_title),
                       column=alt.Column("head:O", title=head_title)).resolve_scale(x="shared", y="shared")
 
 
-def row_sums_frame(eval_sums, train_sums, tokens: Sequence[str], *, eval_title: str,
-                   train_title: str) -> pd.DataFrame:
-    """The data of ``row_sums_chart`` (its spec depends on the tokens only through the query order)."""
-    labels = unique_labels(tokens)
-    ev, tr = np.asarray(eval_sums, dtype=float), np.asarray(train_sums, dtype=float)
-    frame = pd.DataFrame({"query": labels * 2, "pos": list(range(len(labels))) * 2,
-                          "mode": [eval_title] * len(labels) + [train_title] * len(labels),
-                          "sum": np.concatenate([ev, tr])})
-    frame["exact"] = np.char.mod("%.6f", frame["sum"].to_numpy())
-    return frame
+def head_grid(weights, tokens: Sequence[str], *, layer_title: str, head_title: str, value_title: str,
+              query_title: str, key_title: str, selected: tuple[int, int] | None = None) -> Spec:
+    """The layer x head grid of ``weights`` (L, h, n, n); ``selected`` = (layer, head), 1-based."""
+    n_heads = int(np.shape(weights)[1])
+    return head_grid_chart(head_grid_frame(weights, tokens), size=int(max(46, min(96, 560 // max(n_heads, 1)))),
+                           layer_title=layer_title, head_title=head_title, value_title=value_title,
+                           query_title=query_title, key_title=key_title,
+                           selected_layer=None if selected is None else int(selected[0]),
+                           selected_head=None if selected is None else int(selected[1]))
 
 
-def row_sums_chart(eval_sums, train_sums, tokens: Sequence[str], *, eval_title: str, train_title: str,
-                   query_title: str, sum_title: str, mode_title: str) -> alt.LayerChart:
-    """Row sums of the attention weights per query, eval vs train mode, with the line at 1."""
+def paired_frame(first, second, tokens: Sequence[str], series: tuple[str, str], digits: int) -> pd.DataFrame:
+    """Two values per token (label, pos, series, value, exact with ``digits`` decimals)."""
     labels = unique_labels(tokens)
-    frame = row_sums_frame(eval_sums, train_sums, tokens, eval_title=eval_title, train_title=train_title)
+    values = np.concatenate([np.asarray(first, dtype=float), np.asarray(second, dtype=float)])
+    return pd.DataFrame({"label": labels * 2, "pos": list(range(len(labels))) * 2,
+                         "series": [series[0]] * len(labels) + [series[1]] * len(labels), "value": values,
+                         "exact": np.char.mod(f"%.{digits}f", values)})
+
+
+@chart_kind(fill=("order",))
+def paired_bars_chart(frame, *, series: list[str], label_title: str, value_title: str, series_title: str,
+                      rule_at_one: bool, height: int, order=()) -> alt.Chart | alt.LayerChart:
+    """Two bars per token side by side, in ``order``; with ``rule_at_one`` a dashed line at 1."""
     bars = alt.Chart().mark_bar().encode(
-        x=alt.X("query:N", sort=labels, title=query_title, axis=alt.Axis(labelAngle=-45)),
-        xOffset=alt.XOffset("mode:N", sort=[eval_title, train_title]),
-        y=alt.Y("sum:Q", title=sum_title),
-        color=alt.Color("mode:N", title=mode_title, sort=[eval_title, train_title],
-                        scale=alt.Scale(range=["#3b528b", "#e66101"])),
-        tooltip=[alt.Tooltip("query:N", title=query_title), alt.Tooltip("mode:N", title=mode_title),
-                 alt.Tooltip("exact:N", title=sum_title)])
-    one = _rule_at_one().mark_rule(strokeDash=[4, 3], color="#333333").encode(y=alt.Y("y:Q"))
-    return alt.layer(bars, one, data=frame).properties(height=240)
-
-
-def paired_bars_frame(first, second, tokens: Sequence[str], *, first_title: str, second_title: str) -> pd.DataFrame:
-    """The data of ``paired_bars`` (its spec depends on the tokens only through the token order)."""
-    labels = unique_labels(tokens)
-    a, b = np.asarray(first, dtype=float), np.asarray(second, dtype=float)
-    frame = pd.DataFrame({"token": labels * 2, "series": [first_title] * len(labels) + [second_title] * len(labels),
-                          "value": np.concatenate([a, b])})
-    frame["exact"] = np.char.mod("%.4f", frame["value"].to_numpy())
-    return frame
-
-
-def paired_bars(first, second, tokens: Sequence[str], *, first_title: str, second_title: str,
-                label_title: str, value_title: str, series_title: str) -> alt.Chart:
-    """Two values per token side by side (e.g. the FFN's update, correct layer vs the tutorial's)."""
-    labels = unique_labels(tokens)
-    frame = paired_bars_frame(first, second, tokens, first_title=first_title, second_title=second_title)
-    return alt.Chart(frame).mark_bar().encode(
-        x=alt.X("token:N", sort=labels, title=label_title, axis=alt.Axis(labelAngle=-45)),
-        xOffset=alt.XOffset("series:N", sort=[first_title, second_title]),
+        x=alt.X("label:N", sort=order, title=label_title, axis=alt.Axis(labelAngle=-45)),
+        xOffset=alt.XOffset("series:N", sort=series),
         y=alt.Y("value:Q", title=value_title),
-        color=alt.Color("series:N", title=series_title, sort=[first_title, second_title],
-                        scale=alt.Scale(range=["#3b528b", "#e66101"])),
-        tooltip=[alt.Tooltip("token:N", title=label_title), alt.Tooltip("series:N", title=series_title),
-                 alt.Tooltip("exact:N", title=value_title)],
-    ).properties(height=220)
+        color=alt.Color("series:N", title=series_title, sort=series, scale=alt.Scale(range=SERIES_COLOURS[:2])),
+        tooltip=[alt.Tooltip("label:N", title=label_title), alt.Tooltip("series:N", title=series_title),
+                 alt.Tooltip("exact:N", title=value_title)])
+    layers = [bars]
+    if rule_at_one:
+        layers.append(_rule_at_one().mark_rule(strokeDash=[4, 3], color="#333333").encode(y=alt.Y("y:Q")))
+    return alt.layer(*layers, data=frame).properties(height=height)
+
+
+def paired_bars(first, second, tokens: Sequence[str], *, series: tuple[str, str], label_title: str,
+                value_title: str, series_title: str, rule_at_one: bool = False, height: int = 220,
+                digits: int = 4) -> Spec:
+    """Two values per token side by side: the FFN's update, correct layer vs the tutorial's; or the row
+    sums of the attention weights in eval vs train mode (``rule_at_one``: the line at 1)."""
+    frame = paired_frame(first, second, tokens, series, digits)
+    return paired_bars_chart(frame, series=list(series), label_title=label_title, value_title=value_title,
+                             series_title=series_title, rule_at_one=rule_at_one, height=height,
+                             order=unique_labels(tokens))

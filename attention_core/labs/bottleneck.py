@@ -14,7 +14,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from ..models.seq2seq import Seq2Seq, translate
+from ..models.seq2seq import Seq2Seq, decode_as_tutorial, translate
 from ..models.tasks import REVERSE_VOCAB, Vocab, make_reverse_example
 
 # ------------------------------------------------------------------------------------------------
@@ -87,3 +87,54 @@ def clean_digits(text: str) -> tuple[str, list[str]]:
         if not ("0" <= c <= "9") and c not in bad:
             bad.append(c)
     return ("" if bad else text), bad
+
+
+# ------------------------------------------------------------------------------------------------
+# One digit string through both models; the tutorial's batching
+# ------------------------------------------------------------------------------------------------
+
+class Answers(NamedTuple):
+    """Both models' answers to one digit string, and the attention model's alignment
+    (len(attention), len(digits)): row i = where output character i read."""
+
+    no_attention: str
+    attention: str
+    alignment: np.ndarray
+
+
+def answers(plain: Seq2Seq, attentive: Seq2Seq, digits: str, vocab: Vocab = REVERSE_VOCAB) -> Answers:
+    with torch.inference_mode():
+        (bare,), (looked,) = (translate(m, [digits], vocab, vocab, max_len=len(digits) + 5) for m in (plain, attentive))
+    return Answers(bare.output, looked.output, looked.alignment.numpy())
+
+
+class BatchedAnswer(NamedTuple):
+    """A short string's answer alone and batched with a long one the tutorial's way (pads seen by the
+    encoder and the attention); pad_mass: mean attention on the pads (None without attention)."""
+
+    alone: str
+    batched: str
+    pad_mass: float | None
+
+
+def batched_as_tutorial(model: Seq2Seq, short: str, long: str, vocab: Vocab = REVERSE_VOCAB) -> BatchedAnswer:
+    with torch.inference_mode():
+        alone = translate(model, [short], vocab, vocab, max_len=len(short) + 5)[0]
+    padded = decode_as_tutorial(model, [short, long], vocab, vocab, len(long) + 5)[0]
+    pad_mass = None if padded.alignment is None else float(padded.alignment[:, len(short):].sum(-1).mean())
+    return BatchedAnswer(alone.output, padded.output, pad_mass)
+
+
+class DigitsCheck(NamedTuple):
+    """Typed digits, cleaned (``clean_digits``), and ``problem``: None (run ``digits``), "chars" (``bad``
+    lists the characters that are not digits), "empty" or "long" (more digits than allowed)."""
+
+    digits: str
+    bad: list[str]
+    problem: str | None
+
+
+def check_digits(text: str, max_len: int) -> DigitsCheck:
+    digits, bad = clean_digits(text)
+    problem = "chars" if bad else ("empty" if not digits else ("long" if len(digits) > max_len else None))
+    return DigitsCheck(digits, bad, problem)

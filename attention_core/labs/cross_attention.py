@@ -37,9 +37,10 @@ import math
 from collections.abc import Sequence
 from typing import NamedTuple
 
+import numpy as np
 import torch
 
-from ..crossmodal import CrossModalAttention
+from ..crossmodal import CrossModalAttention, align_text_to_image_, grounded_features, synthetic_scene
 from ..modules import MultiHeadAttention
 from ..text import embed_tokens
 
@@ -270,3 +271,54 @@ def closed_form_steps(distance: int, kind: str, *, kernel: int = 3, neighbourhoo
     reach = {"self_attention": math.inf, "recurrent": 1, "convolution": (kernel - 1) // 2,
              "restricted": neighbourhood}[kind]
     return 1 if reach == math.inf else math.ceil(distance / reach)
+
+
+# ---------------------------------------------------------------------------------------------
+# what the page draws (numpy)
+# ---------------------------------------------------------------------------------------------
+
+
+class DecoderView(NamedTuple):
+    """The decoder-over-encoder weights of head 1 (n_t, n_s) and what each target token means."""
+
+    weights: np.ndarray
+    meaning: list[str | None]
+
+
+def decoder_view(source: Sequence[str], target: Sequence[str], d_model: int, seed: int,
+                 trained: bool) -> DecoderView:
+    r = decoder_cross_attention(source, target, d_model, 1, seed=seed, trained=trained)
+    return DecoderView(r.weights[0].numpy(), list(r.meaning))
+
+
+class SceneView(NamedTuple):
+    """Caption words over the patches of a synthetic picture through ``CrossModalAttention``.
+
+    image (H, W, 3); weights (n_w, n_p) averaged over heads; head_weights (h, n_w, n_p); gate (n_w, d);
+    coverage (n_w, n_p): the share of each patch the word names; regions: the picture's words;
+    visual_shape: (patches, patch features)."""
+
+    image: np.ndarray
+    weights: np.ndarray
+    head_weights: np.ndarray
+    gate: np.ndarray
+    coverage: np.ndarray
+    regions: list[str]
+    visual_shape: tuple[int, int]
+
+
+def scene_view(kind: str, words: Sequence[str], patch: int, heads: int, sharpness: float, seed: int, *,
+               image_size: int, text_dim: int) -> SceneView:
+    """The picture ``kind`` and the caption ``words`` through a CrossModalAttention aligned to it
+    (``align_text_to_image_``: a stand-in for training); the global random state is left untouched."""
+    scene = synthetic_scene(kind, image_size, seed)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        module = CrossModalAttention(patch * patch * 3, text_dim, heads).eval()
+    align_text_to_image_(module, sharpness)
+    inputs = grounded_features(module, scene, [scene_word(w) for w in words], patch)
+    with torch.no_grad():
+        out = module(inputs.visual, inputs.text)
+    return SceneView(scene.image.numpy(), out.weights[0].mean(0).numpy(), out.weights[0].numpy(),
+                     out.gate[0].numpy(), inputs.coverage.numpy(), sorted(scene.regions),
+                     tuple(inputs.visual.shape[1:]))

@@ -12,11 +12,14 @@ eval mode unless said otherwise, and never touches the global random state (``fo
 """
 from __future__ import annotations
 
+import copy
 from typing import NamedTuple
 
+import numpy as np
 import torch
 from torch import nn
 
+from ..analysis import attention_rollout
 from ..modules import MultiHeadAttention
 from ..transformer import PositionWiseFFN, TransformerEncoder, TransformerEncoderLayer
 from ..types import AttentionOutput
@@ -192,3 +195,72 @@ def double_residual_effect(layer: TransformerEncoderLayer, x: torch.Tensor) -> D
     right, wrong = mine["output"][0], theirs["output"][0]
     size = out1.norm(dim=-1)
     return DoubleResidual((right - out1).norm(dim=-1) / size, (wrong - out1).norm(dim=-1) / size, right, wrong)
+
+
+# ---------------------------------------------------------------------------------------------
+# what the page draws: one stack run on a sentence, per variant (numpy, shared read-only)
+# ---------------------------------------------------------------------------------------------
+
+
+class EncoderSetup(NamedTuple):
+    """Everything the weights and the input of the page's stacks depend on (a cache key by value)."""
+
+    tokens: tuple[str, ...]
+    activation: str
+    d_model: int
+    heads: int
+    seed: int
+
+
+class StackRun(NamedTuple):
+    """One variant's stack on the sentence, as numpy arrays.
+
+    steps: per layer, every intermediate tensor of ``TransformerEncoderLayer.forward_trace`` (n, width);
+    weights (L, h, n, n); stream: RMS of the residual stream (L+1,); final_rms: RMS after a final
+    LayerNorm on each layer's output (L,); final_gap: what that final LayerNorm changes (L,);
+    rollout: cumulative attention rollout after each layer (L, n, n)."""
+
+    steps: list[dict[str, np.ndarray]]
+    weights: np.ndarray
+    stream: np.ndarray
+    final_rms: np.ndarray
+    final_gap: np.ndarray
+    rollout: np.ndarray
+
+
+def encoders_for(d_model: int, num_heads: int, num_layers: int, activation: str, seed: int,
+                 max_len: int) -> dict[str, TransformerEncoder]:
+    """Both variants with the same weights (``encoder_for``), keyed by variant."""
+    return {v: encoder_for(v, d_model, num_heads, num_layers, activation, seed, max_len=max_len) for v in VARIANTS}
+
+
+def run_stack(enc: TransformerEncoder, x: torch.Tensor) -> StackRun:
+    """Trace ``enc`` on x (1, n, d): every step of every layer, the stream's scale and the rollout."""
+    with torch.no_grad():
+        tr = enc.trace_embeddings(x)
+        outputs = [layer.output for layer in tr.layers]
+        stream = residual_stream_rms(tr.embeddings, outputs)
+        finals = [float(rms(enc.final_norm(y) if enc.final_norm is not None else y)) for y in outputs]
+        gaps = [float(final_layernorm_gap(y)) for y in outputs]
+        rollout = attention_rollout([layer.weights for layer in tr.layers], cumulative=True)[:, 0]
+    return StackRun(steps=[{k: v[0].numpy().copy() for k, v in layer.steps.items()} for layer in tr.layers],
+                    weights=np.stack([layer.weights[0].numpy() for layer in tr.layers]),
+                    stream=stream.numpy(), final_rms=np.array(finals), final_gap=np.array(gaps),
+                    rollout=rollout.numpy())
+
+
+class DropoutWeights(NamedTuple):
+    """One layer's attention weights (h, n, n) in eval and in train mode (numpy)."""
+
+    eval: np.ndarray
+    train: np.ndarray
+
+    def dropped(self, head: int) -> np.ndarray:
+        """(n, n) True where dropout zeroed a weight that eval mode keeps (drawn grey)."""
+        return (self.train[head] == 0) & (self.eval[head] > 0)
+
+
+def dropout_weights(layer: TransformerEncoderLayer, x: torch.Tensor, p: float, seed: int) -> DropoutWeights:
+    """``attention_dropout`` on a copy of ``layer`` (so a shared, cached layer stays in eval mode)."""
+    view = attention_dropout(copy.deepcopy(layer), x, p, seed=seed)
+    return DropoutWeights(view.eval_weights[0].numpy(), view.train_weights[0].numpy())

@@ -41,8 +41,10 @@ def frame(chart):
 
 
 def title_of(chart):
+    """A chart's title; a title of several lines as one text, its lines joined by newlines."""
     got = chart_spec(chart).get("title")
-    return got.get("text") if isinstance(got, dict) else got
+    got = got.get("text") if isinstance(got, dict) else got
+    return "\n".join(got) if isinstance(got, list) else got
 
 
 def titled(at, title: str):
@@ -122,7 +124,9 @@ def test_gallery_loads_a_form_and_the_answer_is_verified(fmt):
 def test_one_date_in_several_forms():
     at = open_page("alignment", "en", params={"day": "1998-11-23"})
     assert exceptions(at) == [] and at.date_input(key="day").value == dt.date(1998, 11, 23)
-    forms = ("en_mdy_long", "en_dmy_abbr_yy", "num_ymd_slash", "zh_numerals")
+    patterns = {"en_mdy_long": "Month D, YYYY", "en_dmy_abbr_yy": "D Mon YY", "num_ymd_slash": "YYYY/MM/DD",
+                "zh_numerals": "YYYY年M月D日 · 〇一二三"}
+    forms = tuple(patterns)
     rendered = date_forms(dt.date(1998, 11, 23), forms)
     outs = translate(M.model, [s for _, s in rendered], M.src_vocab, M.tgt_vocab, max_len=12)
     spans = {"year": range(0, 4), "month": range(5, 7), "day": range(8, 10)}
@@ -130,6 +134,8 @@ def test_one_date_in_several_forms():
     for (fmt, text), o in zip(rendered, outs):
         charts_ = [c for c in charts(at) if f"“{text}” → {o.output}" in (title_of(c) or "")]
         assert len(charts_) == 1
+        # two lines, the pattern above the date: one line was cut off with "…" in the narrow column
+        assert chart_spec(charts_[0])["title"] == [patterns[fmt], f"“{text}” → {o.output}"]
         g = grid(frame(charts_[0]))
         assert np.allclose(g, o.alignment.numpy(), atol=1e-6) and np.allclose(g.sum(1), 1, atol=1e-5)
         column = next(c for c in moves.columns if c.endswith(f": {text}"))

@@ -17,16 +17,7 @@ from attention_core.crossmodal import (
 )
 from attention_core.labs.cross_attention import gloss, scene_word
 from attention_core.text import embed_tokens, tokenize
-from tests.apptest_util import (
-    all_text,
-    assert_same_spec,
-    chart_data,
-    chart_spec,
-    charts,
-    exceptions,
-    open_page,
-    shows_label,
-)
+from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page, shows_label
 from ui.i18n import catalog
 
 ORDER = ("xa", "xa_row", "cm", "spot", "gate")
@@ -242,18 +233,3 @@ def test_a_clicked_row_is_kept_in_the_url():
     heat = charts(at)[0]
     assert chart_spec(heat)["params"][0]["value"] == [{"query_pos": 1}]
 
-
-def test_image_attention_spec_equals_a_fresh_chart():
-    """The page draws the picture with image_attention_spec (one skeleton per size class, new data and title):
-    it must equal the Altair-built chart for every patch size (with and without printed weights)."""
-    from ui import cross_attention_charts as cc
-    from ui.charts import to_spec
-    rng = np.random.default_rng(0)
-    for patch in (4, 8, 16, 32, 5, 8):
-        image, side = rng.random((32, 32, 3)), -(-32 // patch)
-        w = rng.random(side * side)
-        w /= w.sum()
-        named = rng.random(side * side) < 0.2
-        kw = dict(title=f"word {patch}", picture_title="picture", weight_title="w", patch_title="p")
-        assert_same_spec(cc.image_attention_spec(image, w, patch, named, **kw),
-                         to_spec(cc.image_attention_chart(image, w, patch, named, **kw)))

@@ -10,7 +10,7 @@ from torch import nn
 from attention_core.labs.encoder import encoder_for
 from attention_core.positional import sinusoidal_encoding
 from attention_core.text import embed_tokens, tokenize
-from tests.apptest_util import all_text, assert_same_spec, chart_data, chart_spec, charts, exceptions, open_page
+from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page
 from ui.i18n import catalog
 
 EN, ZH = catalog("en"), catalog("zh")
@@ -26,6 +26,15 @@ def frame_with(at, *columns, part=None):
             if set(columns) <= set(frame.columns):
                 return frame if part is None else frame[frame["part"] == part].reset_index(drop=True)
     raise AssertionError(f"no chart with columns {columns}")
+
+
+def series_frame(at, name):
+    """The dataset of the first paired-bars chart with a series called ``name``."""
+    for chart in charts(at):
+        for frame in chart_data(chart).values():
+            if "series" in frame.columns and name in set(frame["series"]):
+                return frame
+    raise AssertionError(f"no chart with a series {name!r}")
 
 
 def heatmap_titled(at, prefix):
@@ -119,7 +128,7 @@ def test_scale_chart_post_stays_at_one_pre_grows_and_notice_agrees(en_page):
 
 
 def test_double_residual_bars_halve_the_update(en_page):
-    bars = frame_with(en_page, "series", "value", "token")
+    bars = series_frame(en_page, EN["encoder.dr_correct"])
     right = bars[bars["series"] == EN["encoder.dr_correct"]]["value"].to_numpy()
     wrong = bars[bars["series"] == EN["encoder.dr_tutorial"]]["value"].to_numpy()
     assert len(right) == len(wrong) == len(TOKENS)
@@ -164,10 +173,10 @@ def test_dropout_train_weights_are_inverted_dropout_of_eval_and_row_sums_shown(e
     assert (~kept).sum() > 0
     assert set(train_frame.sort_values(["query_pos", "key_pos"])["masked"].to_numpy().nonzero()[0]) == \
         set((~kept).ravel().nonzero()[0])                                       # dropped cells drawn grey
-    sums = frame_with(en_page, "mode", "sum")
-    np.testing.assert_allclose(sums[sums["mode"] == EN["encoder.mode_train"]]["sum"].to_numpy(), tr.sum(-1),
+    sums = series_frame(en_page, EN["encoder.mode_train"])
+    np.testing.assert_allclose(sums[sums["series"] == EN["encoder.mode_train"]]["value"].to_numpy(), tr.sum(-1),
                                atol=1e-6)
-    np.testing.assert_allclose(sums[sums["mode"] == EN["encoder.mode_eval"]]["sum"].to_numpy(), 1.0, atol=1e-5)
+    np.testing.assert_allclose(sums[sums["series"] == EN["encoder.mode_eval"]]["value"].to_numpy(), 1.0, atol=1e-5)
     text = all_text(en_page)
     assert f"between {tr.sum(-1).min():.3f} and {tr.sum(-1).max():.3f}" in text
     assert f"{int((~kept).sum())} of the {tr.size} weights" in text
@@ -257,76 +266,6 @@ def test_every_control_at_its_extremes(en_page):
     assert grid["layer"].nunique() == 12 and grid["head"].nunique() == 1
 
 
-# ------------------------------------------------------------------ specs made from a skeleton
-def _stack_weights(tokens, layers=12, heads=4, d=32):
-    enc = encoder_for("pre", d, heads, layers, "relu", 0, max_len=32)
-    with torch.no_grad():
-        tr = enc.trace_embeddings(embed_tokens(tokens, d, 0)[None])
-    return np.stack([layer.weights[0].numpy() for layer in tr.layers])     # (L, h, n, n)
-
-
-def test_respecs_equal_freshly_built_charts():
-    """The page builds the grid, the scale chart and the layer diagram once per language (and variant) and
-    makes the spec for another sentence or number of layers with ui.charts.respec, exactly as the page
-    does: each must equal a fresh build (new tokens, new length, new N, new selected tile)."""
-    import pandas as pd
-
-    from ui.charts import respec, to_spec, unique_labels
-    from ui.encoder_charts import (
-        TILE_GRID,
-        DiagramStep,
-        head_grid,
-        head_grid_frame,
-        layer_diagram,
-        layer_diagram_frame,
-        paired_bars,
-        paired_bars_frame,
-        row_sums_chart,
-        row_sums_frame,
-        scale_chart,
-        scale_frame,
-    )
-    skel = {}
-    cases = ((tokenize(SENTENCE), 6, (2, 3)), (["a", "b", "a", "c"], 1, (1, 1)),
-             (tokenize("猫 sat <b>on</b> 👍🏽 the mat ."), 12, (12, 4)), (["x"], 7, (5, 2)))
-    for tokens, n_layers, sel in cases:
-        w = _stack_weights(tokens)
-        fresh = to_spec(head_grid(w[:n_layers], tokens, layer_title="L", head_title="H", value_title="w",
-                                  query_title="q", key_title="k", selected=sel))
-        made = respec(skel.setdefault("grid", fresh), head_grid_frame(w[:n_layers], tokens),
-                      selection={TILE_GRID: [{"layer": sel[0], "head": sel[1]}]})
-        assert_same_spec(made, fresh)
-
-        frame = pd.DataFrame({"layer": np.arange(n_layers + 1), "rms": np.linspace(1, 2, n_layers + 1),
-                              "series": "post", "final": False})
-        fresh = to_spec(scale_chart(frame, x_title="x", y_title="y", series_title="s", max_layer=n_layers))
-        made = respec(skel.setdefault("scale", fresh), scale_frame(frame), domain={"x": [0, n_layers]})
-        assert_same_spec(made, fresh)
-
-        rng = np.random.default_rng(len(tokens))
-        steps = [DiagramStep(f"step {i}", "f(x)", f"rms {i}", kind, rng.standard_normal((len(tokens), 8 * (1 + wide))),
-                             wide=bool(wide))
-                 for i, (kind, wide) in enumerate((("io", 0), ("attention", 0), ("ffn", 1), ("norm", 0)))]
-        fresh = to_spec(layer_diagram(steps, tokens, [(0, 2)], value_title="v", token_title="t", dim_title="d",
-                                      step_title="s"))
-        frame, width, height = layer_diagram_frame(steps, tokens, [(0, 2)])
-        made = respec(skel.setdefault("diagram", fresh), frame, domain={"x": [0, width], "y": [0, height]},
-                      width=width, height=height)
-        assert_same_spec(made, fresh)
-
-        a, b = rng.random(len(tokens)), rng.random(len(tokens))
-        names = dict(first_title="ok", second_title="bug")
-        fresh = to_spec(paired_bars(a, b, tokens, **names, label_title="t", value_title="v", series_title="s"))
-        made = respec(skel.setdefault("paired", fresh), paired_bars_frame(a, b, tokens, **names),
-                      sort={"token": unique_labels(tokens)})
-        assert_same_spec(made, fresh)
-        names = dict(eval_title="eval", train_title="train")
-        fresh = to_spec(row_sums_chart(a, b, tokens, **names, query_title="q", sum_title="s", mode_title="m"))
-        made = respec(skel.setdefault("sums", fresh), row_sums_frame(a, b, tokens, **names),
-                      sort={"query": unique_labels(tokens)})
-        assert_same_spec(made, fresh)
-
-
 def test_a_clicked_tile_and_rollout_row_are_kept_in_the_url():
     """?tile=2.3 and ?row_rollout=1 (what clicks write) open the page on that tile and rollout row; a tile
     outside the grid falls back to the default one."""
@@ -354,3 +293,4 @@ def test_a_draw_that_drops_every_weight_is_explained_not_a_crash(text, p):
     else:
         assert EN["encoder.notice_scaled"].split("{")[0] in all_text(at)
     assert train.shape == (n, n)
+

@@ -12,7 +12,6 @@ from attention_core.positional import rotary_matrix, sinusoidal_encoding
 from attention_core.text import tokenize
 from tests.apptest_util import (
     all_text,
-    assert_same_spec,
     chart_data,
     chart_spec,
     charts,
