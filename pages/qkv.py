@@ -441,7 +441,7 @@ with st.expander(t("qkv.origin_title"), expanded=True, icon=":material/visibilit
 formula(r"\operatorname{Attention}\big(q, (k_1, v_1), \dots, (k_n, v_n)\big) = \sum_{i=1}^{n} "
         r"\underbrace{\operatorname{softmax}_i\big(a(q, k_i)\big)}_{\alpha_i}\; v_i",
         t("qkv.formula_caption"))
-tabs = st.tabs(qkv_state.tab_labels(NS, TABS), key="tab", bind="query-params")
+tabs = st.tabs(controls.tab_labels(NS, TABS), key="tab", bind="query-params")
 for tab, body in zip(tabs, (kernel_tab, library_tab, tokens_tab, similarity_tab)):
     if tab.open or tab.open is None:
         with tab:

@@ -1,12 +1,14 @@
 """Controls shared by pages, bound to the URL so a teacher can share an exact setup."""
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import streamlit as st
 
 from attention_core.text import tokenize
 
 from .anatomy import problem
-from .i18n import t
+from .i18n import LANGS, catalog, t
 
 MAX_CHARS = 2000
 MAX_TOKENS = 64
@@ -68,3 +70,16 @@ def cap_selection(key: str, max_selections: int) -> None:
     if isinstance(chosen, (list, tuple)) and len(chosen) > max_selections:
         st.session_state[key] = list(chosen)[:max_selections]
         problem("common.err_too_many", n=len(chosen), max=max_selections)
+
+
+def tab_labels(ns: str, names: Sequence[str], key: str = "tab") -> list[str]:
+    """Tab labels (they are the URL value); a tab named in the other language (URL or session) stays open."""
+    labels = [t(f"{ns}.{name}") for name in names]
+    current = st.session_state.get(key) or st.query_params.get(key)
+    if current is not None and current not in labels:
+        for lang in LANGS:
+            other = [str(catalog(lang).get(f"{ns}.{name}")) for name in names]
+            if current in other:
+                st.session_state[key] = labels[other.index(current)]
+                break
+    return labels

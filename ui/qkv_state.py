@@ -1,4 +1,4 @@
-"""The qkv page's widget state: the edited number table, heatmap clicks, the token pickers, the open tab."""
+"""The qkv page's widget state: the edited number table, heatmap clicks, the token pickers."""
 from __future__ import annotations
 
 import math
@@ -7,7 +7,6 @@ from collections.abc import Sequence
 import numpy as np
 import streamlit as st
 
-from .i18n import LANGS, catalog, t
 
 
 def parse_number_table(rows: Sequence[Sequence[object]],
@@ -36,19 +35,6 @@ def parse_number_table(rows: Sequence[Sequence[object]],
                 continue
             out[i, j] = value
     return out, bad
-
-
-def tab_labels(ns: str, names: Sequence[str], key: str = "tab") -> list[str]:
-    """Tab labels (they are the URL value); a tab named in the other language (URL or session) stays open."""
-    labels = [t(f"{ns}.{name}") for name in names]
-    current = st.session_state.get(key) or st.query_params.get(key)
-    if current is not None and current not in labels:
-        for lang in LANGS:
-            other = [str(catalog(lang).get(f"{ns}.{name}")) for name in names]
-            if current in other:
-                st.session_state[key] = labels[other.index(current)]
-                break
-    return labels
 
 
 def clicked_row(chart_keys: Sequence[str]) -> int | None:
