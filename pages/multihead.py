@@ -73,26 +73,6 @@ def joined(items: list[str]) -> str:
     return t(f"{NS}.or").join(items)
 
 
-def adopt_click(chart_key: str, selection: str, field: str, widget_key: str, valid) -> None:
-    """A click on a chart becomes the value of a URL-bound select box (set before the box is drawn).
-
-    The chart keeps its last selection across reruns; only a new click overrides the box, so the
-    box can still be changed by hand afterwards."""
-    try:
-        points = st.session_state[chart_key]["selection"][selection] or []
-    except (KeyError, TypeError):
-        points = []
-    points = points if isinstance(points, list) else [points]
-    picked = next((int(p[field]) for p in points if isinstance(p, dict) and field in p), None)
-    memo = f"_{chart_key}_adopted"
-    if picked is None:
-        st.session_state.pop(memo, None)
-    elif picked != st.session_state.get(memo):
-        st.session_state[memo] = picked
-        if picked in valid:
-            st.session_state[widget_key] = picked
-
-
 def default_query(tokens: list[str]) -> int:
     lower = [tok.lower() for tok in tokens]
     for pronoun in ("it", "它"):
@@ -346,8 +326,8 @@ def averaging_pitfall(v: View, f: lab.AveragingFacts) -> None:
 def pick_head_and_query(tokens: list[str], num_heads: int) -> tuple[int, int]:
     """The two URL-bound select boxes; a click on the grid / on a row of the big heatmap sets them."""
     n, labels = len(tokens), unique_labels(tokens)
-    adopt_click("mh_grid", mc.HEAD_SELECTION, "head", "head", range(1, num_heads + 1))
-    adopt_click("mh_big", ROW_SELECTION, "query_pos", "q", range(n))
+    controls.adopt_click("mh_grid", mc.HEAD_SELECTION, "head", "head", range(1, num_heads + 1))
+    controls.adopt_click("mh_big", ROW_SELECTION, "query_pos", "q", range(n))
     auto = default_query(tokens)
     left, right = st.columns(2)
     with left:
@@ -389,7 +369,7 @@ anatomy.formula(FORMULA, t(f"{NS}.formula_caption"))
 
 tokens = controls.sentence("text")
 d_model, num_heads, seed, mode = model_controls()
-result = None
+result, ran = None, []
 if tokens is not None:
     try:
         result = heads_lesson(tuple(tokens), d_model, num_heads, seed, mode)
@@ -404,11 +384,13 @@ if result is not None:
         if tab.open or tab.open is None:          # lazy: only the open tab runs
             with tab:
                 body(result, view)
+            ran.append(body)
     facts = lab.averaging_facts(result, view.head, view.query)
     what_to_notice(result, view, facts)
     parameter_exercise(result, view)
     averaging_pitfall(view, facts)
 
 anatomy.pitfall(t(f"{NS}.pit_div_title"), t(f"{NS}.pit_div_body"), code=t(f"{NS}.pit_div_code"))
-anatomy.show_code(MultiHeadAttention, lab.build_mha, lab.structured_mha, lab.model_input, lab.trace_mha,
-                  lab.parameter_count, classify_heads, head_similarity, qk_geometry)
+anatomy.show_code(MultiHeadAttention, lab.build_mha, lab.structured_mha if mode == "structured" else lab.random_mha,
+                  lab.model_input, lab.trace_mha, lab.parameter_count, classify_heads, head_similarity,
+                  *([qk_geometry] if geometry_section in ran else []))     # the code that ran, the open tab's too

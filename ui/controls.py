@@ -83,3 +83,23 @@ def tab_labels(ns: str, names: Sequence[str], key: str = "tab") -> list[str]:
                 st.session_state[key] = labels[other.index(current)]
                 break
     return labels
+
+
+def adopt_click(chart_key: str, selection: str, field: str, widget_key: str, valid) -> None:
+    """A click on a chart becomes the value of a URL-bound select box (set before the box is drawn).
+
+    The chart keeps its last selection across reruns; only a new click overrides the box, so the
+    box can still be changed by hand afterwards."""
+    try:
+        points = st.session_state[chart_key]["selection"][selection] or []
+    except (KeyError, TypeError):
+        points = []
+    points = points if isinstance(points, list) else [points]
+    picked = next((int(p[field]) for p in points if isinstance(p, dict) and field in p), None)
+    memo = f"_{chart_key}_adopted"
+    if picked is None:
+        st.session_state.pop(memo, None)
+    elif picked != st.session_state.get(memo):
+        st.session_state[memo] = picked
+        if picked in valid:
+            st.session_state[widget_key] = picked

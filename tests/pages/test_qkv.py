@@ -4,6 +4,7 @@ Oracles: an explicit Gaussian-kernel average in numpy (kernel regression), numpy
 softmax (library), torch's scaled_dot_product_attention on embeddings built here (tokens),
 hand-counted parameters (similarity functions).
 """
+import functools
 import math
 import re
 
@@ -237,6 +238,26 @@ def test_step_through_weights_match_torch(tokens_en):
     assert f"{w[it].max():.3f}" in _notice(at) and "1.0000" in _notice(at)
     spec = chart_spec(charts(at)[0])
     assert {"query_pos": it} in spec["params"][0]["value"]           # the selected row is the drawn one
+
+
+def test_neuron_view_shows_the_code_that_ran(monkeypatch):
+    """The neuron view's "show the code" lists lab.neuron_view: the page must call it (it once computed the
+    products inline and showed a function that never ran). A new key makes sure nothing comes from a cache."""
+    calls = []
+    original = lab.neuron_view
+
+    @functools.wraps(original)          # show_code prints the wrapped function's source
+    def counted(q_row, k_row):
+        calls.append((q_row.clone(), k_row.clone()))
+        return original(q_row, k_row)
+
+    monkeypatch.setattr(lab, "neuron_view", counted)
+    at = open_page("qkv", "en", params={"tab": TAB[2], "kt": "tired"})
+    assert exceptions(at) == []
+    assert calls, "the neuron view did not call lab.neuron_view"
+    prods = _frames(at, "dim", "product")[0]["product"].to_numpy()
+    np.testing.assert_allclose(prods, (calls[-1][0] * calls[-1][1]).numpy(), atol=1e-6)
+    assert any("def neuron_view" in c.value for c in at.code)
 
 
 @pytest.mark.parametrize("stage,attr", [(1, None), (2, "scores"), (3, "scaled"), (5, "output")])
