@@ -62,11 +62,11 @@ def additive_pairing(tokens: tuple[str, ...], d_k: int, hidden: int, seed: int) 
     return seed_bugs.additive_pairing_demo(lab.make_additive(d_k, d_k, hidden, seed), s.q[None], s.k[None])
 
 
-def draw_heatmap(matrix: np.ndarray, rows, cols, *, key: str, width: int, csv_name: str | None = None,
-                 selectable: bool = True, **options) -> None:
-    """A heatmap of its column's width (a band-scale chart does not stretch by itself); with a CSV download
-    when ``csv_name`` is given. A click on a cell picks its query row (read back by ``qkv_state.clicked_row``)."""
-    spec = heatmap(matrix, list(rows), list(cols), width=width, fit_x=False, selectable=selectable, **options)
+def draw_heatmap(matrix: np.ndarray, rows, cols, *, key: str, csv_name: str | None = None, selectable: bool = True,
+                 **options) -> None:
+    """A heatmap stretched to its column; with a CSV download when ``csv_name`` is given. A click on a cell picks
+    its query row (read back by ``qkv_state.clicked_row``)."""
+    spec = heatmap(matrix, list(rows), list(cols), selectable=selectable, **options)
     if csv_name:
         anatomy.show_matrix(spec, matrix, list(rows), list(cols), key=key, selectable=selectable,
                             file_name=csv_name)
@@ -101,7 +101,7 @@ def kernel_tab() -> None:
     left, right = st.columns(2)
     top_w = max(0.05, float(d.weights.max()))  # stretch the colours: a wide band has small weights
     with left:
-        draw_heatmap(d.weights, q_labels, k_labels, key="k_heat", width=380, csv_name="kernel_weights.csv",
+        draw_heatmap(d.weights, q_labels, k_labels, key="k_heat", csv_name="kernel_weights.csv",
                      kind="weights", domain=(0.0, top_w), outline_row=row, x_title=t("qkv.k_keys_axis"),
                      y_title=t("qkv.k_queries_axis"), value_title=t("common.weight"), title=t("qkv.k_heat_title"))
         st.caption(t("qkv.k_heat_caption", top=fmt.fixed(top_w, 3)))
@@ -262,7 +262,7 @@ def stage_charts(s: lab.StepThrough, stage: int, qi: int, labels: list[str], d_m
         for col, name, dims in zip(st.columns(2) + st.columns(2), "xqkv", (d_model, d_k, d_k, d_k)):
             with col:
                 draw_heatmap(getattr(s, name).numpy(), labels, [str(j) for j in range(dims)], key=f"t_{name}",
-                             width=340, csv_name=f"{name}.csv", kind="scores", selected_row=qi,
+                             csv_name=f"{name}.csv", kind="scores", selected_row=qi,
                              x_title=t("qkv.t_dim"), y_title=t("qkv.t_token"), value_title=name.upper(),
                              title=t(f"qkv.t_mat_{name}", n=n, d=dims))
         return
@@ -271,7 +271,7 @@ def stage_charts(s: lab.StepThrough, stage: int, qi: int, labels: list[str], d_m
     col_title = t("qkv.t_dim") if stage == 5 else t("common.key")
     left, right = st.columns([3, 2])
     with left:
-        draw_heatmap(matrix, labels, cols_labels, key="t_heat", width=420, csv_name=f"stage{stage}.csv",
+        draw_heatmap(matrix, labels, cols_labels, key="t_heat", csv_name=f"stage{stage}.csv",
                      kind="weights" if stage == 4 else "scores", selected_row=qi, x_title=col_title,
                      y_title=t("common.query"), value_title=t(f"qkv.t_value{stage}"),
                      title=t(f"qkv.t_mat{stage}", n=n, d=d_k))
@@ -307,7 +307,7 @@ def neuron_view(s: lab.StepThrough, qi: int, labels: list[str]) -> None:
     with n1:    # q, k and their products, one column per dimension
         draw_heatmap(np.stack([s.q[qi].numpy(), s.k[kj].numpy(), prods.numpy()]),
                      [f"q ({labels[qi]})", f"k ({labels[kj]})", "q ⊙ k"],
-                     [str(j) for j in range(s.d_k)], key="t_neuron", width=420, kind="scores", selectable=False,
+                     [str(j) for j in range(s.d_k)], key="t_neuron", kind="scores", selectable=False,
                      show_numbers=s.d_k <= 16, x_title=t("qkv.t_dim"), y_title=" ", value_title=t("qkv.t_product"))
     with n2:
         show_chart(qkv_charts.products(prods.numpy(), height=170, dim_title=t("qkv.t_dim"),
@@ -389,7 +389,7 @@ def similarity_tab() -> None:
             st.latex(SIM_LATEX[name])
     for col, name in zip(st.columns(3), names):
         with col:
-            draw_heatmap(by[name].weights, labels, labels, key=f"s_{name}", width=260, legend=False, kind="weights",
+            draw_heatmap(by[name].weights, labels, labels, key=f"s_{name}", legend=False, kind="weights",
                          selectable=False, show_numbers=False, x_title=t("common.key"), y_title=t("common.query"),
                          value_title=t("common.weight"))
             st.caption(t("qkv.s_caption", params=fmt.count(by[name].parameters), max=fmt.fixed(by[name].max_weight, 3),

@@ -352,7 +352,9 @@ def heatmap_chart(frame, *, kind: str, show_numbers: bool, fine: bool, any_maske
         y=alt.Y("query:N", sort=row_order, title=y_title, axis=alt.Axis(labelOverlap=overlap_y, labelLimit=90)),
     )
     colour = (alt.when(alt.datum.masked).then(alt.value(MASKED_GREY))
-              .otherwise(alt.Color("value:Q", scale=scale, title=value_title)))
+              .otherwise(alt.Color("value:Q", scale=scale, title=value_title,
+                                   # the colour bar fits beside a short heatmap (fit-x does not grow below it)
+                                   legend=alt.Legend(gradientLength=alt.ExprRef("clamp(height - 30, 40, 200)")))))
     tooltip = [alt.Tooltip("query:N", title=y_title), alt.Tooltip("key:N", title=x_title),
                alt.Tooltip("exact:N", title=value_title)]
     rect = base.mark_rect(stroke="white", strokeWidth=0.5 if fine else 0).encode(color=colour, tooltip=tooltip)
