@@ -51,7 +51,7 @@ from ui.anatomy import (
 )
 from ui.cache import MB, cache_data, shared_arrays
 from ui.charts import ROW_SELECTION, heatmap_spec, to_spec
-from ui.controls import MAX_CHARS
+from ui.controls import MAX_CHARS, adopt_click
 from ui.controls import seed as seed_control
 from ui.i18n import LANGS, catalog, current_lang, lesson, t
 
@@ -346,19 +346,7 @@ def fresh_spec(seed_: int, n_per_lang: int, lang: str) -> dict:
 
 def adopt_row_click(chart_key: str, widget_key: str, valid) -> None:
     """A click on a row of the "from it" heatmap becomes the drilled head (before its box is drawn)."""
-    try:
-        points = st.session_state[chart_key]["selection"][ROW_SELECTION] or []
-    except (KeyError, TypeError):
-        points = []
-    points = points if isinstance(points, list) else [points]
-    picked = next((int(p["query_pos"]) for p in points if isinstance(p, dict) and "query_pos" in p), None)
-    memo = f"_{chart_key}_adopted"
-    if picked is None:
-        st.session_state.pop(memo, None)
-    elif picked != st.session_state.get(memo):
-        st.session_state[memo] = picked
-        if picked in valid:
-            st.session_state[widget_key] = picked
+    adopt_click(chart_key, ROW_SELECTION, "query_pos", widget_key, valid)
 
 
 def facts_of(e: PronounExample, r: dict, e2: PronounExample, r2: dict, f: dict) -> dict:

@@ -215,3 +215,28 @@ def test_any_valid_setting_gives_finite_stochastic_weights(mode, d_model, heads,
     assert torch.isfinite(tr.output).all() and torch.isfinite(tr.weights).all()
     torch.testing.assert_close(tr.weights.sum(-1), torch.ones(1, heads, n), atol=1e-5, rtol=0)
     assert math.isclose(tr.scores.shape[-1], n)
+
+
+def test_heads_lesson_and_averaging_facts_against_direct_computations():
+    """The page's one cached computation: the weights are the module's, the average is their mean, and the
+    nearest / farthest heads and the averaging facts are what a brute-force search over the JS matrix gives."""
+    import numpy as np
+
+    from attention_core.labs import multihead as lab
+
+    tokens = tuple(tokenize("The animal didn't cross the street because it was too tired."))
+    r = lab.heads_lesson(tokens, 64, 8, 0, "structured")
+    mha, _ = lab.build_mha("structured", 64, 8, 0)
+    _, w = mha(lab.model_input(list(tokens), 64, 0))
+    np.testing.assert_allclose(r.weights, w[0].detach().numpy(), atol=1e-6)
+    np.testing.assert_allclose(r.average, r.weights.mean(0), atol=1e-6)
+    assert r.shapes["view"] == (1, len(tokens), 8, 8) and r.shapes["concat"] == (1, len(tokens), 64)
+    assert r.params[8].total == r.module_params[8] == r.params[1].total
+    head, query = 2, tokens.index("it")
+    f = lab.averaging_facts(r, head, query)
+    pairs = {(a, b): r.js[a, b] for a in range(8) for b in range(8) if a != b}
+    near, far = min(pairs, key=pairs.get), max(pairs, key=pairs.get)
+    assert (f.nearest.distance, f.farthest.distance) == pytest.approx((pairs[near], pairs[far]))
+    assert f.key == int(r.weights[head, query].argmax()) and f.w_avg == pytest.approx(r.average[query, f.key])
+    one = lab.heads_lesson(tokens, 64, 1, 0, "random")
+    assert lab.averaging_facts(one, 0, 0).nearest is None

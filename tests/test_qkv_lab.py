@@ -244,3 +244,15 @@ def test_dot_saturates_with_large_d_k_and_scaling_does_not():
     res = compare_similarities(st_.q, st_.k, hidden=16)
     assert res["dot"].weights.max(-1).values.mean() > 0.8
     assert res["scaled"].weights.max(-1).values.mean() < 0.6
+
+
+def test_kernel_lesson_is_nadaraya_watson_on_its_grid():
+    from attention_core.labs.qkv import kernel_lesson, query_grid
+
+    k = kernel_lesson(30, 0.5, 2, 0.4, 41)
+    x, y = kernel_regression_data(30, 0.5, 2)
+    pred, w = nadaraya_watson(query_grid(41), x, y, 0.4)
+    np.testing.assert_allclose(k.weights, w.numpy(), atol=1e-7)
+    np.testing.assert_allclose(k.pred, pred.numpy(), atol=1e-6)
+    np.testing.assert_allclose(k.neighbours, 1 / (w.numpy() ** 2).sum(-1), rtol=1e-5)
+    assert k.rmse == pytest.approx(float(np.sqrt(((k.fit - k.truth) ** 2).mean())), rel=1e-5)

@@ -26,6 +26,7 @@ from .cache import MB, ByteBudgetCache, key_of_values, nbytes
 WEIGHT_SCHEME = "viridis"
 SIGNED_SCHEME = "blueorange"
 MASKED_GREY = "#d4d4d4"
+OUTLINE_ORANGE = "#e66101"   # the query's colour: a row framed in it is the query shown in another chart
 MAX_NUMBERS = 16          # numbers printed in cells up to 16 x 16
 MAX_CELLS_PER_AXIS = 128  # larger matrices are shown as averaged tiles (the CSV keeps every value)
 ROW_SELECTION = "row"     # name of the click selection; st.altair_chart returns it
@@ -333,12 +334,15 @@ def heatmap_height(n_rows: int) -> int:
     return max(120, cell * n_rows)
 
 
-@chart_kind(fill=("domain", "threshold", "selected", "height", "width", "title", "row_order", "col_order"))
+@chart_kind(fill=("domain", "threshold", "selected", "height", "width", "title", "row_order", "col_order",
+                  "outline"))
 def heatmap_chart(frame, *, kind: str, show_numbers: bool, fine: bool, any_masked: bool, upright_x: bool,
                   overlap_x: bool, overlap_y: bool, selectable: bool, legend: bool, fit_x: bool, x_title: str,
                   y_title: str, value_title: str, domain, threshold: float, selected: int | None, height: int,
-                  width: int | None = None, title: str | None = None, row_order=(), col_order=()) -> alt.Chart:
-    """The Altair heatmap of ``heatmap_frame``'s data: rect per cell, numbers where they fit, click = row."""
+                  width: int | None = None, title: str | None = None, row_order=(), col_order=(),
+                  outline: int | None = None) -> alt.Chart:
+    """The Altair heatmap of ``heatmap_frame``'s data: rect per cell, numbers where they fit, click = row;
+    ``outline``: the query row (``query_pos``) framed in orange (a query shown in another chart)."""
     if kind == "weights":
         scale = alt.Scale(domain=domain, scheme=WEIGHT_SCHEME, clamp=True)
     else:
@@ -351,7 +355,9 @@ def heatmap_chart(frame, *, kind: str, show_numbers: bool, fine: bool, any_maske
         y=alt.Y("query:N", sort=row_order, title=y_title, axis=alt.Axis(labelOverlap=overlap_y, labelLimit=90)),
     )
     colour = (alt.when(alt.datum.masked).then(alt.value(MASKED_GREY))
-              .otherwise(alt.Color("value:Q", scale=scale, title=value_title)))
+              .otherwise(alt.Color("value:Q", scale=scale, title=value_title,
+                                   # the colour bar fits beside a short heatmap (fit-x does not grow below it)
+                                   legend=alt.Legend(gradientLength=alt.ExprRef("clamp(height - 30, 40, 200)")))))
     tooltip = [alt.Tooltip("query:N", title=y_title), alt.Tooltip("key:N", title=x_title),
                alt.Tooltip("exact:N", title=value_title)]
     rect = base.mark_rect(stroke="white", strokeWidth=0.5 if fine else 0).encode(color=colour, tooltip=tooltip)
@@ -374,6 +380,11 @@ def heatmap_chart(frame, *, kind: str, show_numbers: bool, fine: bool, any_maske
         layers.append(text)
     elif any_masked and fine:
         layers.append(base.transform_filter(alt.datum.masked).mark_text(text="×", color="#666666", fontSize=10))
+    if outline is not None:
+        layers.append(alt.Chart(frame).transform_filter(alt.datum.query_pos == outline)
+                      .transform_aggregate(groupby=["query"]).mark_rect(fill=None, stroke=OUTLINE_ORANGE,
+                                                                          strokeWidth=2.5)
+                      .encode(y=alt.Y("query:N", sort=row_order)))
     chart = alt.layer(*layers).properties(height=height)
     if width is not None:
         chart = chart.properties(width=width)
@@ -392,7 +403,7 @@ def heatmap(matrix, row_labels: Sequence[str], col_labels: Sequence[str] | None 
             show_numbers: bool | None = None, selected_row: int | None = None,
             selectable: bool = True, height: int | None = None,
             domain: tuple[float, float] | None = None, width: int | None = None,
-            legend: bool = True, fit_x: bool = True) -> Spec:
+            legend: bool = True, fit_x: bool = True, outline_row: int | None = None) -> Spec:
     """The one attention heatmap, as a finished spec: queries as rows, keys as columns.
 
     ``height`` is the plot's own height (the rows): with ``fit_x`` (default) the chart stretches to its
@@ -400,7 +411,8 @@ def heatmap(matrix, row_labels: Sequence[str], col_labels: Sequence[str] | None 
     kind="weights": fixed 0..1 colour domain (viridis), so two heatmaps compare by colour.
     kind="scores": diverging scheme centred on 0 for raw / scaled scores.
     Masked cells are drawn grey with a "×", never just dark. Clicking a cell selects its query row
-    (selection named ``row``, field ``query_pos``). Larger than 128 per axis: averaged tiles.
+    (selection named ``row``, field ``query_pos``). ``outline_row``: a query row framed in orange.
+    Larger than 128 per axis: averaged tiles.
     """
     col_labels = row_labels if col_labels is None else col_labels
     data = _heatmap_data(matrix, row_labels, col_labels, masked)
@@ -415,7 +427,8 @@ def heatmap(matrix, row_labels: Sequence[str], col_labels: Sequence[str] | None 
         value_title=value_title, domain=[float(lo), float(hi)], threshold=0.6 * float(hi),
         selected=None if selected_row is None else int(selected_row) // data.factor * data.factor,
         height=int(height or heatmap_height(n_rows)), width=width, title=title,
-        row_order=list(data.rows), col_order=list(data.cols))
+        row_order=list(data.rows), col_order=list(data.cols),
+        outline=None if outline_row is None else int(outline_row) // data.factor * data.factor)
 
 
 def attention_heatmap(weights, tokens: Sequence[str], key_tokens: Sequence[str] | None = None, *,

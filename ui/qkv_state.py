@@ -1,10 +1,12 @@
-"""The qkv page's edited number table as widget state: cells -> numbers and the unusable cells."""
+"""The qkv page's widget state: the edited number table, heatmap clicks, the token pickers."""
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 
 import numpy as np
+import streamlit as st
+
 
 
 def parse_number_table(rows: Sequence[Sequence[object]],
@@ -33,3 +35,30 @@ def parse_number_table(rows: Sequence[Sequence[object]],
                 continue
             out[i, j] = value
     return out, bad
+
+
+def clicked_row(chart_keys: Sequence[str]) -> int | None:
+    """The query row just clicked on one of these heatmaps (None if no new click since last run)."""
+    for chart_key in chart_keys:
+        try:
+            points = st.session_state[chart_key]["selection"]["row"] or []
+        except (KeyError, TypeError, AttributeError):
+            continue
+        pos = next((int(p["query_pos"]) for p in points if isinstance(p, dict) and "query_pos" in p), None)
+        seen = f"_{chart_key}_seen"
+        if pos is not None and st.session_state.get(seen) != pos:
+            st.session_state[seen] = pos
+            return pos
+    return None
+
+
+def pick_token(key: str, label: str, labels: list[str], default: int, clicked: int | None = None) -> int:
+    """A select box over the tokens (the URL keeps the token's label); a heatmap click moves it."""
+    if clicked is not None and 0 <= clicked < len(labels):
+        st.session_state[key] = labels[clicked]
+    elif st.session_state.get(key) is not None and st.session_state[key] not in labels:
+        st.session_state[key] = labels[default]
+    # a value set through st.session_state must not meet a default as well (Streamlit warns about both)
+    start = {} if st.session_state.get(key) in labels else {"index": default}
+    chosen = st.selectbox(label, labels, key=key, bind="query-params", **start)
+    return labels.index(chosen) if chosen in labels else default

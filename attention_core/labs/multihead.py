@@ -19,6 +19,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from ..analysis import PATTERNS, classify_heads, head_similarity
 from ..functional import masked_softmax, scaled_dot_scores
 from ..modules import HeadDivisibilityError, MultiHeadAttention
 from ..positional import sinusoidal_encoding
@@ -278,3 +279,74 @@ def nearest_d_models(d_model: int, num_heads: int, min_d: int = 1, max_d: int | 
     if max_d is None or hi <= max_d:
         out.append(hi)
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# what the page shows: one forward pass with the analysis of its heads
+# ---------------------------------------------------------------------------------------------
+
+
+class HeadsLesson(NamedTuple):
+    """One forward pass of the page's model (numpy, batch element 0) and what the page says about it."""
+
+    weights: np.ndarray            # (h, n, n)
+    q: np.ndarray                  # (h, n, d_k) per-head queries, keys and values
+    k: np.ndarray
+    v: np.ndarray
+    q_proj: np.ndarray             # (n, d_model) x W_Q before the split
+    shapes: dict                   # step name (MHATrace field, "view") -> shape
+    recipes: list                  # the planted recipe of every head ("random" if none)
+    labels: list                   # the gallery pattern each head is classified as
+    pattern_scores: np.ndarray     # (h, len(PATTERNS)) the classifier's scores
+    js: np.ndarray                 # (h, h) Jensen-Shannon distance between heads
+    average: np.ndarray            # (n, n) the heads averaged (what visualize_attention shows)
+    params: dict                   # 1 and h -> ParameterCount
+    module_params: dict            # 1 and h -> MultiHeadAttention(d_model, heads).parameter_count()
+    position_dims: int
+
+
+def heads_lesson(tokens: tuple[str, ...], d_model: int, num_heads: int, seed: int, mode: str) -> HeadsLesson:
+    """One forward pass with every step, the classifier, head similarity, and the parameter counts."""
+    mha, recipes = build_mha(mode, d_model, num_heads, seed)
+    tr = trace_mha(mha, model_input(list(tokens), d_model, seed))
+    w = tr.weights[0]                                                          # (h, n, n)
+    classes = classify_heads(w)
+    n, d_k = len(tokens), d_model // num_heads
+    shapes = {name: tuple(getattr(tr, name).shape) for name in ("x", "q_proj", "q", "scores", "weights", "heads",
+                                                                "concat", "output")}
+    shapes["view"] = (1, n, num_heads, d_k)                                    # q_proj.view(b, n, h, d_k)
+    return HeadsLesson(
+        w.numpy(), tr.q[0].numpy(), tr.k[0].numpy(), tr.v[0].numpy(), tr.q_proj[0].numpy(), shapes, recipes,
+        [label for label, _ in classes], np.array([[s[p] for p in PATTERNS] for _, s in classes]),
+        head_similarity(w).numpy(), w.mean(0).numpy(), {h: parameter_count(d_model, h) for h in (1, num_heads)},
+        {h: MultiHeadAttention(d_model, h).parameter_count() for h in (1, num_heads)}, position_dims(d_model))
+
+
+class HeadPair(NamedTuple):
+    a: int                         # 1-based head numbers
+    b: int
+    distance: float
+
+
+class AveragingFacts(NamedTuple):
+    """What averaging the heads hides, for one head and one query (the notice and the pitfall quote it)."""
+
+    key: int                       # the key the head attends to most
+    w_head: float                  # its weight in that head
+    w_avg: float                   # its weight in the average of the heads
+    avg_max: float                 # mean largest weight of a row of the average
+    head_max: float                # the same for the sharpest head
+    nearest: HeadPair | None       # the two most similar heads (None with one head)
+    farthest: HeadPair | None
+
+
+def averaging_facts(r: HeadsLesson, head: int, query: int) -> AveragingFacts:
+    w, js = r.weights, r.js
+    key = int(w[head, query].argmax())
+    pairs = [None, None]
+    if len(w) > 1:
+        for i, off in enumerate((js + np.diag(np.full(len(w), np.inf)), -(js - np.diag(np.full(len(w), np.inf))))):
+            a, b = np.unravel_index(np.argmin(off), off.shape)
+            pairs[i] = HeadPair(int(a) + 1, int(b) + 1, float(js[a, b]))
+    return AveragingFacts(key, float(w[head, query, key]), float(r.average[query, key]),
+                          float(r.average.max(-1).mean()), float(w.max(-1).mean(-1).max()), *pairs)

@@ -20,10 +20,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import torch
 
+from ..diagnostics import attention_entropy
 from ..functional import dot_scores, masked_softmax, scaled_dot_product_attention, scaled_dot_scores
 from ..modules import AdditiveAttention
 from ..text import embed_tokens, projection
@@ -252,3 +254,68 @@ def check_against_reference(st: StepThrough) -> float:
     """Largest difference between the step-through's output and the reference SDPA (should be ~1e-7)."""
     ref = scaled_dot_product_attention(st.q, st.k, st.v).output
     return float((ref - st.output).abs().max()) if st.output.numel() else 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# What the page shows, one named result per tab (plain parameters in, so the page can cache them)
+# ---------------------------------------------------------------------------------------------
+
+class KernelLesson(NamedTuple):
+    """Kernel regression on a grid of queries, as the kernel tab draws it (numpy arrays)."""
+    x: np.ndarray            # (n_train,) training inputs: the keys
+    y: np.ndarray            # (n_train,) training targets: the values
+    grid: np.ndarray         # (n_grid,) the queries of the heatmap
+    weights: np.ndarray      # (n_grid, n_train) attention weights of every grid query
+    pred: np.ndarray         # (n_grid,) f(x) at the grid
+    curve: np.ndarray        # (n_curve,) a fine grid for the fitted curve
+    fit: np.ndarray          # (n_curve,) f(x) on it
+    truth: np.ndarray        # (n_curve,) the true function on it
+    neighbours: np.ndarray   # (n_grid,) effective number of training points per query
+    rmse: float              # of the fit against the truth on the fine grid
+
+
+def kernel_lesson(n_train: int, noise: float, seed: int, bandwidth: float, n_grid: int,
+                  n_curve: int = 201) -> KernelLesson:
+    x, y = kernel_regression_data(n_train, noise, seed)
+    grid, curve = query_grid(n_grid), query_grid(n_curve)
+    pred, w = nadaraya_watson(grid, x, y, bandwidth)
+    fit, _ = nadaraya_watson(curve, x, y, bandwidth)
+    truth = true_function(curve)
+    rmse = float(((fit - truth) ** 2).mean().sqrt())
+    return KernelLesson(x.numpy(), y.numpy(), grid.numpy(), w.numpy(), pred.numpy(), curve.numpy(), fit.numpy(),
+                        truth.numpy(), effective_neighbours(w).numpy(), rmse)
+
+
+class SentenceLesson(NamedTuple):
+    """The tokens tab: every stage of one head, the two normalisation pitfalls, the check against SDPA."""
+    steps: StepThrough
+    pitfalls: NormalisationPitfalls
+    reference_error: float
+
+
+def sentence_lesson(tokens: Sequence[str], d_model: int, d_k: int, seed: int) -> SentenceLesson:
+    steps = qkv_step_through(tokens, d_model, d_k, seed=seed)
+    return SentenceLesson(steps, normalisation_pitfalls(steps), check_against_reference(steps))
+
+
+class SimilarityStats(NamedTuple):
+    scores: np.ndarray       # (n, n)
+    weights: np.ndarray      # (n, n)
+    parameters: int          # added by the similarity function
+    max_weight: float        # mean over queries of the largest weight (1 = one key takes all)
+    entropy: float           # mean entropy of a row of weights (nats)
+
+
+class SimilarityLesson(NamedTuple):
+    by_name: dict            # "additive" | "dot" | "scaled" -> SimilarityStats
+    additive_bound: float    # |additive score| <= this, whatever q and k
+
+
+def similarity_lesson(tokens: Sequence[str], d_model: int, d_k: int, hidden: int, seed: int) -> SimilarityLesson:
+    s = qkv_step_through(tokens, d_model, d_k, seed=seed)
+    stats = {}
+    for name, r in compare_similarities(s.q, s.k, hidden, seed).items():
+        w = r.weights.detach()
+        stats[name] = SimilarityStats(r.scores.detach().numpy(), w.numpy(), r.parameters,
+                                      float(w.max(-1).values.mean()), float(attention_entropy(w).mean()))
+    return SimilarityLesson(stats, additive_score_bound(hidden, seed, d_k, d_k))

@@ -310,72 +310,48 @@ def test_a_link_made_in_english_keeps_its_choices_in_chinese():
 
 
 
-# ---------------------------------------------------------------- the page's chart builders
-def test_chart_builders_give_valid_vega_lite():
-    """The page draws cached specs without Altair's per-rerun validation: validate them here."""
+# ---------------------------------------------------------------- the page's chart kinds
+def test_chart_kinds_fill_like_a_direct_altair_build(monkeypatch):
+    """Every chart of the page is a chart kind; drawn again with other data, titles, sizes and selections it is
+    filled into the first one's skeleton. VERIFY rebuilds each with Altair, validates it against the Vega-Lite
+    schema and raises on any difference."""
+    from ui import charts as ui_charts
     from ui import multihead_charts as mc
-    from ui.charts import to_spec
+
+    monkeypatch.setattr(ui_charts, "VERIFY", True)
     w, mine, x, _ = oracle()
-    q = mine.split_heads(mine.W_query(x))[0, 0].detach()
-    k = mine.split_heads(mine.W_key(x))[0, 0].detach()
-    v = mine.split_heads(mine.W_value(x))[0, 0].detach()
-    g = qk_geometry(q, k, v)
-    names = dict(x_title="x", y_title="y", weight_title="w", token_title="t")
+    g = qk_geometry(*(mine.split_heads(m(x))[0, 0].detach() for m in (mine.W_query, mine.W_key, mine.W_value)))
+    split = dict(top_title="a", bottom_title="b", dim_title="d", head_title="h", within_title="i", value_title="v")
     built = [
-        mc.split_chart(mine.W_query(x)[0, IT].detach(), 8, top_title="a", bottom_title="b", dim_title="d",
-                       head_title="h", within_title="i", value_title="v"),
+        mc.split_chart(mine.W_query(x)[0, IT].detach(), 8, **split),
+        mc.split_chart(torch.randn(64), 1, **split),                                   # d_k = 64 > 32
+        mc.split_chart(torch.randn(96), 32, **dict(split, top_title="“它”")),
         mc.small_multiples(w, TOKENS, titles=[f"h{i}" for i in range(8)], selected=2),
         mc.small_multiples(w.repeat(4, 1, 1), TOKENS * 1, titles=["same"] * 32, selectable=False),
-        mc.geometry_chart(g.queries, g.keys, TOKENS, w[0, IT], IT, title="g", key_name="k", query_name="q",
-                          **names),
-        mc.values_chart(g.values, TOKENS, w[0, IT], title="v", value_name="v", output_name="o", **names),
-        mc.split_chart(torch.randn(64), 1, top_title="a", bottom_title="b", dim_title="d",    # d_k = 64 > 32
-                       head_title="h", within_title="i", value_title="v"),
+        mc.small_multiples(torch.rand(2, 200, 200), [str(i) for i in range(200)], titles=["a", "b"], selected=1),
     ]
-    for chart in built:
-        spec = chart.to_dict()                     # raises if the spec does not fit the schema
-        assert spec["$schema"].startswith("https://vega.github.io/schema/vega-lite/")
-        assert to_spec(chart) is not None          # one top-level frame: the page's shared drawing takes it
-    grid = built[2].to_dict()
-    panels = next(iter(grid["datasets"].values()))
-    assert len({row["panel"] for row in panels}) == 32          # repeated titles still give 32 panels
-    out = np.asarray(w[0, IT]) @ g.values.numpy()                # the diamond: weighted mean of the values
-    star = [row for d in built[4].to_dict()["datasets"].values() for row in d if row.get("piece") == "star"][0]
-    assert (star["x"], star["y"]) == pytest.approx((out[0], out[1]), abs=1e-5)
-
-
-def test_geometry_and_values_specs_equal_fresh_charts():
-    """The pages draw the PCA planes with geometry_spec / values_spec (a cached skeleton, new data, domains and
-    titles): they must equal the Altair-built charts for any sentence, query and titles."""
-    from ui import multihead_charts as mc
-    from ui.charts import to_spec
     rng = np.random.default_rng(0)
     for n in (2, 5, 13):
         q, k, v = rng.standard_normal((n, 2)), rng.standard_normal((n, 2)), rng.standard_normal((n, 2))
-        w = rng.random(n)
-        w /= w.sum()
+        wn = rng.random(n) / n
         tokens = [["it", "猫", "<b>", "it"][i % 4] for i in range(n)]
-        kw = dict(title=f"T{n}", x_title=f"PC1 ({n}%)", y_title=f"PC2 ({n}%)", key_name="key", query_name="query",
-                  weight_title="w", token_title="t")
-        assert_same_spec(mc.geometry_spec(q, k, tokens, w, n - 1, **kw),
-                         to_spec(mc.geometry_chart(q, k, tokens, w, n - 1, **kw)))
-        kw = dict(title=f"V{n}", x_title=f"PC1 {n}", y_title="PC2", value_name="value", output_name="out",
-                  weight_title="w", token_title="t")
-        assert_same_spec(mc.values_spec(v, tokens, w, **kw), to_spec(mc.values_chart(v, tokens, w, **kw)))
-
-
-def test_small_multiples_spec_equals_a_fresh_chart():
-    """Every head's panel (multihead page, analysis page) is drawn by small_multiples_spec: a cached skeleton
-    per size class with new data, axis and panel orders and selected panel; it must equal the Altair chart."""
-    from ui import multihead_charts as mc
-    from ui.charts import to_spec
-    rng = np.random.default_rng(0)
-    for h, n, selected, selectable in ((3, 4, 2, True), (8, 13, None, True), (4, 20, 1, True), (6, 5, None, False),
-                                       (8, 13, 5, True), (2, 200, 1, True)):
-        m = rng.random((h, n, n))
-        tokens = [["it", "猫", "<b>", "it"][i % 4] for i in range(n)]
-        kw = dict(titles=[f"t{i % 3}" for i in range(h)], selected=selected, selectable=selectable, panel_size=120)
-        assert_same_spec(mc.small_multiples_spec(m, tokens, **kw), to_spec(mc.small_multiples(m, tokens, **kw)))
+        built.append(mc.geometry_chart(q, k, tokens, wn, n - 1, title=f"T{n}", x_title=f"PC1 ({n}%)",
+                                       y_title="PC2", key_name="key", query_name="query", weight_title="w",
+                                       token_title="t"))
+        built.append(mc.values_chart(v, tokens, wn, title=f"V{n}", x_title=f"PC1 {n}", y_title="PC2",
+                                     value_name="value", output_name="out", weight_title="w", token_title="t"))
+    assert all(spec["usermeta"]["chart_kind"].startswith("ui.multihead_charts.") for spec in built)
+    assert built[3]["params"][0]["value"] == [{"head": 2}]
+    assert built[4]["datasets"]["data"]["panel"].nunique() == 32          # repeated titles still give 32 panels
+    assert built[5]["datasets"]["data"]["query"].nunique() == 23          # 200 tokens: 23 tiles of 9
+    geo = mc.geometry_chart(g.queries, g.keys, TOKENS, w[0, IT], IT, title="g", x_title="x", y_title="y",
+                            key_name="k", query_name="q", weight_title="w", token_title="t")
+    assert geo["datasets"]["chosen"]["pos"].tolist() == [IT]
+    values = mc.values_chart(g.values, TOKENS, w[0, IT], title="v", x_title="x", y_title="y", value_name="v",
+                             output_name="o", weight_title="w", token_title="t")
+    out = np.asarray(w[0, IT]) @ g.values.numpy()                # the diamond: weighted mean of the values
+    star = values["datasets"]["star"]
+    assert (star["x"][0], star["y"][0]) == pytest.approx((out[0], out[1]), abs=1e-5)
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

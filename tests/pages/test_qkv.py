@@ -4,6 +4,7 @@ Oracles: an explicit Gaussian-kernel average in numpy (kernel regression), numpy
 softmax (library), torch's scaled_dot_product_attention on embeddings built here (tokens),
 hand-counted parameters (similarity functions).
 """
+import functools
 import math
 import re
 
@@ -25,13 +26,10 @@ BOOK_COLUMNS = list(lab.KEY_AXES) + list(lab.VALUE_AXES)
 
 
 def _frames(at, *columns, piece=None):
-    """Every chart dataset holding all ``columns``; with ``piece``, only the rows (and columns) of that piece
-    of a chart that keeps several pieces in one frame (column ``piece``)."""
-    found = [f for c in charts(at) for f in chart_data(c).values() if set(columns) <= set(f.columns)]
-    if piece is None:
-        return found
-    return [f[f["piece"] == piece].dropna(axis=1, how="all").reset_index(drop=True)
-            for f in found if "piece" in f.columns]
+    """Every chart dataset holding all ``columns``; with ``piece``, only the datasets of that name (a chart
+    drawn from several frames ships each as a named dataset)."""
+    return [f for c in charts(at) for name, f in chart_data(c).items()
+            if set(columns) <= set(f.columns) and (piece is None or name == piece)]
 
 
 def _matrix(frame) -> np.ndarray:
@@ -148,9 +146,9 @@ def test_kernel_url_reproduces_bandwidth_and_query():
     x, y = (a.double().numpy() for a in lab.kernel_regression_data(20, 0.0, seed=3))
     kern = np.exp(-(4.0 - x) ** 2 / (2 * 0.1 ** 2))
     np.testing.assert_allclose(heat[32], kern / kern.sum(), atol=1e-5)      # 4 / 0.125 = row 32
-    outline = [f[f["outlined"]].drop_duplicates("query").reset_index(drop=True)
-               for f in _frames(at, "query", "outlined")]
-    assert outline and outline[0]["query"][0] == "4"
+    outlined = [layer["transform"][0]["filter"] for c in charts(at) for layer in chart_spec(c).get("layer", [])
+                if layer.get("mark", {}).get("stroke") == "#e66101"]            # the orange frame of the query row
+    assert outlined == ["(datum.query_pos === 32)"]
 
 
 # --- tab 2: the library ----------------------------------------------------------------------
@@ -165,7 +163,7 @@ def _library(params=None, edits=None):
 
 def _book_bars(at):
     """(scores, weights) as drawn, in table order."""
-    frames = [f for f in _frames(at, "book", "value", "text") if "piece" not in f.columns]
+    frames = _frames(at, "book", "value", "text")
     assert len(frames) == 2
     return frames[0]["value"].to_numpy(), frames[1]["value"].to_numpy()
 
@@ -240,6 +238,26 @@ def test_step_through_weights_match_torch(tokens_en):
     assert f"{w[it].max():.3f}" in _notice(at) and "1.0000" in _notice(at)
     spec = chart_spec(charts(at)[0])
     assert {"query_pos": it} in spec["params"][0]["value"]           # the selected row is the drawn one
+
+
+def test_neuron_view_shows_the_code_that_ran(monkeypatch):
+    """The neuron view's "show the code" lists lab.neuron_view: the page must call it (it once computed the
+    products inline and showed a function that never ran). A new key makes sure nothing comes from a cache."""
+    calls = []
+    original = lab.neuron_view
+
+    @functools.wraps(original)          # show_code prints the wrapped function's source
+    def counted(q_row, k_row):
+        calls.append((q_row.clone(), k_row.clone()))
+        return original(q_row, k_row)
+
+    monkeypatch.setattr(lab, "neuron_view", counted)
+    at = open_page("qkv", "en", params={"tab": TAB[2], "kt": "tired"})
+    assert exceptions(at) == []
+    assert calls, "the neuron view did not call lab.neuron_view"
+    prods = _frames(at, "dim", "product")[0]["product"].to_numpy()
+    np.testing.assert_allclose(prods, (calls[-1][0] * calls[-1][1]).numpy(), atol=1e-6)
+    assert any("def neuron_view" in c.value for c in at.code)
 
 
 @pytest.mark.parametrize("stage,attr", [(1, None), (2, "scores"), (3, "scaled"), (5, "output")])
@@ -349,70 +367,52 @@ def test_sentences_that_could_break_the_page(tab):
             assert "<script>" not in md.value
 
 
-# --- the chart builders produce valid Vega-Lite (the page skips Altair's validation for speed) ------
+# --- every chart of the page is a chart kind whose fill equals a direct Altair build -------------------
 
-def test_every_chart_builder_is_valid_vega_lite():
+@pytest.mark.parametrize("case", range(3))
+def test_qkv_chart_kinds_fill_like_a_direct_altair_build(case, monkeypatch):
+    """Two different inputs per chart: the second is filled into the first one's skeleton; VERIFY rebuilds
+    each with Altair, validates it against the Vega-Lite schema and raises on any difference."""
+    from ui import charts as ui_charts
     from ui import qkv_charts as qc
-    from ui.charts import bars, heatmap, to_spec
 
-    keys, values = lab.library_arrays()
-    books = [f"book {i}" for i in range(len(keys))]
-    w = _softmax(keys @ np.array([2.0, 2.0, 0.0]))
-    x, y = lab.kernel_regression_data(10, 0.5)
+    monkeypatch.setattr(ui_charts, "VERIFY", True)
+    rng = np.random.default_rng(case)
+    n = [6, 3, 12][case]
+    keys, values = rng.normal(size=(n, 3)), rng.normal(size=(n, 3)) * 5
+    books = [["a", "b", "猫", "a", "<b>", "it's"][i % 6] + str(i // 6) for i in range(n)]
+    w = _softmax(keys @ rng.normal(size=3))
+    x, y = lab.kernel_regression_data(10 + case, 0.5, case)
     curve = lab.query_grid(21)
-    names = "x y weight truth fit query prediction series key feature contribution book value total score"
-    labels = {k: k for k in (names + " projection dim product").split()}
-    rows = ["a", "b", "c"]
-    charts_ = [
-        qc.kernel_fit(x, y, curve, curve, curve, query_x=2.5, query_weights=np.full(10, 0.1), query_pred=1.0,
-                      labels=labels, weight_max=0.3),
-        qc.outline_row(heatmap(np.eye(3), rows, kind="weights", domain=(0.0, 0.5)), rows, 1)
-        .properties(width=300, height=200),
-        heatmap(np.eye(3), rows, selectable=False).configure_legend(disable=True),
+    kl = qc.KernelLabels("x", "y", f"weight for {case}", "truth", f"fit (h = {case})", "q", "p", "series")
+    ll = qc.LibraryLabels(*"feature contribution book weight value total score query projection".split())
+    specs = [
+        qc.kernel_fit(x, y, curve, curve, curve * case, query_x=2.5, query_weights=rng.random(10 + case),
+                      query_pred=1.0, labels=kl, weight_max=0.3 + case),
         qc.book_bars(keys @ np.ones(3), books, value_title="s", book_title="b"),
         qc.book_bars(w, books, value_title="w", book_title="b", domain=(0.0, 1.0)),
-        qc.library_mix(w[:, None] * values, w, values, books, ["f", "r", "d"], labels=labels),
-        qc.library_plane(keys[:, :2], np.array([2.0, 2.0]), books, keys @ np.ones(3), w, labels=labels),
-        qc.library_plane(keys[:, :2], np.zeros(2), books, np.zeros(len(books)), w, labels=labels),
-        qc.products(np.array([0.5, -0.2, 0.1]), labels=labels),
-        qc.grouped_rows({"right": w, "wrong": w[::-1]}, books, labels=labels),
-        bars(w, books, highlight=2),
+        qc.library_mix(w[:, None] * values, w, values, books, ["f", "r", "d"], labels=ll),
+        qc.library_plane(keys[:, :2], rng.normal(size=2) * case, books, keys @ np.ones(3), w, labels=ll,
+                         x_title=f"x{case}", y_title="y"),
+        qc.products(rng.normal(size=4 + case), dim_title="dim", product_title="product"),
+        qc.grouped_rows({"right": w, f"wrong {case}": w[::-1], "twice": w}, books, key_title="k",
+                        weight_title="w", series_title="s"),
     ]
-    for chart in charts_:
-        spec = chart.to_dict()                      # validates against the Vega-Lite schema
-        assert "$schema" in spec
-        assert to_spec(chart) is not None           # one top-level frame: the page's shared drawing takes it
+    assert all(spec["usermeta"]["chart_kind"].startswith("ui.qkv_charts.") for spec in specs)
+    plane = specs[4]
+    assert plane["layer"][0]["encoding"]["x"]["title"] == f"x{case}"
+    assert plane["datasets"]["keys"]["book"].tolist() == ui_charts.unique_labels(books)
 
 
-def test_kernel_charts_from_a_skeleton_equal_fresh_builds():
-    """The kernel tab builds each chart once per shape and swaps in new data and domains for a new h."""
-    from ui import qkv_charts as qc
-    from ui.charts import heatmap, to_spec
+def test_kernel_heatmap_outlines_the_query_row(monkeypatch):
+    """The outlined row is a fill of ui.charts.heatmap (``outline_row``): it follows the query, pooled or not."""
+    from ui import charts as ui_charts
 
-    def fit(n, noise, seed, h):
-        x, y = lab.kernel_regression_data(n, noise, seed)
-        grid, curve = lab.query_grid(41), lab.query_grid(201)
-        pred, w = lab.nadaraya_watson(grid, x, y, h)
-        f, _ = lab.nadaraya_watson(curve, x, y, h)
-        rows, cols = [f"{g:g}" for g in grid.tolist()], [f"{v:.2f}" for v in x.tolist()]
-        return (x, y, curve, lab.true_function(curve), f), pred.numpy(), w.numpy(), rows, cols
-
-    def heat(w, rows, cols, row, top):
-        return to_spec(qc.outline_row(heatmap(w, rows, cols, kind="weights", domain=(0.0, top), title="T",
-                                              x_title="K", y_title="Q", value_title="W"), rows, row)
-                       .properties(width=380, height=600))
-
-    labels = dict(x="x", y="y", weight="w", truth="truth", fit="fit 0.40", query="q", prediction="p", series="s")
-    curves, pred, w, rows, cols = fit(40, 0.5, 0, 0.4)
-    skel_heat = heat(w, rows, cols, 20, 0.3)
-    skel_fit = to_spec(qc.kernel_fit(*curves, query_x=2.5, query_weights=w[20], query_pred=float(pred[20]),
-                                     labels=labels, height=480, weight_max=0.3))
-    for h, row, seed in ((0.05, 0, 0), (1.5, 40, 0), (3.0, 7, 2)):
-        curves, pred, w, rows, cols = fit(40, 0.5, seed, h)
-        top = max(0.05, float(w.max()))
-        assert_same_spec(qc.weights_heatmap_like(skel_heat, w, rows, cols, outline=row, domain=(0.0, top)),
-                   heat(w, rows, cols, row, top))
-        data = dict(query_x=float(rows[row]), query_weights=w[row], query_pred=float(pred[row]),
-                    labels=dict(labels, fit=f"fit {h:.2f}"), weight_max=top)
-        assert_same_spec(qc.kernel_fit_like(skel_fit, *curves, **data),
-                   to_spec(qc.kernel_fit(*curves, height=480, **data)))
+    monkeypatch.setattr(ui_charts, "VERIFY", True)
+    rows = [str(i) for i in range(41)]
+    for row in (0, 20, 40):
+        spec = ui_charts.heatmap(np.eye(41), rows, kind="weights", outline_row=row, width=380, fit_x=False)
+        frame = [layer for layer in spec["layer"] if layer["mark"].get("stroke") == ui_charts.OUTLINE_ORANGE]
+        assert frame[0]["transform"][0] == {"filter": f"(datum.query_pos === {row})"}
+    pooled = ui_charts.heatmap(np.eye(300), [str(i) for i in range(300)], outline_row=7)
+    assert "(datum.query_pos === 6)" in str(pooled["layer"])          # 300 rows: tiles of 3, row 7 is in 6-8
