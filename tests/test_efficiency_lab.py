@@ -128,20 +128,20 @@ def test_knob_values():
 def test_knob_sweep_error_falls_to_zero_as_the_pattern_covers_everything():
     sw = el.knob_sweep("longformer", TOKENS, len(TOKENS), el.Knobs(n_global=0), seeds=(0, 1))
     n = len(TOKENS)
-    assert sw["value"] == [float(w) for w in range(n)]
-    assert sw["mean"][-1] < 1e-6 and sw["tv"][-1] < 1e-6 and sw["cost"][-1] == pytest.approx(1.0)
-    assert sw["mean"][0] > sw["mean"][-1]
-    assert all(lo <= m + 1e-12 <= hi + 2e-12 for lo, m, hi in zip(sw["lo"], sw["mean"], sw["hi"]))
+    assert sw.value == [float(w) for w in range(n)]
+    assert sw.mean[-1] < 1e-6 and sw.tv[-1] < 1e-6 and sw.cost[-1] == pytest.approx(1.0)
+    assert sw.mean[0] > sw.mean[-1]
+    assert all(lo <= m + 1e-12 <= hi + 2e-12 for lo, m, hi in zip(sw.lo, sw.mean, sw.hi))
     # the cost is the share of visible pairs, exactly
     offsets = (torch.arange(n)[:, None] - torch.arange(n)).abs()
-    for w, c in zip(sw["value"], sw["cost"]):
+    for w, c in zip(sw.value, sw.cost):
         assert c == pytest.approx(float((offsets <= w).float().mean()))
 
 
 def test_performer_sweep_error_shrinks_with_m():
     sw = el.knob_sweep("performer", None, 12, el.Knobs(), seeds=(0, 1, 2), values=(2, 512), gain=0.5)
-    assert sw["mean"][1] < 0.5 * sw["mean"][0]
-    assert sw["cost"] == pytest.approx([2 * 2 / 12, 2 * 512 / 12])
+    assert sw.mean[1] < 0.5 * sw.mean[0]
+    assert sw.cost == pytest.approx([2 * 2 / 12, 2 * 512 / 12])
 
 
 @pytest.mark.parametrize("causal", [False, True])
