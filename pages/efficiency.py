@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 import streamlit as st
-import torch
 
 from attention_core import efficient as eff
 from attention_core.labs import efficiency as lab
@@ -31,8 +30,6 @@ RECORDED = ("full", "sparse_masked", "torch_sdpa", "flash", "linear", "performer
 LRA_NAMES = {"linear": "Linear Transformer", "performer": "Performer", "linformer": "Linformer",
              "window": "Local Attention"}
 LRA_N = (1024, 2048, 4096)
-KNOB_LABEL = {"m": "efficiency.knob_m", "k": "efficiency.knob_k", "stride": "efficiency.knob_stride",
-              "window": "efficiency.knob_window", "block": "efficiency.knob_block"}
 CK_N = (16, 32, 64)           # tokens of the checkpointing demo (a new setting reruns it: keep it small)
 CK_LAYERS = (1, 4, 4)         # min, max, default encoder layers
 PREC_GAINS = (0.5, 1.0, 2.0, 4.0, 8.0)
@@ -60,14 +57,22 @@ def flash_step_view(inputs: lab.LabInputs, bq: int, bk: int, causal: bool, index
 
 @cache_data(max_entries=64, max_bytes=2 * MB)
 def linear_mask_demo(inputs: lab.LabInputs | None) -> dict:
-    """The tutorial's linear-attention mask on the tokens' queries as the layer's input (1, n, D)."""
-    x = inputs.qkv()[0][0] if inputs else torch.randn(1, 12, lab.D, generator=torch.Generator().manual_seed(0))
-    return seed_bugs.linear_mask_demo(x, num_heads=2)
+    return seed_bugs.linear_mask_demo(lab.linear_mask_input(inputs), num_heads=2)
+
+
+def escaped(labels: list[str]) -> list[str]:
+    """Axis labels (repeated tokens kept apart) made inert for Markdown: the learner's text is never markup."""
+    return [anatomy.md_escape(x) for x in charts.unique_labels(labels)]
 
 
 def say(lines: list[str]) -> None:
     for line in lines:
         st.markdown(line)
+
+
+def metrics(items: list[tuple]) -> None:
+    for col, (label, value, help_text) in zip(st.columns(len(items)), items):
+        col.metric(label, value, help=help_text)
 
 
 def heatmap(matrix, labels: list[str], *, key: str, title: str, cols: list[str] | None = None, select=True,
@@ -80,13 +85,11 @@ def heatmap(matrix, labels: list[str], *, key: str, title: str, cols: list[str] 
 def read_inputs() -> tuple[lab.LabInputs | None, list[str]]:
     """The learner's sentence or n random tokens; the seed and the sharpness (gain on q and k)."""
     c_src, c_text, c_seed, c_gain = st.columns([2.3, 3.0, 1.1, 1.6], vertical_alignment="bottom")
-    with c_src:
-        src = st.segmented_control(t("efficiency.src"), ["text", "random"], default="text", required=True,
-                                   format_func=lambda s: t(f"efficiency.src_{s}"), key="src", bind="query-params")
+    src = c_src.segmented_control(t("efficiency.src"), ["text", "random"], default="text", required=True,
+                                  format_func=lambda s: t(f"efficiency.src_{s}"), key="src", bind="query-params")
     with c_seed:
         seed = controls.seed()
-    with c_gain:
-        gain = float(st.select_slider(t("efficiency.gain"), options=list(GAINS), value=1.0, key="gain",
+    gain = float(c_gain.select_slider(t("efficiency.gain"), options=list(GAINS), value=1.0, key="gain",
                                       bind="query-params", help=t("efficiency.gain_help"),
                                       format_func=lambda g: f"×{g:g}"))
     with c_text:
@@ -122,8 +125,7 @@ def knob_controls(variant: str, n: int, seed: int) -> tuple[lab.Knobs, list[str]
                                               required=True, format_func=lambda p: t(f"efficiency.proj_{p}"),
                                               key="proj", bind="query-params", help=t("efficiency.proj_help"))
         kw["k"] = min(k, n)
-        if k > n:
-            notes.append(t("efficiency.note_clamped", what="k", value=k, n=n))
+        notes += [t("efficiency.note_clamped", what="k", value=k, n=n)] if k > n else []
     elif variant in ("strided", "longformer", "bigbird"):
         if variant == "strided":
             kw["stride"] = min(slider(0, "knob_stride", "stride", 1, 32, 4, "knob_stride_help"), n)
@@ -134,10 +136,9 @@ def knob_controls(variant: str, n: int, seed: int) -> tuple[lab.Knobs, list[str]
         kw["n_global"] = slider(1, "n_global", "glob", 0, 4, 1, "n_global_help")
     if variant == "bigbird":
         kw["n_random"] = slider(2, "n_random", "rnd", 0, 8, 2, "n_random_help")
-    if variant in ("longformer", "bigbird") and kw["window"] >= n - 1:
-        notes.append(t("efficiency.note_covers", what=t("efficiency.knob_window"), value=kw["window"], n=n))
-    if variant == "block_global" and kw["block"] >= n:
-        notes.append(t("efficiency.note_covers", what=t("efficiency.knob_block"), value=kw["block"], n=n))
+    covered = {"longformer": "window", "bigbird": "window", "block_global": "block"}.get(variant)
+    if covered and kw[covered] >= n - (covered == "window"):             # the pattern is the whole matrix
+        notes.append(t("efficiency.note_covers", what=t(f"efficiency.knob_{covered}"), value=kw[covered], n=n))
     return lab.Knobs(**kw), notes
 
 
@@ -169,26 +170,18 @@ def approximations_section(inputs: lab.LabInputs, labels: list[str]) -> list:
     tv = view.row_tv
     row = next((r for r in (row_b, row_a) if r is not None and r < n), int(np.argmax(tv)) if tv.max() > 0 else 0)
 
-    c1, c2, c3, c4 = st.columns(4)
-    c1.metric(t("efficiency.m_error"), fmt.short(view.rel_error), help=t("efficiency.m_error_help"))
-    c2.metric(t("efficiency.m_tv"), fmt.pct(tv.mean(), 1), help=t("efficiency.m_tv_help"))
-    c3.metric(t("efficiency.m_cost"), f"{fmt.short(view.cost)}×", help=t("efficiency.m_cost_help"))
-    if view.mask is not None:
-        c4.metric(t("efficiency.m_pairs"), f"{int(view.mask.sum())} / {n * n}", help=t("efficiency.m_pairs_help"))
-    else:
-        c4.metric(t("efficiency.m_reproduce"), fmt.short(view.reproduce), help=t("efficiency.m_reproduce_help"))
-
+    metrics(ec.approx_metrics(view, n))
     left, right = st.columns(2)
     with left:
         anatomy.show_chart(ec.pair(view.exact[row], view.weights[row], labels, (t("efficiency.series_exact"), name),
                                    title=t("efficiency.row_title"), label_title=t("common.key"),
                                    value_title=t("common.weight"), domain=None if signed else (0.0, 1.0)),
                            key="row_pair")
-        st.caption(t("efficiency.row_caption", q=anatomy.md_escape(charts.unique_labels(labels)[row]),
+        st.caption(t("efficiency.row_caption", q=escaped(labels)[row],
                      tv=fmt.pct(tv[row], 1)))
     with right:
         swept = knob_chart(inputs, variant, knobs, view)
-    anatomy.notice(ec.approx_notes(variant, knobs, view, labels, lab.D))
+    anatomy.notice(ec.approx_notes(variant, knobs, view, escaped(labels), lab.D))
     return [*view.code, *swept]
 
 
@@ -199,7 +192,7 @@ def knob_chart(inputs: lab.LabInputs, variant: str, knobs: lab.Knobs, view: lab.
         st.info(t(f"efficiency.no_knob_{variant}"), icon=":material/tune:")
         return []
     sweep = knob_sweep(variant, inputs.tokens, inputs.n, knobs.for_sweep(variant), SWEEP_SEEDS, gain=inputs.gain)
-    knob_title = t(KNOB_LABEL[name])
+    knob_title = t(f"efficiency.knob_{name}")
     anatomy.show_chart(ec.knob(sweep, current=getattr(knobs, name), this_error=view.rel_error, knob_title=knob_title,
                                title=t("efficiency.knob_title", knob=knob_title, seeds=len(SWEEP_SEEDS)),
                                log_x=name == "m"), key="knob_chart")
@@ -243,12 +236,9 @@ def live_section(doc: dict) -> list:
     st.markdown(t("efficiency.live_intro", sizes=", ".join(map(str, lab.LIVE_SIZES)),
                   methods=", ".join(t(f"efficiency.r_{m}") for m in lab.LIVE_METHODS)))
     if st.button(t("efficiency.live_run"), key="live_run", icon=":material/timer:", type="primary"):
-        jobs = [(m, n) for n in lab.LIVE_SIZES for m in lab.LIVE_METHODS]
-        bar = st.progress(0.0, text=t("efficiency.live_progress", i=0, total=len(jobs)))
-        results = []
-        for i, (method, n) in enumerate(jobs):
-            results.append({"method": method, "n": n, "time_s": lab.time_method(method, n)})
-            bar.progress((i + 1) / len(jobs), text=t("efficiency.live_progress", i=i + 1, total=len(jobs)))
+        bar = st.progress(0.0, text=t("efficiency.live_progress", i=0, total=lab.LIVE_RUNS))
+        for done, total, results in lab.live_timings():
+            bar.progress(done / total, text=t("efficiency.live_progress", i=done, total=total))
         bar.empty()
         st.session_state["eff_live"] = results
     results = st.session_state.get("eff_live")
@@ -259,7 +249,7 @@ def live_section(doc: dict) -> list:
     anatomy.show_chart(ec.live(frame, lab.LIVE_METHODS), key="live_chart")
     st.markdown(t("efficiency.live_table", n=max(lab.LIVE_SIZES)))
     st.dataframe(ec.live_table(frame, doc, lab.LIVE_METHODS[1:], max(lab.LIVE_SIZES)), hide_index=True)
-    return [lab.time_method]
+    return [lab.live_timings, lab.time_method]
 
 
 # ------------------------------------------------------------------ 3. flash attention, tile by tile
@@ -267,13 +257,10 @@ def flash_section(inputs: lab.LabInputs, labels: list[str]) -> list:
     st.markdown(lesson("efficiency/flash"))
     n = inputs.n
     c1, c2, c3 = st.columns([2, 2, 1.4], vertical_alignment="bottom")
-    with c1:
-        bq = int(st.slider(t("efficiency.bq"), 1, 16, 4, key="bq", bind="query-params", help=t("efficiency.bq_help")))
-    with c2:
-        bk = int(st.slider(t("efficiency.bk"), 1, 16, 4, key="bk", bind="query-params", help=t("efficiency.bk_help")))
-    with c3:
-        causal = bool(st.toggle(t("efficiency.causal"), value=False, key="fc", bind="query-params",
-                                help=t("efficiency.causal_help")))
+    bq = int(c1.slider(t("efficiency.bq"), 1, 16, 4, key="bq", bind="query-params", help=t("efficiency.bq_help")))
+    bk = int(c2.slider(t("efficiency.bk"), 1, 16, 4, key="bk", bind="query-params", help=t("efficiency.bk_help")))
+    causal = bool(c3.toggle(t("efficiency.causal"), value=False, key="fc", bind="query-params",
+                            help=t("efficiency.causal_help")))
     bq, bk = min(bq, n), min(bk, n)
     run = flash_run(inputs, bq, bk, causal)
     total = len(run.trace)
@@ -284,7 +271,7 @@ def flash_section(inputs: lab.LabInputs, labels: list[str]) -> list:
         st.caption(t("efficiency.many_tiles", total=total))
     view = flash_step_view(inputs, bq, bk, causal, step_no - 1)
     qa = view.step.tile.q_start // bq + 1
-    where, after = ec.flash_step_notes(view, step_no, total, bq, bk, labels)
+    where, after = ec.flash_step_notes(view, step_no, total, bq, bk, escaped(labels))
     left, right = st.columns([1.1, 1])
     with left:
         anatomy.show_chart(ec.tiles(view.status, labels, bq, bk), key="tile_chart")
@@ -313,7 +300,7 @@ def rnn_section(inputs: lab.LabInputs, labels: list[str]) -> list:
     S = rv.S[i - 1]
     bound = round(float(np.abs(rv.S).max()) or 1.0, 6)
     feat, dims = [f"φ{j + 1}" for j in range(S.shape[0])], [f"v{j + 1}" for j in range(S.shape[1])]
-    st.markdown(t("efficiency.rnn_now", i=i, tok=anatomy.md_escape(charts.unique_labels(labels)[i - 1]), n=n))
+    st.markdown(t("efficiency.rnn_now", i=i, tok=escaped(labels)[i - 1], n=n))
     left, right = st.columns([1.2, 1])
     with left:
         heatmap(S, feat, cols=dims, key="rnn_S", title=t("efficiency.rnn_S", i=i), kind="scores",
@@ -340,25 +327,18 @@ def checkpointing_section() -> list:
                     % (t("efficiency.tips_ck_saved"), t("efficiency.tips_ck_input")),
                     t("efficiency.tips_ck_formula_caption"))
     c1, c2, c3 = st.columns([2, 2, 1.6], vertical_alignment="bottom")
-    with c1:
-        n = st.segmented_control(t("efficiency.tips_ck_n"), list(CK_N), default=32, required=True,
-                                 key="ck_n", bind="query-params")
-    with c2:
-        lo, hi, default = CK_LAYERS
-        layers = int(st.slider(t("efficiency.tips_ck_layers"), lo, hi, default, key="ck_L", bind="query-params"))
-    with c3:
-        bf16 = bool(st.toggle(t("efficiency.tips_ck_bf16"), value=False, key="ck_bf16", bind="query-params",
-                              help=t("efficiency.tips_ck_bf16_help")))
+    n = c1.segmented_control(t("efficiency.tips_ck_n"), list(CK_N), default=32, required=True, key="ck_n",
+                             bind="query-params")
+    lo, hi, default = CK_LAYERS
+    layers = int(c2.slider(t("efficiency.tips_ck_layers"), lo, hi, default, key="ck_L", bind="query-params"))
+    bf16 = bool(c3.toggle(t("efficiency.tips_ck_bf16"), value=False, key="ck_bf16", bind="query-params",
+                          help=t("efficiency.tips_ck_bf16_help")))
     n, layers = n if n in CK_N else 32, min(max(layers, lo), hi)
     anatomy.exercise("tips_ck_ex", t("efficiency.tips_ck_ex_question", layers=layers, n=n),
                      [t(f"efficiency.tips_ck_ex_opt{i}", layers=layers) for i in range(3)], answer=2,
                      explanation=t("efficiency.tips_ck_ex_explain"))
     r = checkpoint_report(int(n), layers, autocast=bf16)
-    c1, c2, c3, c4 = st.columns(4)
-    c1.metric(t("efficiency.tips_ck_m_plain"), ec.size(r.plain_bytes))
-    c2.metric(t("efficiency.tips_ck_m_ckpt"), ec.size(r.ckpt_bytes))
-    c3.metric(t("efficiency.tips_ck_m_forwards"), f"{r.plain_forwards} → {r.ckpt_forwards}")
-    c4.metric(t("efficiency.tips_ck_m_grad"), f"{r.grad_max_diff:.1e}")
+    metrics(ec.checkpoint_metrics(r))
     anatomy.notice(ec.checkpoint_notes(r, layers))
     return [lab.checkpoint_report, lab.saved_tensor_bytes, lab.run_encoder]
 
@@ -387,23 +367,14 @@ def tips_section(seed: int) -> list:
 
 
 # ------------------------------------------------------------------ pitfalls, with live numbers
-def pitfall_second_tutorial(n: int, block: int) -> None:
-    say(ec.second_tutorial_notes(n, block, lab.tutorial_chunks(n, block), lab.tutorial_chunks(100, 32),
-                                 lab.tutorial_global_branch(n)))
-
-
 def pitfall_first_tutorial(inputs: lab.LabInputs) -> None:
     q, k, _ = inputs.qkv()
     nan = lab.tutorial_nan_patch(q[0, 0], k[0, 0], eff.strided_sparse_mask(inputs.n, 4, 2))
-    same = loop_mask_matches(inputs.n, 4)
-    st.markdown(t("efficiency.pit1_now", n=inputs.n, same=t("efficiency.yes") if same else t("efficiency.no"),
-                  nan=nan["nan_patched"], empty=nan["empty_rows"]))
+    st.markdown(ec.first_tutorial_note(inputs.n, loop_mask_matches(inputs.n, 4), nan))
     if st.button(t("efficiency.pit1_time", n=256), key="time_masks", icon=":material/timer:"):
         st.session_state["eff_masks"] = lab.time_mask_builders(256)
-    timing = st.session_state.get("eff_masks")
-    if timing:
-        st.markdown(t("efficiency.pit1_timing", loops=f"{1e3 * timing['loops']:.1f}",
-                      vec=f"{1e3 * timing['vectorised']:.3f}", x=f"{timing['loops'] / timing['vectorised']:.0f}"))
+    if st.session_state.get("eff_masks"):
+        st.markdown(ec.mask_timing_note(st.session_state["eff_masks"]))
 
 
 def pitfall_flash_space() -> None:
@@ -415,7 +386,9 @@ def pitfall_flash_space() -> None:
 def pitfalls(inputs: lab.LabInputs | None) -> None:
     n, block = inputs.n if inputs is not None else 12, int(st.session_state.get("block", 4) or 4)
     anatomy.pitfall(t("efficiency.pit2_title"), t("efficiency.pit2_body"), t("efficiency.pit2_code"),
-                    demo=lambda: pitfall_second_tutorial(n, block))
+                    demo=lambda: say(ec.second_tutorial_notes(n, block, lab.tutorial_chunks(n, block),
+                                                              lab.tutorial_chunks(100, 32),
+                                                              lab.tutorial_global_branch(n))))
     if inputs is not None:
         anatomy.pitfall(t("efficiency.pit1_title"), t("efficiency.pit1_body"), t("efficiency.pit1_code"),
                         demo=lambda: pitfall_first_tutorial(inputs))
@@ -429,14 +402,14 @@ def pitfalls(inputs: lab.LabInputs | None) -> None:
 
 def doubling_exercise() -> None:
     """Predict the time of one call at 2n, full and linear; the answer is in the recorded figures."""
-    doc = models.bench()
-    if doc is None or bench.quoted_sizes(doc).doubling is None:
+    found = None if models.bench() is None else bench.doubling_ratios(models.bench())
+    if found is None:
         models.unavailable("bench")
         return
-    by, (a, b) = bench.by_method(doc), bench.quoted_sizes(doc).doubling
-    ratio = {m: f"{by[(m, b)]['time_s'] / by[(m, a)]['time_s']:.1f}" for m in ("full", "linear")}
+    a, b, ratio = found
     anatomy.exercise("eff_ex", t("efficiency.ex_question", a=a, b=b), [t(f"efficiency.ex_opt{i}") for i in range(4)],
-                     answer=1, explanation=t("efficiency.ex_explain", full=ratio["full"], lin=ratio["linear"]))
+                     answer=1, explanation=t("efficiency.ex_explain", full=f"{ratio['full']:.1f}",
+                                             lin=f"{ratio['linear']:.1f}"))
 
 
 # ------------------------------------------------------------------ the page

@@ -18,7 +18,6 @@ import pandas as pd
 
 from attention_core.labs import efficiency_bench as bench
 from . import format as fmt
-from .anatomy import md_escape
 from .charts import MASKED_GREY, Spec, as_numpy, chart_kind, unique_labels
 from .i18n import t
 
@@ -369,7 +368,7 @@ def precision_table(rows) -> pd.DataFrame:
 # --- the sentences that quote the numbers on screen ("what to notice", pitfall demos) -------------------
 
 def approx_notes(variant: str, knobs, view, labels: Sequence[str], d: int) -> list[str]:
-    """What to notice about one variant's ``labs.efficiency.VariantView``."""
+    """What to notice about one variant's ``labs.efficiency.VariantView``; ``labels``: unique, Markdown-escaped."""
     n, err, tv, cost = len(labels), fmt.short(view.rel_error), fmt.pct(view.row_tv.mean(), 1), fmt.short(view.cost)
     items = []
     if variant in ("softmax", "flash"):
@@ -384,7 +383,7 @@ def approx_notes(variant: str, knobs, view, labels: Sequence[str], d: int) -> li
         mask = view.mask
         items.append(t("efficiency.notice_sparse", v=int(mask.sum()), total=n * n, share=fmt.pct(mask.mean(), 1),
                        err=err, tv=tv))
-        dead = [md_escape(x) for x, row in zip(unique_labels(list(labels)), mask) if not row.any()]
+        dead = [x for x, row in zip(labels, mask) if not row.any()]
         if dead:
             items.append(t("efficiency.notice_dead", rows=", ".join(dead)))
     if variant not in ("softmax", "flash"):
@@ -508,15 +507,15 @@ def block_mask_notes(r: dict, n: int, block: int) -> list[str]:
 
 
 def token_span(labels: Sequence[str], start: int, end: int) -> str:
-    first, last = md_escape(labels[start]), md_escape(labels[end - 1])
-    return first if end - start == 1 else f"{first} … {last}"
+    return labels[start] if end - start == 1 else f"{labels[start]} … {labels[end - 1]}"
 
 
 def flash_step_notes(view, step_no: int, total: int, block_q: int, block_k: int,
                      labels: Sequence[str]) -> tuple[str, list[str]]:
-    """A ``labs.efficiency.FlashStepView`` in words: which tile (above the table), then what it changed."""
+    """A ``labs.efficiency.FlashStepView`` in words: which tile (above the table), then what it changed.
+    ``labels``: unique and Markdown-escaped."""
     step, tile = view.step, view.step.tile
-    lab, qa = unique_labels(list(labels)), tile.q_start // block_q + 1
+    lab, qa = labels, tile.q_start // block_q + 1
     where = t("efficiency.step_skipped" if tile.skipped else "efficiency.step_now", i=step_no, total=total, a=qa,
               b=tile.k_start // block_k + 1, q0=tile.q_start, q1=tile.q_end - 1, k0=tile.k_start, k1=tile.k_end - 1,
               qs=token_span(lab, tile.q_start, tile.q_end), ks=token_span(lab, tile.k_start, tile.k_end))
@@ -542,3 +541,33 @@ def flash_notes(run, n: int, floats: Mapping[str, int], causal: bool) -> list[st
     if causal:
         items.append(t("efficiency.notice_skipped", skipped=sum(tl.skipped for tl in run.trace), total=total))
     return items
+
+
+def approx_metrics(view, n: int) -> list[tuple[str, str, str]]:
+    """(label, value, help) of the four metrics above one variant's row chart."""
+    last = ((t("efficiency.m_pairs"), f"{int(view.mask.sum())} / {n * n}", t("efficiency.m_pairs_help"))
+            if view.mask is not None else
+            (t("efficiency.m_reproduce"), fmt.short(view.reproduce), t("efficiency.m_reproduce_help")))
+    return [(t("efficiency.m_error"), fmt.short(view.rel_error), t("efficiency.m_error_help")),
+            (t("efficiency.m_tv"), fmt.pct(view.row_tv.mean(), 1), t("efficiency.m_tv_help")),
+            (t("efficiency.m_cost"), f"{fmt.short(view.cost)}×", t("efficiency.m_cost_help")), last]
+
+
+def checkpoint_metrics(r) -> list[tuple[str, str, None]]:
+    """(label, value, help) of a ``labs.efficiency.CheckpointReport``."""
+    return [(t("efficiency.tips_ck_m_plain"), size(r.plain_bytes), None),
+            (t("efficiency.tips_ck_m_ckpt"), size(r.ckpt_bytes), None),
+            (t("efficiency.tips_ck_m_forwards"), f"{r.plain_forwards} → {r.ckpt_forwards}", None),
+            (t("efficiency.tips_ck_m_grad"), f"{r.grad_max_diff:.1e}", None)]
+
+
+def first_tutorial_note(n: int, same: bool, nan: dict) -> str:
+    """The first tutorial's loop mask (equal to ours?) and its NaN patch on this input."""
+    return t("efficiency.pit1_now", n=n, same=t("efficiency.yes") if same else t("efficiency.no"),
+             nan=nan["nan_patched"], empty=nan["empty_rows"])
+
+
+def mask_timing_note(timing: dict) -> str:
+    """``labs.efficiency.time_mask_builders``: the loop mask against the vectorised one."""
+    return t("efficiency.pit1_timing", loops=f"{1e3 * timing['loops']:.1f}", vec=f"{1e3 * timing['vectorised']:.3f}",
+             x=f"{timing['loops'] / timing['vectorised']:.0f}")

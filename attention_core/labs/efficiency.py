@@ -517,6 +517,7 @@ def underflow(value: float = 1e-8, scale: float = 65536.0) -> Underflow:
 
 LIVE_SIZES = (128, 256, 512, 1024)
 LIVE_METHODS = ("full", "linear", "performer", "linformer", "window", "flash")
+LIVE_RUNS = len(LIVE_SIZES) * len(LIVE_METHODS)
 
 
 def time_method(method: str, n: int, repeats: int = 5, d: int = 64, seed: int = 0) -> float:
@@ -533,6 +534,23 @@ def time_method(method: str, n: int, repeats: int = 5, d: int = 64, seed: int = 
         call()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+def live_timings(sizes: Sequence[int] = LIVE_SIZES, methods: Sequence[str] = LIVE_METHODS):
+    """Time every method at every size (``time_method``), yielding after each: (done, total, results so far)."""
+    jobs = [(m, n) for n in sizes for m in methods]
+    results = []
+    for method, n in jobs:
+        results.append({"method": method, "n": n, "time_s": time_method(method, n)})
+        yield len(results), len(jobs), results
+
+
+def linear_mask_input(inputs: LabInputs | None) -> torch.Tensor:
+    """The input of the tutorial's linear-attention layer in its pitfall: the tokens' queries (1, n, D), or
+    12 seeded random vectors when there are no tokens."""
+    if inputs is None:
+        return torch.randn(1, 12, D, generator=torch.Generator().manual_seed(0))
+    return inputs.qkv()[0][0]
 
 
 def flash_extra_floats(n: int, d: int, block_q: int, block_k: int) -> dict[str, int]:

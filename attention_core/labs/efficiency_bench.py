@@ -362,6 +362,15 @@ def quoted_sizes(doc: dict) -> QuotedSizes:
                        None if doubling is None else (doubling, 2 * doubling), tuple(both_memory[-4:]))
 
 
+def doubling_ratios(doc: dict) -> tuple[int, int, dict[str, float]] | None:
+    """The exercise's answer: n, 2n (``quoted_sizes``) and time(2n) / time(n) of full and linear attention."""
+    sizes = quoted_sizes(doc).doubling
+    if sizes is None:
+        return None
+    by, (a, b) = by_method(doc), sizes
+    return a, b, {m: by[(m, b)]["time_s"] / by[(m, a)]["time_s"] for m in ("full", "linear")}
+
+
 # ----------------------------------------------------------------------------------------------
 
 def main(argv=None) -> int:
