@@ -47,19 +47,16 @@ def knob_frame(sweep, *, current: float | None, this_error: float | None,
                names: Mapping[str, str]) -> pd.DataFrame:
     """Long form of a ``KnobSweep``: kind "err" (mean, lo, hi over seeds), "tv", "cost", "now" (a rule at the
     current knob) and "dot" (this run's error). ``names``: translated series names for err, tv, cost, dot."""
-    x = list(sweep.value)
-    parts = [pd.DataFrame({"x": x, "y": sweep.mean, "lo": sweep.lo, "hi": sweep.hi, "kind": "err",
-                           "series": names["err"]}),
-             pd.DataFrame({"x": x, "y": sweep.tv, "lo": np.nan, "hi": np.nan, "kind": "tv", "series": names["tv"]}),
-             pd.DataFrame({"x": x, "y": sweep.cost, "lo": np.nan, "hi": np.nan, "kind": "cost",
-                           "series": names["cost"]})]
-    if current is not None:
-        parts.append(pd.DataFrame({"x": [current], "y": [np.nan], "lo": np.nan, "hi": np.nan, "kind": "now",
-                                   "series": ""}))
-        if this_error is not None:
-            parts.append(pd.DataFrame({"x": [current], "y": [this_error], "lo": np.nan, "hi": np.nan,
-                                       "kind": "dot", "series": names["dot"]}))
-    frame = pd.concat(parts, ignore_index=True)
+    k = len(sweep.value)
+    now = [] if current is None else [("now", "", np.nan)] + ([] if this_error is None else [("dot", names["dot"],
+                                                                                             this_error)])
+    rest = np.full(2 * k + len(now), np.nan)                     # lo, hi: the band of the error only
+    frame = pd.DataFrame({
+        "x": np.concatenate([np.tile(np.asarray(sweep.value, dtype=float), 3), [current] * len(now)]),
+        "y": np.concatenate([sweep.mean, sweep.tv, sweep.cost, [v for *_, v in now]]).astype(float),
+        "lo": np.concatenate([sweep.lo, rest]), "hi": np.concatenate([sweep.hi, rest]),
+        "kind": [kind for kind in ("err", "tv", "cost") for _ in range(k)] + [kind for kind, *_ in now],
+        "series": [names[kind] for kind in ("err", "tv", "cost") for _ in range(k)] + [name for _, name, _ in now]})
     frame["exact"] = [fmt.short(v) if pd.notna(v) else "" for v in frame["y"]]
     return frame
 

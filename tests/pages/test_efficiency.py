@@ -403,3 +403,38 @@ def test_linformer_random_projection_is_signed_and_clamped():
     assert (w < 0).any()
     spec = json.dumps(chart_spec(chart_by_title(at, "Linformer: effective weights")))
     assert "blueorange" in spec
+
+
+# ---------------------------------------------------------------- show the code that ran
+SMALL = {"src": "Random vectors", "n": "4"}          # small inputs: every function runs once under the profiler
+
+
+@pytest.mark.parametrize("params", [SMALL | {"v": "Linear (elu+1)"}, {"tab": TAB["cost"]}, SMALL | {"tab": TAB["flash"]},
+                                    SMALL | {"tab": TAB["rnn"]}], ids=["linear", "cost", "flash", "rnn"])
+def test_show_code_shows_only_functions_that_ran(params, monkeypatch):
+    """Every function in "Show the code" was called while the page ran (caches emptied first, so a function
+    behind a cache hit counts too): the expander prints the code that drew the picture, not a list. ~1-3 s each."""
+    import sys
+    import threading
+
+    from ui import anatomy, cache, models
+
+    for c in list(cache._BY_FUNCTION.values()):
+        c.clear()
+    models._cached.clear()                           # the recorded benchmark and the LRA table are read again
+    called, shown = set(), []
+    monkeypatch.setattr(anatomy, "show_code", lambda *objects: shown.extend(objects))
+
+    def profile(frame, event, arg):
+        if event == "call":
+            called.add(frame.f_code)
+
+    threading.setprofile(profile)
+    try:
+        at = open_page("efficiency", "en", params)
+    finally:
+        threading.setprofile(None)
+        sys.setprofile(None)
+    assert exceptions(at) == [] and shown
+    not_run = [f"{f.__module__}.{f.__qualname__}" for f in shown if f.__code__ not in called]
+    assert not_run == []
