@@ -215,3 +215,42 @@ def test_time_helpers_return_positive_seconds():
     assert el.time_method("linear", 128, repeats=1) > 0
     f = el.flash_extra_floats(64, 16, 8, 4)
     assert f == {"tile": 32, "acc": 128, "stats": 16, "full_matrix": 4096}
+
+
+# ---------------------------------------------------------------- the recorded run: sizes come from the data
+def _recorded(keep=lambda r: True, scale: int = 1) -> dict:
+    import json
+    from pathlib import Path
+    doc = json.loads((Path(__file__).resolve().parent.parent / "assets/bench/efficient.json").read_text(encoding="utf-8"))
+    doc["results"] = [dict(r, n=r["n"] * scale) for r in doc["results"] if keep(r)]
+    return doc
+
+
+def test_quoted_sizes_are_the_shipped_ones_and_follow_a_rerun_with_other_sizes():
+    from attention_core.labs import efficiency_bench as bench
+
+    shipped = bench.quoted_sizes(_recorded())
+    assert shipped == bench.QuotedSizes(16384, 8192, 4096, (4096, 8192), (2048, 4096, 8192, 16384))
+    doubled = bench.quoted_sizes(_recorded(scale=2))                 # a run at n = 512 ... 32768
+    assert doubled.top == 32768 and doubled.memory == 8192 and doubled.doubling == (4096, 8192)
+    assert doubled.masked == 4096 and doubled.memory_rows == (4096, 8192, 16384, 32768)
+    quick = bench.quoted_sizes(_recorded(lambda r: r["n"] <= 2048))  # a --quick run
+    assert quick.top == 2048 and quick.masked == 2048 and quick.doubling == (1024, 2048)
+    a, b, ratio = bench.doubling_ratios(_recorded(lambda r: r["n"] <= 2048))
+    by = bench.by_method(_recorded())
+    assert (a, b) == (1024, 2048) and ratio["full"] == by[("full", 2048)]["time_s"] / by[("full", 1024)]["time_s"]
+
+
+@pytest.mark.parametrize("scale,keep", [(2, 16384), (1, 2048)], ids=["512-32768", "quick"])
+def test_the_cost_tab_quotes_a_rerun_with_other_sizes_without_a_key_error(scale, keep):
+    """The page used to read by[("full", 16384)]: a regenerated file with other sizes raised KeyError."""
+    from attention_core.labs import efficiency_bench as bench
+    from ui import efficiency_charts as ec
+
+    doc = _recorded(lambda r: r["n"] <= keep, scale)
+    sizes = bench.quoted_sizes(doc)
+    notes = ec.cost_notes(doc, sizes)
+    assert f"At n = {sizes.top} full attention" in notes[1] and str(sizes.masked) in notes[3]
+    table = ec.complexity_table(doc, sizes)
+    assert f"n = {sizes.top}" in " ".join(table.columns)
+    assert sizes.memory_rows and str(sizes.memory_rows[-1]) in ec.flash_space_note(doc, sizes.memory_rows)
