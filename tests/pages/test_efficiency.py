@@ -321,6 +321,13 @@ def test_flash_last_tile_and_out_of_range_tile():
     assert exceptions(wild) == [] and f"全部 {n} 个分块完成后" in all_text(wild)
 
 
+def test_flash_first_tile_starts_from_minus_infinity():
+    """Before a row's first tile the running max is −∞ (written so, as the lesson writes it) and the sum 0."""
+    at = open_page("efficiency", "en", {"tab": TAB["flash"], "bq": "4", "bk": "4", "tile": "1"})
+    table = next(d.value for d in at.dataframe if EN["efficiency.fc_m_old"] in d.value.columns)
+    assert list(table[EN["efficiency.fc_m_old"]]) == ["−∞"] * 4 and list(table[EN["efficiency.fc_l_old"]]) == ["0"] * 4
+
+
 # ---------------------------------------------------------------- linear attention as an RNN
 def test_rnn_state_and_output_against_the_recurrence():
     at = open_page("efficiency", "en", {"tab": TAB["rnn"], "step": "5"})
