@@ -192,11 +192,11 @@ def test_tutorial_chunks_and_global_branch():
     assert el.tutorial_chunks(12, 5) == [6, 6]
     assert "greater than 0" in el.tutorial_chunks(5, 32)
     bad = el.tutorial_global_branch(10, d_model=16, heads=2, batch=2)
-    assert bad["error"] and bad["shapes"]["global_context"] == (2, 1, 16)
-    assert bad["shapes"]["local_output"] == (2, 2, 10, 8)
-    assert bad["scale_used"] == 4.0 and bad["scale_right"] == pytest.approx(math.sqrt(8))
+    assert bad.error and bad.global_context == (2, 1, 16) and bad.expanded is None
+    assert bad.local_output == (2, 2, 10, 8)
+    assert bad.scale_used == 4.0 and bad.scale_right == pytest.approx(math.sqrt(8))
     lucky = el.tutorial_global_branch(10, d_model=16, heads=1, batch=1)
-    assert lucky["error"] is None and lucky["shapes"]["expanded"] == (1, 1, 10, 16)
+    assert lucky.error is None and lucky.expanded == (1, 1, 10, 16)
 
 
 def test_tutorial_nan_patch_counts():
@@ -204,24 +204,25 @@ def test_tutorial_nan_patch_counts():
     mask = torch.ones(6, 6, dtype=torch.bool)
     mask[2] = False                                               # one row with no visible key
     out = el.tutorial_nan_patch(q[0, 0], k[0, 0], mask)
-    assert out == {"nan_patched": 6, "empty_rows": 1, "safe_nan": 0}
+    assert out == el.NanPatch(nan_patched=6, empty_rows=1, safe_nan=0)
     strided = eff.strided_sparse_mask(6, 4, 2)
-    assert el.tutorial_nan_patch(q[0, 0], k[0, 0], strided)["nan_patched"] == 0
+    assert el.tutorial_nan_patch(q[0, 0], k[0, 0], strided).nan_patched == 0
 
 
 def test_time_helpers_return_positive_seconds():
     t = el.time_mask_builders(24, repeats=1)
-    assert t["loops"] > 0 and t["vectorised"] > 0
+    assert t.loops > 0 and t.vectorised > 0
     assert el.time_method("linear", 128, repeats=1) > 0
     f = el.flash_extra_floats(64, 16, 8, 4)
-    assert f == {"tile": 32, "acc": 128, "stats": 16, "full_matrix": 4096}
+    assert f == el.FlashMemory(tile=32, acc=128, stats=16, full_matrix=4096)
 
 
 # ---------------------------------------------------------------- the recorded run: sizes come from the data
 def _recorded(keep=lambda r: True, scale: int = 1) -> dict:
     import json
     from pathlib import Path
-    doc = json.loads((Path(__file__).resolve().parent.parent / "assets/bench/efficient.json").read_text(encoding="utf-8"))
+    path = Path(__file__).resolve().parent.parent / "assets/bench/efficient.json"
+    doc = json.loads(path.read_text(encoding="utf-8"))
     doc["results"] = [dict(r, n=r["n"] * scale) for r in doc["results"] if keep(r)]
     return doc
 

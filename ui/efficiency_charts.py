@@ -462,19 +462,18 @@ def code_text(error: str) -> str:
     return error.replace("`", "'")
 
 
-def second_tutorial_notes(n: int, block: int, chunks, example: Sequence[int], branch: dict) -> list[str]:
-    """The second tutorial's ``chunk(n // block)`` sizes (or its error) and its global branch's shapes."""
+def second_tutorial_notes(n: int, block: int, chunks, example: Sequence[int], branch) -> list[str]:
+    """The second tutorial's ``chunk(n // block)`` sizes (or its error) and its global branch (``GlobalBranch``)."""
     if isinstance(chunks, str):
         first = t("efficiency.pit2_now_error", n=n, block=block, err=code_text(chunks))
     else:
         first = t("efficiency.pit2_now", n=n, block=block, k=n // block, sizes=", ".join(map(str, chunks)))
-    sh = branch["shapes"]
     return [first,
             t("efficiency.pit2_example", sizes=", ".join(map(str, example)), k=len(example),
               wrong=sum(c != 32 for c in example)),
-            t("efficiency.pit2_global", gq=sh["global_q"], gw=sh["global_weights"], gc=sh["global_context"],
-              lo=sh["local_output"], err=code_text(branch["error"] or "—"), used=f"{branch['scale_used']:.2f}",
-              right=f"{branch['scale_right']:.2f}")]
+            t("efficiency.pit2_global", gq=branch.global_q, gw=branch.global_weights, gc=branch.global_context,
+              lo=branch.local_output, err=code_text(branch.error or "—"), used=f"{branch.scale_used:.2f}",
+              right=f"{branch.scale_right:.2f}")]
 
 
 def flash_space_note(doc: dict, sizes: Sequence[int]) -> str:
@@ -529,11 +528,11 @@ def flash_step_notes(view, step_no: int, total: int, block_q: int, block_k: int,
     return where, after
 
 
-def flash_notes(run, n: int, floats: Mapping[str, int], causal: bool) -> list[str]:
-    """What to notice about a ``labs.efficiency.FlashRun``; ``floats``: ``flash_extra_floats``."""
+def flash_notes(run, n: int, memory, causal: bool) -> list[str]:
+    """What to notice about a ``labs.efficiency.FlashRun``; ``memory``: ``flash_extra_floats``'s FlashMemory."""
     total = len(run.trace)
-    items = [t("efficiency.notice_tile_memory", tile=floats["tile"], acc=floats["acc"], stats=floats["stats"],
-               full=floats["full_matrix"], n=n),
+    items = [t("efficiency.notice_tile_memory", tile=memory.tile, acc=memory.acc, stats=memory.stats,
+               full=memory.full_matrix, n=n),
              t("efficiency.notice_flash_exact", diff=f"{run.max_diff:.1e}", total=total)]
     if causal:
         items.append(t("efficiency.notice_skipped", skipped=sum(tl.skipped for tl in run.trace), total=total))
@@ -558,13 +557,13 @@ def checkpoint_metrics(r) -> list[tuple[str, str, None]]:
             (t("efficiency.tips_ck_m_grad"), f"{r.grad_max_diff:.1e}", None)]
 
 
-def first_tutorial_note(n: int, same: bool, nan: dict) -> str:
-    """The first tutorial's loop mask (equal to ours?) and its NaN patch on this input."""
+def first_tutorial_note(n: int, same: bool, nan) -> str:
+    """The first tutorial's loop mask (equal to ours?) and its NaN patch (``NanPatch``) on this input."""
     return t("efficiency.pit1_now", n=n, same=t("efficiency.yes") if same else t("efficiency.no"),
-             nan=nan["nan_patched"], empty=nan["empty_rows"])
+             nan=nan.nan_patched, empty=nan.empty_rows)
 
 
-def mask_timing_note(timing: dict) -> str:
-    """``labs.efficiency.time_mask_builders``: the loop mask against the vectorised one."""
-    return t("efficiency.pit1_timing", loops=f"{1e3 * timing['loops']:.1f}", vec=f"{1e3 * timing['vectorised']:.3f}",
-             x=f"{timing['loops'] / timing['vectorised']:.0f}")
+def mask_timing_note(timing) -> str:
+    """``labs.efficiency.time_mask_builders``' MaskTimes: the loop mask against the vectorised one."""
+    return t("efficiency.pit1_timing", loops=f"{1e3 * timing.loops:.1f}", vec=f"{1e3 * timing.vectorised:.3f}",
+             x=f"{timing.loops / timing.vectorised:.0f}")

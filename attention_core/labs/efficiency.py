@@ -438,28 +438,37 @@ def tutorial_strided_mask_loops(n: int, stride: int = 4) -> torch.Tensor:
     return mask
 
 
-def time_mask_builders(n: int, stride: int = 4, repeats: int = 3) -> dict[str, float]:
+class MaskTimes(NamedTuple):
+    loops: float          # median seconds of the tutorial's loop mask
+    vectorised: float     # ... and of ``strided_sparse_mask`` (the same pattern)
+
+
+def time_mask_builders(n: int, stride: int = 4, repeats: int = 3) -> MaskTimes:
     """Median seconds of the tutorial's loop mask and of ``strided_sparse_mask`` (the same pattern)."""
-    out = {}
-    for name, build in (("loops", lambda: tutorial_strided_mask_loops(n, stride)),
-                        ("vectorised", lambda: eff.strided_sparse_mask(n, stride, 2))):
+    out = []
+    for build in (lambda: tutorial_strided_mask_loops(n, stride), lambda: eff.strided_sparse_mask(n, stride, 2)):
         times = []
         for _ in range(repeats):
             t0 = time.perf_counter()
             build()
             times.append(time.perf_counter() - t0)
-        out[name] = statistics.median(times)
-    return out
+        out.append(statistics.median(times))
+    return MaskTimes(*out)
 
 
-def tutorial_nan_patch(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor) -> dict[str, int]:
+class NanPatch(NamedTuple):
+    nan_patched: int      # NaNs the tutorial's softmax makes (and masked_fill then hides)
+    empty_rows: int       # query rows with no visible key (where they come from)
+    safe_nan: int         # NaNs of a safe ``masked_softmax`` (0)
+
+
+def tutorial_nan_patch(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor) -> NanPatch:
     """The first tutorial's softmax + ``masked_fill(torch.isnan(w), 0)`` on a pattern: how many NaNs it
     patches (rows with no visible key) and how many a safe ``masked_softmax`` would have produced (0)."""
     scores = scaled_dot_scores(q, k).masked_fill(~mask, float("-inf"))
     naive = torch.softmax(scores, dim=-1)
     safe = masked_softmax(scaled_dot_scores(q, k), mask)
-    return {"nan_patched": int(torch.isnan(naive).sum()), "empty_rows": int((~mask.any(-1)).sum()),
-            "safe_nan": int(torch.isnan(safe).sum())}
+    return NanPatch(int(torch.isnan(naive).sum()), int((~mask.any(-1)).sum()), int(torch.isnan(safe).sum()))
 
 
 def tutorial_chunks(n: int, block: int) -> list[int] | str:
@@ -471,7 +480,20 @@ def tutorial_chunks(n: int, block: int) -> list[int] | str:
         return str(err).splitlines()[0]
 
 
-def tutorial_global_branch(n: int, d_model: int = 16, heads: int = 2, batch: int = 2) -> dict:
+class GlobalBranch(NamedTuple):
+    """Shapes of the second tutorial's global branch as it runs, and the error it meets (None: no error)."""
+
+    global_q: tuple               # (b, 1, d_model) mean of the queries
+    global_weights: tuple         # (b, 1, n)
+    global_context: tuple         # (b, 1, d_model)
+    local_output: tuple           # (b, heads, n, d_k)
+    expanded: tuple | None        # context.expand_as(local_output), where it works
+    error: str | None
+    scale_used: float             # sqrt(d_model), as written
+    scale_right: float            # sqrt(d_k), per head
+
+
+def tutorial_global_branch(n: int, d_model: int = 16, heads: int = 2, batch: int = 2) -> GlobalBranch:
     """Shapes of the second tutorial's global branch, run as written; the error it meets, if any.
 
     global_q: (b, 1, d_model) mean of the queries; weights (b, 1, n) scaled by sqrt(d_model);
@@ -485,14 +507,13 @@ def tutorial_global_branch(n: int, d_model: int = 16, heads: int = 2, batch: int
     weights = torch.softmax(global_q @ global_k.transpose(-2, -1) / math.sqrt(d_model), dim=-1)  # (b, 1, n)
     context = weights @ query                                           # (b, 1, d_model)
     local = torch.zeros(batch, heads, n, d_k)
-    shapes = {"global_q": tuple(global_q.shape), "global_weights": tuple(weights.shape),
-              "global_context": tuple(context.shape), "local_output": tuple(local.shape)}
+    expanded, error = None, None
     try:
-        shapes["expanded"] = tuple(context.expand_as(local).shape)
-        error = None
+        expanded = tuple(context.expand_as(local).shape)
     except RuntimeError as err:
         error = str(err).splitlines()[0]
-    return {"shapes": shapes, "error": error, "scale_used": math.sqrt(d_model), "scale_right": math.sqrt(d_k)}
+    return GlobalBranch(tuple(global_q.shape), tuple(weights.shape), tuple(context.shape), tuple(local.shape),
+                        expanded, error, math.sqrt(d_model), math.sqrt(d_k))
 
 
 def loop_mask_matches(n: int, stride: int = 4) -> bool:
@@ -553,13 +574,22 @@ def linear_mask_input(inputs: LabInputs | None) -> torch.Tensor:
     return inputs.qkv()[0][0]
 
 
-def flash_extra_floats(n: int, d: int, block_q: int, block_k: int) -> dict[str, int]:
+class FlashMemory(NamedTuple):
+    """Floats flash attention keeps besides Q, K, V and the output, against the n x n matrix it never forms."""
+
+    tile: int             # one block_q x block_k tile of scores / probabilities
+    acc: int              # the block_q x d accumulator
+    stats: int            # running max m and sum l of the rows in flight
+    full_matrix: int      # n x n
+
+
+def flash_extra_floats(n: int, d: int, block_q: int, block_k: int) -> FlashMemory:
     """Floats flash attention keeps besides Q, K, V and the output (n x d), against the n x n matrix.
 
     Per row: running max m and sum l (2 n for the rows in flight, here one query block at a time: 2 block_q);
     per step: one block_q x block_k tile of scores/probabilities and a block_q x d accumulator.
     """
-    return {"tile": block_q * block_k, "acc": block_q * d, "stats": 2 * block_q, "full_matrix": n * n}
+    return FlashMemory(block_q * block_k, block_q * d, 2 * block_q, n * n)
 
 
 # --------------------------------------------------------------------------------------------------
