@@ -128,20 +128,20 @@ def test_knob_values():
 def test_knob_sweep_error_falls_to_zero_as_the_pattern_covers_everything():
     sw = el.knob_sweep("longformer", TOKENS, len(TOKENS), el.Knobs(n_global=0), seeds=(0, 1))
     n = len(TOKENS)
-    assert sw["value"] == [float(w) for w in range(n)]
-    assert sw["mean"][-1] < 1e-6 and sw["tv"][-1] < 1e-6 and sw["cost"][-1] == pytest.approx(1.0)
-    assert sw["mean"][0] > sw["mean"][-1]
-    assert all(lo <= m + 1e-12 <= hi + 2e-12 for lo, m, hi in zip(sw["lo"], sw["mean"], sw["hi"]))
+    assert sw.value == [float(w) for w in range(n)]
+    assert sw.mean[-1] < 1e-6 and sw.tv[-1] < 1e-6 and sw.cost[-1] == pytest.approx(1.0)
+    assert sw.mean[0] > sw.mean[-1]
+    assert all(lo <= m + 1e-12 <= hi + 2e-12 for lo, m, hi in zip(sw.lo, sw.mean, sw.hi))
     # the cost is the share of visible pairs, exactly
     offsets = (torch.arange(n)[:, None] - torch.arange(n)).abs()
-    for w, c in zip(sw["value"], sw["cost"]):
+    for w, c in zip(sw.value, sw.cost):
         assert c == pytest.approx(float((offsets <= w).float().mean()))
 
 
 def test_performer_sweep_error_shrinks_with_m():
     sw = el.knob_sweep("performer", None, 12, el.Knobs(), seeds=(0, 1, 2), values=(2, 512), gain=0.5)
-    assert sw["mean"][1] < 0.5 * sw["mean"][0]
-    assert sw["cost"] == pytest.approx([2 * 2 / 12, 2 * 512 / 12])
+    assert sw.mean[1] < 0.5 * sw.mean[0]
+    assert sw.cost == pytest.approx([2 * 2 / 12, 2 * 512 / 12])
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -192,11 +192,11 @@ def test_tutorial_chunks_and_global_branch():
     assert el.tutorial_chunks(12, 5) == [6, 6]
     assert "greater than 0" in el.tutorial_chunks(5, 32)
     bad = el.tutorial_global_branch(10, d_model=16, heads=2, batch=2)
-    assert bad["error"] and bad["shapes"]["global_context"] == (2, 1, 16)
-    assert bad["shapes"]["local_output"] == (2, 2, 10, 8)
-    assert bad["scale_used"] == 4.0 and bad["scale_right"] == pytest.approx(math.sqrt(8))
+    assert bad.error and bad.global_context == (2, 1, 16) and bad.expanded is None
+    assert bad.local_output == (2, 2, 10, 8)
+    assert bad.scale_used == 4.0 and bad.scale_right == pytest.approx(math.sqrt(8))
     lucky = el.tutorial_global_branch(10, d_model=16, heads=1, batch=1)
-    assert lucky["error"] is None and lucky["shapes"]["expanded"] == (1, 1, 10, 16)
+    assert lucky.error is None and lucky.expanded == (1, 1, 10, 16)
 
 
 def test_tutorial_nan_patch_counts():
@@ -204,14 +204,54 @@ def test_tutorial_nan_patch_counts():
     mask = torch.ones(6, 6, dtype=torch.bool)
     mask[2] = False                                               # one row with no visible key
     out = el.tutorial_nan_patch(q[0, 0], k[0, 0], mask)
-    assert out == {"nan_patched": 6, "empty_rows": 1, "safe_nan": 0}
+    assert out == el.NanPatch(nan_patched=6, empty_rows=1, safe_nan=0)
     strided = eff.strided_sparse_mask(6, 4, 2)
-    assert el.tutorial_nan_patch(q[0, 0], k[0, 0], strided)["nan_patched"] == 0
+    assert el.tutorial_nan_patch(q[0, 0], k[0, 0], strided).nan_patched == 0
 
 
 def test_time_helpers_return_positive_seconds():
     t = el.time_mask_builders(24, repeats=1)
-    assert t["loops"] > 0 and t["vectorised"] > 0
+    assert t.loops > 0 and t.vectorised > 0
     assert el.time_method("linear", 128, repeats=1) > 0
     f = el.flash_extra_floats(64, 16, 8, 4)
-    assert f == {"tile": 32, "acc": 128, "stats": 16, "full_matrix": 4096}
+    assert f == el.FlashMemory(tile=32, acc=128, stats=16, full_matrix=4096)
+
+
+# ---------------------------------------------------------------- the recorded run: sizes come from the data
+def _recorded(keep=lambda r: True, scale: int = 1) -> dict:
+    import json
+    from pathlib import Path
+    path = Path(__file__).resolve().parent.parent / "assets/bench/efficient.json"
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    doc["results"] = [dict(r, n=r["n"] * scale) for r in doc["results"] if keep(r)]
+    return doc
+
+
+def test_quoted_sizes_are_the_shipped_ones_and_follow_a_rerun_with_other_sizes():
+    from attention_core.labs import efficiency_bench as bench
+
+    shipped = bench.quoted_sizes(_recorded())
+    assert shipped == bench.QuotedSizes(16384, 8192, 4096, (4096, 8192), (2048, 4096, 8192, 16384))
+    doubled = bench.quoted_sizes(_recorded(scale=2))                 # a run at n = 512 ... 32768
+    assert doubled.top == 32768 and doubled.memory == 8192 and doubled.doubling == (4096, 8192)
+    assert doubled.masked == 4096 and doubled.memory_rows == (4096, 8192, 16384, 32768)
+    quick = bench.quoted_sizes(_recorded(lambda r: r["n"] <= 2048))  # a --quick run
+    assert quick.top == 2048 and quick.masked == 2048 and quick.doubling == (1024, 2048)
+    a, b, ratio = bench.doubling_ratios(_recorded(lambda r: r["n"] <= 2048))
+    by = bench.by_method(_recorded())
+    assert (a, b) == (1024, 2048) and ratio["full"] == by[("full", 2048)]["time_s"] / by[("full", 1024)]["time_s"]
+
+
+@pytest.mark.parametrize("scale,keep", [(2, 16384), (1, 2048)], ids=["512-32768", "quick"])
+def test_the_cost_tab_quotes_a_rerun_with_other_sizes_without_a_key_error(scale, keep):
+    """The page used to read by[("full", 16384)]: a regenerated file with other sizes raised KeyError."""
+    from attention_core.labs import efficiency_bench as bench
+    from ui import efficiency_charts as ec
+
+    doc = _recorded(lambda r: r["n"] <= keep, scale)
+    sizes = bench.quoted_sizes(doc)
+    notes = ec.cost_notes(doc, sizes)
+    assert f"At n = {sizes.top} full attention" in notes[1] and str(sizes.masked) in notes[3]
+    table = ec.complexity_table(doc, sizes)
+    assert f"n = {sizes.top}" in " ".join(table.columns)
+    assert sizes.memory_rows and str(sizes.memory_rows[-1]) in ec.flash_space_note(doc, sizes.memory_rows)

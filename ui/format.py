@@ -40,8 +40,10 @@ def sig(x: float) -> str:
 
 
 def short(x: float) -> str:
-    """Compact: 3 significant digits, scientific below 1e-3 (chart legends, small labels)."""
+    """Compact: 3 significant digits, scientific below 1e-3 (chart legends, small labels); ±∞ as "−∞"."""
     x = float(x)
+    if not math.isfinite(x):
+        return exact(x)
     return "0" if x == 0 else (f"{x:.1e}" if abs(x) < 1e-3 else f"{x:.3g}")
 
 

@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import NamedTuple, Sequence
 
+import numpy as np
 import torch
 from torch.utils.checkpoint import checkpoint
 
@@ -46,6 +47,12 @@ SPARSE = ("strided", "block_global", "longformer", "bigbird")
 KNOB = {"softmax": None, "linear": None, "performer": "m", "linformer": "k", "strided": "stride",
         "block_global": "block", "longformer": "window", "bigbird": "window", "flash": "block"}
 FEATURES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)     # Performer m on the page (log steps)
+# One seed drives every random part of a run; each part draws from its own stream (seed + offset), so that
+# e.g. the Performer features do not change when the learner switches the Linformer projection, and no
+# stream repeats the one that drew the random inputs (offset 0).
+FEATURES_STREAM = 3       # Performer: orthogonal random features
+PROJECTION_STREAM = 7     # Linformer: the untrained Gaussian E, F
+RANDOM_KEYS_STREAM = 11   # BigBird: the random keys of each query
 
 
 @dataclass(frozen=True)
@@ -66,6 +73,13 @@ class Knobs:
         name = KNOB[variant]
         return self if name is None else Knobs(**{**self.__dict__, name: int(value)})
 
+    def for_sweep(self, variant: str) -> "Knobs":
+        """These settings with the swept knob and the seed at their defaults: what a sweep over the knob and
+        several seeds depends on (so moving the knob or the seed does not redo the sweep)."""
+        name = KNOB[variant]
+        drop = ("seed",) if name is None else ("seed", name)
+        return Knobs(**{k: v for k, v in self.__dict__.items() if k not in drop})
+
 
 @dataclass
 class VariantRun:
@@ -78,6 +92,7 @@ class VariantRun:
     exact_output: torch.Tensor            # (n, d_v)
     mask: torch.Tensor | None = None      # (n, n) sparsity pattern (True = computed), sparse variants only
     params: dict = field(default_factory=dict)   # what was passed to the method (projection, E, F, mask...)
+    code: tuple = ()                      # the functions that computed it, in reading order
 
     @property
     def rel_error(self) -> float:
@@ -90,6 +105,18 @@ class VariantRun:
 
 
 # ----------------------------------------------------------------------------------------------- inputs
+
+class LabInputs(NamedTuple):
+    """What the page's controls chose: the learner's tokens (None: ``n`` random tokens), the seed, the gain."""
+
+    tokens: tuple[str, ...] | None
+    n: int
+    seed: int
+    gain: float = 1.0
+
+    def qkv(self):
+        return lab_inputs(self.tokens, self.n, self.seed, gain=self.gain)
+
 
 def lab_inputs(tokens: Sequence[str] | None, n: int, seed: int, d: int = D, gain: float = 1.0):
     """(q, k, v), each (1, 1, n, d): from the learner's tokens (seeded embeddings x W_Q, x W_K, x W_V)
@@ -124,10 +151,14 @@ def linformer_projections(kind: str, k_proj: int, n: int, seed: int) -> tuple[to
         p = pooling_projection(k_proj, n)
         return p, p
     if kind == "gauss":
-        g = torch.Generator().manual_seed(seed + 7)
+        g = torch.Generator().manual_seed(seed + PROJECTION_STREAM)
         return (torch.randn(k_proj, n, generator=g) / math.sqrt(k_proj),
                 torch.randn(k_proj, n, generator=g) / math.sqrt(k_proj))
     raise ValueError(f"unknown Linformer projection {kind!r}; expected 'pool' or 'gauss'")
+
+
+SPARSE_BUILDERS = {"strided": eff.strided_sparse_mask, "block_global": eff.block_local_global_mask,
+                   "longformer": eff.longformer_mask, "bigbird": eff.bigbird_mask}
 
 
 def sparse_pattern(variant: str, n: int, knobs: Knobs) -> torch.Tensor:
@@ -140,7 +171,7 @@ def sparse_pattern(variant: str, n: int, knobs: Knobs) -> torch.Tensor:
     if variant == "longformer":
         return eff.longformer_mask(n, knobs.window, glob)
     if variant == "bigbird":
-        g = torch.Generator().manual_seed(knobs.seed + 11)
+        g = torch.Generator().manual_seed(knobs.seed + RANDOM_KEYS_STREAM)
         return eff.bigbird_mask(n, knobs.window, glob, knobs.n_random, g)
     raise ValueError(f"{variant!r} is not a sparse variant")
 
@@ -149,37 +180,44 @@ def sparse_pattern(variant: str, n: int, knobs: Knobs) -> torch.Tensor:
 
 def run_variant(variant: str, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, knobs: Knobs) -> VariantRun:
     """Run ``variant`` on (1, 1, n, d) inputs; every weight matrix comes from ``efficient.effective_weights``
-    and every output from the method itself, so ``run.weights @ v == run.output`` is a real check."""
+    and every output from the method itself, so ``run.weights @ v == run.output`` is a real check.
+    ``run.code`` names the functions of ``efficient`` this variant called (what "show the code" prints)."""
     n = q.size(-2)
     exact = scaled_dot_product_attention(q, k, v)
     mask, params = None, {}
     if variant == "softmax":
-        out = exact.output
+        out, code = exact.output, (scaled_dot_product_attention,)
         w = eff.effective_weights("softmax", q, k)
     elif variant == "linear":
         out = eff.linear_attention(q, k, v).output
         w = eff.effective_weights("linear", q, k)
+        code = (eff.linear_attention, eff.linear_attention_weights, eff.elu_feature_map)
     elif variant == "performer":
-        g = torch.Generator().manual_seed(knobs.seed + 3)
+        g = torch.Generator().manual_seed(knobs.seed + FEATURES_STREAM)
         params = {"projection": eff.orthogonal_random_features(knobs.m, q.size(-1), g)}
         out = eff.performer_attention(q, k, v, **params).output
         w = eff.effective_weights("performer", q, k, **params)
+        code = (eff.orthogonal_random_features, eff.favor_features, eff.performer_attention)
     elif variant == "linformer":
         E, F = linformer_projections(knobs.proj, min(knobs.k, n), n, knobs.seed)
         params = {"E": E, "F": F}
         out = eff.linformer_attention(q, k, v, E, F).output
         w = eff.effective_weights("linformer", q, k, **params)
+        code = (pooling_projection, eff.linformer_attention, eff.linformer_attention_weights)
     elif variant in SPARSE:
         mask = sparse_pattern(variant, n, knobs)
         params = {"mask": mask}
         out = eff.sparse_attention(q, k, v, mask).output
         w = eff.effective_weights("sparse", q, k, mask=mask)
+        code = (SPARSE_BUILDERS[variant], eff.sparse_attention)
     elif variant == "flash":
         out = eff.flash_attention(q, k, v, block_q=knobs.block, block_k=knobs.block).output
         w = eff.effective_weights("flash", q, k)
+        code = (eff.flash_attention,)
     else:
         raise ValueError(f"unknown variant {variant!r}; expected one of {VARIANTS}")
-    return VariantRun(variant, w[0, 0], out[0, 0], exact.weights[0, 0], exact.output[0, 0], mask, params)
+    return VariantRun(variant, w[0, 0], out[0, 0], exact.weights[0, 0], exact.output[0, 0], mask, params,
+                      (run_variant, eff.effective_weights, *code, eff.relative_error))
 
 
 def multiply_adds(variant: str, n: int, d: int, knobs: Knobs, mask: torch.Tensor | None = None) -> int:
@@ -218,8 +256,19 @@ def knob_values(variant: str, n: int, max_points: int = 16) -> list[int]:
     return sorted({lo + int(x) - 1 for x in steps.tolist()})
 
 
+class KnobSweep(NamedTuple):
+    """Error and cost against a variant's knob (lists over the knob values; empty without a knob)."""
+
+    value: list[float]      # the knob values visited
+    mean: list[float]       # relative output error, mean over the seeds
+    lo: list[float]         # ... min and max over the seeds
+    hi: list[float]
+    tv: list[float]         # misplaced attention mass (row_tv averaged over queries), mean over the seeds
+    cost: list[float]       # multiply-adds relative to exact attention
+
+
 def knob_sweep(variant: str, tokens: Sequence[str] | None, n: int, knobs: Knobs, seeds: Sequence[int],
-               values: Sequence[int] | None = None, gain: float = 1.0) -> dict[str, list[float]]:
+               values: Sequence[int] | None = None, gain: float = 1.0) -> KnobSweep:
     """Relative output error against exact attention for every knob value, over several seeds.
 
     Each seed s draws new inputs (``lab_inputs(tokens, n, s, gain=gain)``) and new random parts (features,
@@ -239,9 +288,32 @@ def knob_sweep(variant: str, tokens: Sequence[str] | None, n: int, knobs: Knobs,
             errs[a, b] = run.rel_error
             tv[a, b] = run.row_tv.mean().item()
             cost[a, b] = multiply_adds(variant, n, q.size(-1), kn, run.mask) / (2 * n * n * q.size(-1))
-    return {"value": [float(x) for x in values], "mean": errs.mean(0).tolist(),
-            "lo": errs.min(0).values.tolist(), "hi": errs.max(0).values.tolist(),
-            "tv": tv.mean(0).tolist(), "cost": cost.mean(0).tolist()}
+    return KnobSweep([float(x) for x in values], errs.mean(0).tolist(), errs.min(0).values.tolist(),
+                     errs.max(0).values.tolist(), tv.mean(0).tolist(), cost.mean(0).tolist())
+
+
+class VariantView(NamedTuple):
+    """What the page draws and quotes of one variant on one input (numpy, so it caches and pickles)."""
+
+    weights: np.ndarray          # (n, n) effective weights of the method
+    exact: np.ndarray            # (n, n) exact softmax weights
+    rel_error: float             # relative output error against exact attention
+    row_tv: np.ndarray           # (n,) misplaced attention mass per query
+    mask: np.ndarray | None      # (n, n) sparsity pattern (True = computed), sparse variants only
+    cost: float                  # multiply-adds relative to exact attention
+    reproduce: float             # max |weights @ v - the method's own output|
+    code: tuple                  # the functions that ran (VariantRun.code)
+
+
+def variant_view(inputs: LabInputs, variant: str, knobs: Knobs) -> VariantView:
+    q, k, v = inputs.qkv()
+    run = run_variant(variant, q, k, v, knobs)
+    n, d = q.size(-2), q.size(-1)
+    return VariantView(run.weights.numpy(), run.exact_weights.numpy(), run.rel_error, run.row_tv.numpy(),
+                       None if run.mask is None else run.mask.numpy(),
+                       multiply_adds(variant, n, d, knobs, run.mask) / (2 * n * n * d),
+                       float((run.weights @ v[0, 0] - run.output).abs().max()),
+                       (lab_inputs, *run.code, multiply_adds))
 
 
 # ----------------------------------------------------------------------------------------------- flash
@@ -299,6 +371,60 @@ def tile_status(n_q: int, n_k: int, trace: list, index: int, *, causal: bool = F
     return status
 
 
+class FlashRun(NamedTuple):
+    """Flash attention with its trace on the lab inputs, and how far its output is from exact and from torch."""
+
+    trace: list                  # FlashTile per (query block, key block), in the order visited
+    max_diff: float              # max |flash - exact| (attention_core's reference)
+    max_diff_torch: float        # max |flash - torch SDPA|
+    exact: np.ndarray            # (n, d_v) exact output
+
+
+def flash_run(inputs: LabInputs, block_q: int, block_k: int, causal: bool) -> FlashRun:
+    q, k, v = inputs.qkv()
+    res = eff.flash_attention(q, k, v, block_q=block_q, block_k=block_k, causal=causal, trace=True)
+    exact = scaled_dot_product_attention(q, k, v, causal_mask(q.size(-2)) if causal else None)
+    torch_ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    return FlashRun(res.trace, float((res.output - exact.output).abs().max()),
+                    float((res.output - torch_ref).abs().max()), exact.output[0, 0].numpy())
+
+
+class FlashStepView(NamedTuple):
+    step: FlashStep
+    status: np.ndarray           # (n, n) tile_status codes
+    partial_vs_final: float      # max |output after this tile - final output| over the block's rows
+    last_of_block: bool          # the query block has no tile after this one
+
+
+def flash_step_view(inputs: LabInputs, flash: FlashRun, index: int, causal: bool) -> FlashStepView:
+    q, k, v = inputs.qkv()
+    step = flash_step(q, k, v, flash.trace, index, causal=causal)
+    exact_rows = flash.exact[step.tile.q_start:step.tile.q_end]
+    last_of_block = all(tl.q_start != step.tile.q_start for tl in flash.trace[index + 1:])
+    return FlashStepView(step, tile_status(inputs.n, inputs.n, flash.trace, index, causal=causal).numpy(),
+                         float(np.abs(step.partial.numpy() - exact_rows).max()), last_of_block)
+
+
+class RnnView(NamedTuple):
+    """Causal linear attention run as an RNN, step by step, next to the parallel form (numpy, one head)."""
+
+    S: np.ndarray        # (n, d, d_v) state after each step: sum_j<=i phi(k_j) v_j^T
+    z: np.ndarray        # (n, d) normaliser after each step: sum_j<=i phi(k_j)
+    y_rnn: np.ndarray    # (n, d_v) outputs of the recurrence
+    y_par: np.ndarray    # (n, d_v) outputs of the parallel (prefix-sum) form
+    w: np.ndarray        # (n, n) effective causal weights
+    wv: np.ndarray       # (n, d_v) w @ v
+
+
+def rnn_view(inputs: LabInputs) -> RnnView:
+    q, k, v = inputs.qkv()
+    states = eff.linear_attention_states(q, k, v)
+    parallel = eff.linear_attention(q, k, v, causal=True).output
+    w = eff.effective_weights("linear", q, k, causal=True)
+    return RnnView(states.S[0, 0].numpy(), states.z[0, 0].numpy(), states.output[0, 0].numpy(),
+                   parallel[0, 0].numpy(), w[0, 0].numpy(), (w @ v)[0, 0].numpy())
+
+
 # -------------------------------------------------------------------------------------- the tutorials' code
 
 def tutorial_strided_mask_loops(n: int, stride: int = 4) -> torch.Tensor:
@@ -312,28 +438,37 @@ def tutorial_strided_mask_loops(n: int, stride: int = 4) -> torch.Tensor:
     return mask
 
 
-def time_mask_builders(n: int, stride: int = 4, repeats: int = 3) -> dict[str, float]:
+class MaskTimes(NamedTuple):
+    loops: float          # median seconds of the tutorial's loop mask
+    vectorised: float     # ... and of ``strided_sparse_mask`` (the same pattern)
+
+
+def time_mask_builders(n: int, stride: int = 4, repeats: int = 3) -> MaskTimes:
     """Median seconds of the tutorial's loop mask and of ``strided_sparse_mask`` (the same pattern)."""
-    out = {}
-    for name, build in (("loops", lambda: tutorial_strided_mask_loops(n, stride)),
-                        ("vectorised", lambda: eff.strided_sparse_mask(n, stride, 2))):
+    out = []
+    for build in (lambda: tutorial_strided_mask_loops(n, stride), lambda: eff.strided_sparse_mask(n, stride, 2)):
         times = []
         for _ in range(repeats):
             t0 = time.perf_counter()
             build()
             times.append(time.perf_counter() - t0)
-        out[name] = statistics.median(times)
-    return out
+        out.append(statistics.median(times))
+    return MaskTimes(*out)
 
 
-def tutorial_nan_patch(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor) -> dict[str, int]:
+class NanPatch(NamedTuple):
+    nan_patched: int      # NaNs the tutorial's softmax makes (and masked_fill then hides)
+    empty_rows: int       # query rows with no visible key (where they come from)
+    safe_nan: int         # NaNs of a safe ``masked_softmax`` (0)
+
+
+def tutorial_nan_patch(q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor) -> NanPatch:
     """The first tutorial's softmax + ``masked_fill(torch.isnan(w), 0)`` on a pattern: how many NaNs it
     patches (rows with no visible key) and how many a safe ``masked_softmax`` would have produced (0)."""
     scores = scaled_dot_scores(q, k).masked_fill(~mask, float("-inf"))
     naive = torch.softmax(scores, dim=-1)
     safe = masked_softmax(scaled_dot_scores(q, k), mask)
-    return {"nan_patched": int(torch.isnan(naive).sum()), "empty_rows": int((~mask.any(-1)).sum()),
-            "safe_nan": int(torch.isnan(safe).sum())}
+    return NanPatch(int(torch.isnan(naive).sum()), int((~mask.any(-1)).sum()), int(torch.isnan(safe).sum()))
 
 
 def tutorial_chunks(n: int, block: int) -> list[int] | str:
@@ -345,7 +480,20 @@ def tutorial_chunks(n: int, block: int) -> list[int] | str:
         return str(err).splitlines()[0]
 
 
-def tutorial_global_branch(n: int, d_model: int = 16, heads: int = 2, batch: int = 2) -> dict:
+class GlobalBranch(NamedTuple):
+    """Shapes of the second tutorial's global branch as it runs, and the error it meets (None: no error)."""
+
+    global_q: tuple               # (b, 1, d_model) mean of the queries
+    global_weights: tuple         # (b, 1, n)
+    global_context: tuple         # (b, 1, d_model)
+    local_output: tuple           # (b, heads, n, d_k)
+    expanded: tuple | None        # context.expand_as(local_output), where it works
+    error: str | None
+    scale_used: float             # sqrt(d_model), as written
+    scale_right: float            # sqrt(d_k), per head
+
+
+def tutorial_global_branch(n: int, d_model: int = 16, heads: int = 2, batch: int = 2) -> GlobalBranch:
     """Shapes of the second tutorial's global branch, run as written; the error it meets, if any.
 
     global_q: (b, 1, d_model) mean of the queries; weights (b, 1, n) scaled by sqrt(d_model);
@@ -359,20 +507,38 @@ def tutorial_global_branch(n: int, d_model: int = 16, heads: int = 2, batch: int
     weights = torch.softmax(global_q @ global_k.transpose(-2, -1) / math.sqrt(d_model), dim=-1)  # (b, 1, n)
     context = weights @ query                                           # (b, 1, d_model)
     local = torch.zeros(batch, heads, n, d_k)
-    shapes = {"global_q": tuple(global_q.shape), "global_weights": tuple(weights.shape),
-              "global_context": tuple(context.shape), "local_output": tuple(local.shape)}
+    expanded, error = None, None
     try:
-        shapes["expanded"] = tuple(context.expand_as(local).shape)
-        error = None
+        expanded = tuple(context.expand_as(local).shape)
     except RuntimeError as err:
         error = str(err).splitlines()[0]
-    return {"shapes": shapes, "error": error, "scale_used": math.sqrt(d_model), "scale_right": math.sqrt(d_k)}
+    return GlobalBranch(tuple(global_q.shape), tuple(weights.shape), tuple(context.shape), tuple(local.shape),
+                        expanded, error, math.sqrt(d_model), math.sqrt(d_k))
+
+
+def loop_mask_matches(n: int, stride: int = 4) -> bool:
+    """The tutorial's loop mask equals ``efficient.strided_sparse_mask(n, stride, 2)``, cell for cell."""
+    return bool(torch.equal(tutorial_strided_mask_loops(n, stride).bool(), eff.strided_sparse_mask(n, stride, 2)))
+
+
+class Underflow(NamedTuple):
+    value: float       # a small number, e.g. a gradient
+    float16: float     # the same in float16 (flushed to 0 below ~6e-8)
+    bfloat16: float    # in bfloat16 (float32's range, coarser)
+    scaled: float      # float16 after loss scaling by ``scale`` and unscaling
+
+
+def underflow(value: float = 1e-8, scale: float = 65536.0) -> Underflow:
+    """What float16 and bfloat16 keep of a tiny value, and what loss scaling rescues (the fp16 pitfall)."""
+    x = torch.tensor(value)
+    return Underflow(value, float(x.half()), float(x.bfloat16()), float((x * scale).half()) / scale)
 
 
 # ----------------------------------------------------------------------------------------------- live timing
 
 LIVE_SIZES = (128, 256, 512, 1024)
 LIVE_METHODS = ("full", "linear", "performer", "linformer", "window", "flash")
+LIVE_RUNS = len(LIVE_SIZES) * len(LIVE_METHODS)
 
 
 def time_method(method: str, n: int, repeats: int = 5, d: int = 64, seed: int = 0) -> float:
@@ -391,13 +557,39 @@ def time_method(method: str, n: int, repeats: int = 5, d: int = 64, seed: int = 
     return statistics.median(times)
 
 
-def flash_extra_floats(n: int, d: int, block_q: int, block_k: int) -> dict[str, int]:
+def live_timings(sizes: Sequence[int] = LIVE_SIZES, methods: Sequence[str] = LIVE_METHODS):
+    """Time every method at every size (``time_method``), yielding after each: (done, total, results so far)."""
+    jobs = [(m, n) for n in sizes for m in methods]
+    results = []
+    for method, n in jobs:
+        results.append({"method": method, "n": n, "time_s": time_method(method, n)})
+        yield len(results), len(jobs), results
+
+
+def linear_mask_input(inputs: LabInputs | None) -> torch.Tensor:
+    """The input of the tutorial's linear-attention layer in its pitfall: the tokens' queries (1, n, D), or
+    12 seeded random vectors when there are no tokens."""
+    if inputs is None:
+        return torch.randn(1, 12, D, generator=torch.Generator().manual_seed(0))
+    return inputs.qkv()[0][0]
+
+
+class FlashMemory(NamedTuple):
+    """Floats flash attention keeps besides Q, K, V and the output, against the n x n matrix it never forms."""
+
+    tile: int             # one block_q x block_k tile of scores / probabilities
+    acc: int              # the block_q x d accumulator
+    stats: int            # running max m and sum l of the rows in flight
+    full_matrix: int      # n x n
+
+
+def flash_extra_floats(n: int, d: int, block_q: int, block_k: int) -> FlashMemory:
     """Floats flash attention keeps besides Q, K, V and the output (n x d), against the n x n matrix.
 
     Per row: running max m and sum l (2 n for the rows in flight, here one query block at a time: 2 block_q);
     per step: one block_q x block_k tile of scores/probabilities and a block_q x d accumulator.
     """
-    return {"tile": block_q * block_k, "acc": block_q * d, "stats": 2 * block_q, "full_matrix": n * n}
+    return FlashMemory(block_q * block_k, block_q * d, 2 * block_q, n * n)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
@@ -322,6 +323,52 @@ def measured_ratios(bench_json: dict | str | os.PathLike, n_values) -> list[dict
         out.append({"method": r["method"], "n": r["n"], "speed_ratio": f["time_s"] / r["time_s"],
                     "memory_ratio": mem})
     return out
+
+
+def by_method(doc: dict) -> dict[tuple[str, int], dict]:
+    """The timed results of a recorded run, keyed by (method, n)."""
+    return {(r["method"], r["n"]): r for r in doc["results"] if r.get("time_s")}
+
+
+def nearest_size(by: dict, methods, preferred: int, field: str = "time_s") -> int | None:
+    """The measured n closest to ``preferred`` (on a log scale, the larger on a tie) at which every one of
+    ``methods`` has ``field``: the page quotes sizes found in the data, so a run with other sizes still reads."""
+    sizes = [n for n in {n for _, n in by} if all(by.get((m, n), {}).get(field) for m in methods)]
+    return min(sizes, key=lambda n: (abs(math.log(n / preferred)), -n)) if sizes else None
+
+
+class QuotedSizes(NamedTuple):
+    """The sizes at which the efficiency page quotes the recorded run (each the measured n nearest the one
+    wanted; None where nothing fits)."""
+
+    top: int | None                  # full vs linear speed-up (wanted: the largest n, 16384)
+    memory: int | None               # full vs flash peak memory (wanted: 8192)
+    masked: int | None               # dense-masked sparse vs the banded window (wanted: 4096)
+    doubling: tuple[int, int] | None  # the exercise: n and 2n, both timed for full and linear (4096, 8192)
+    memory_rows: tuple[int, ...]     # full vs flash memory, the four largest sizes measured for both
+
+
+def quoted_sizes(doc: dict) -> QuotedSizes:
+    by = by_method(doc)
+    largest = max((n for m, n in by if m == "full"), default=16384)
+    pairs = [n for n in sorted({n for _, n in by}) if nearest_size(by, ("full", "linear"), n) == n
+             and nearest_size(by, ("full", "linear"), 2 * n) == 2 * n]
+    doubling = min(pairs, key=lambda n: (abs(math.log(n / 4096)), -n), default=None)
+    both_memory = sorted(n for n in {n for _, n in by}
+                         if nearest_size(by, ("full", "flash"), n, "peak_extra_bytes") == n)
+    return QuotedSizes(nearest_size(by, ("full", "linear"), largest),
+                       nearest_size(by, ("full", "flash"), 8192, "peak_extra_bytes"),
+                       nearest_size(by, ("sparse_masked", "window"), 4096),
+                       None if doubling is None else (doubling, 2 * doubling), tuple(both_memory[-4:]))
+
+
+def doubling_ratios(doc: dict) -> tuple[int, int, dict[str, float]] | None:
+    """The exercise's answer: n, 2n (``quoted_sizes``) and time(2n) / time(n) of full and linear attention."""
+    sizes = quoted_sizes(doc).doubling
+    if sizes is None:
+        return None
+    by, (a, b) = by_method(doc), sizes
+    return a, b, {m: by[(m, b)]["time_s"] / by[(m, a)]["time_s"] for m in ("full", "linear")}
 
 
 # ----------------------------------------------------------------------------------------------

@@ -13,8 +13,6 @@ from attention_core import efficient as eff
 from attention_core.labs import efficiency as el
 from attention_core.text import tokenize
 from tests.apptest_util import ROOT, all_text, chart_data, chart_spec, charts, exceptions, open_page, shows_label
-from ui import efficiency_charts as ec
-from ui.charts import bars
 from ui.i18n import catalog
 
 EN, ZH = catalog("en"), catalog("zh")
@@ -83,7 +81,7 @@ def test_opens_with_exact_and_performer_weights(lang):
     perf, _ = heatmap_matrix(chart_by_title(at, cat["efficiency.h_method"].format(name="Performer")))
     assert np.allclose(perf.sum(-1), 1.0, atol=1e-5) and (perf >= 0).all()
     # the drawn Performer matrix reproduces the method's own output (m = 16, projection seeded as the page)
-    proj = eff.orthogonal_random_features(16, el.D, torch.Generator().manual_seed(0 + 3))
+    proj = eff.orthogonal_random_features(16, el.D, torch.Generator().manual_seed(0 + el.FEATURES_STREAM))
     out = eff.performer_attention(q[None, None], k[None, None], v[None, None], proj).output[0, 0]
     assert np.allclose(perf @ v.numpy(), out.numpy(), atol=1e-5)
 
@@ -193,7 +191,7 @@ def test_url_reproduces_a_bigbird_view_with_random_keys():
     assert exceptions(at) == []
     assert at.slider(key="win").value == 1 and at.slider(key="rnd").value == 3
     assert at.number_input(key="seed").value == 7 and at.select_slider(key="gain").value == 2.0
-    mask = eff.bigbird_mask(N, 1, (0, 1), 3, torch.Generator().manual_seed(7 + 11)).numpy()
+    mask = eff.bigbird_mask(N, 1, (0, 1), 3, torch.Generator().manual_seed(7 + el.RANDOM_KEYS_STREAM)).numpy()
     _, masked = heatmap_matrix(chart_by_title(at, "BigBird: effective weights"))
     assert (masked == ~mask).all()
     q, k, _ = inputs(seed=7, gain=2.0)
@@ -225,7 +223,7 @@ def test_recorded_scaling_chart_matches_the_json():
     assert "✗" in table.loc[EN["efficiency.cx_flash"], EN["efficiency.col_space"]]
     by = {(r["method"], r["n"]): r for r in DOC["results"] if r.get("time_s")}
     speed = by[("full", 16384)]["time_s"] / by[("linear", 16384)]["time_s"]
-    assert table.loc[EN["efficiency.cx_linear"], EN["efficiency.col_speed"]] == f"{speed:.3g}×"
+    assert table.loc[EN["efficiency.cx_linear"], EN["efficiency.col_speed"].format(n=16384)] == f"{speed:.3g}×"
     assert f"**{speed:.0f}×** faster" in all_text(at)
 
 
@@ -324,6 +322,13 @@ def test_flash_last_tile_and_out_of_range_tile():
     assert exceptions(wild) == [] and f"全部 {n} 个分块完成后" in all_text(wild)
 
 
+def test_flash_first_tile_starts_from_minus_infinity():
+    """Before a row's first tile the running max is −∞ (written so, as the lesson writes it) and the sum 0."""
+    at = open_page("efficiency", "en", {"tab": TAB["flash"], "bq": "4", "bk": "4", "tile": "1"})
+    table = next(d.value for d in at.dataframe if EN["efficiency.fc_m_old"] in d.value.columns)
+    assert list(table[EN["efficiency.fc_m_old"]]) == ["−∞"] * 4 and list(table[EN["efficiency.fc_l_old"]]) == ["0"] * 4
+
+
 # ---------------------------------------------------------------- linear attention as an RNN
 def test_rnn_state_and_output_against_the_recurrence():
     at = open_page("efficiency", "en", {"tab": TAB["rnn"], "step": "5"})
@@ -341,12 +346,6 @@ def test_rnn_state_and_output_against_the_recurrence():
     for series in (EN["efficiency.series_rnn"], EN["efficiency.series_parallel"]):
         assert np.allclose(pair[pair["series"] == series]["value"], y.numpy(), atol=1e-5)
     assert shows_label(all_text(at), "efficiency.notice_rnn_state", state=272)
-
-
-def test_bars_frame_is_what_ui_charts_bars_builds():
-    values, labels = np.array([0.5, 2.0, 1.25]), ["a", "b", "a"]
-    built = bars(values, labels, value_title="v", label_title="l", domain=(0.0, 3.0)).data
-    assert ec.bars_frame(values, labels).equals(built)
 
 
 # ---------------------------------------------------------------- pitfalls
@@ -413,3 +412,38 @@ def test_linformer_random_projection_is_signed_and_clamped():
     assert (w < 0).any()
     spec = json.dumps(chart_spec(chart_by_title(at, "Linformer: effective weights")))
     assert "blueorange" in spec
+
+
+# ---------------------------------------------------------------- show the code that ran
+SMALL = {"src": "Random vectors", "n": "4"}          # small inputs: every function runs once under the profiler
+
+
+@pytest.mark.parametrize("params", [SMALL | {"v": "Linear (elu+1)"}, {"tab": TAB["cost"]}, SMALL | {"tab": TAB["flash"]},
+                                    SMALL | {"tab": TAB["rnn"]}], ids=["linear", "cost", "flash", "rnn"])
+def test_show_code_shows_only_functions_that_ran(params, monkeypatch):
+    """Every function in "Show the code" was called while the page ran (caches emptied first, so a function
+    behind a cache hit counts too): the expander prints the code that drew the picture, not a list. ~1-3 s each."""
+    import sys
+    import threading
+
+    from ui import anatomy, cache, models
+
+    for c in list(cache._BY_FUNCTION.values()):
+        c.clear()
+    models._cached.clear()                           # the recorded benchmark and the LRA table are read again
+    called, shown = set(), []
+    monkeypatch.setattr(anatomy, "show_code", lambda *objects: shown.extend(objects))
+
+    def profile(frame, event, arg):
+        if event == "call":
+            called.add(frame.f_code)
+
+    threading.setprofile(profile)
+    try:
+        at = open_page("efficiency", "en", params)
+    finally:
+        threading.setprofile(None)
+        sys.setprofile(None)
+    assert exceptions(at) == [] and shown
+    not_run = [f"{f.__module__}.{f.__qualname__}" for f in shown if f.__code__ not in called]
+    assert not_run == []
