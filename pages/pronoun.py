@@ -16,13 +16,11 @@ import torch
 from attention_core.labs import pronoun as lab
 from attention_core.models import pronoun as resolver
 from attention_core.models import tasks
-from ui import anatomy, models
+from ui import anatomy, controls, models
 from ui import format as fmt
 from ui import pronoun_charts as pc
 from ui.cache import MB, cache_data, shared_arrays
 from ui.charts import ROW_SELECTION, attention_heatmap
-from ui.controls import MAX_CHARS
-from ui.controls import seed as seed_control
 from ui.i18n import LANGS, catalog, current_lang, lesson, t
 
 NS = "pronoun"
@@ -151,7 +149,7 @@ def picked_sentence() -> tasks.PronounExample:
 
 def typed_sentence() -> tasks.PronounExample | None:
     text = st.text_input(t(f"{NS}.typed"), value=t(f"{NS}.typed_default"), key="text", bind="query-params",
-                         max_chars=MAX_CHARS, help=t(f"{NS}.typed_help"))
+                         max_chars=controls.MAX_CHARS, help=t(f"{NS}.typed_help"))
     lang = tasks.sentence_language(text)
     parsed = tasks.parse_pronoun_sentence(text, lang)
     if parsed.ok:
@@ -229,23 +227,6 @@ def answers_section(e: tasks.PronounExample, r: lab.Reading, e2: tasks.PronounEx
     st.caption(t(f"{NS}.answer_caption", V=len(shipped_model().src_vocab)))
 
 
-def adopt_row_click(chart_key: str, widget_key: str, valid) -> None:
-    """A click on a row of the "from it" heatmap becomes the drilled head (before its box is drawn)."""
-    try:
-        points = st.session_state[chart_key]["selection"][ROW_SELECTION] or []
-    except (KeyError, TypeError):
-        points = []
-    points = points if isinstance(points, list) else [points]
-    picked = next((int(p["query_pos"]) for p in points if isinstance(p, dict) and "query_pos" in p), None)
-    memo = f"_{chart_key}_adopted"
-    if picked is None:
-        st.session_state.pop(memo, None)
-    elif picked != st.session_state.get(memo):
-        st.session_state[memo] = picked
-        if picked in valid:
-            st.session_state[widget_key] = picked
-
-
 def from_it_chart(e: tasks.PronounExample, r: lab.Reading, drilled: int):
     L, h = r.from_it.shape[:2]
     return pc.from_it_heatmap(r, row_labels(L, h), e.tokens, title=sentence_text(e), token_title=t(f"{NS}.token"),
@@ -257,7 +238,7 @@ def from_it_section(e: tasks.PronounExample, r: lab.Reading, e2: tasks.PronounEx
     it, best = e.tokens[e.pronoun], resolving_head()
     st.subheader(t(f"{NS}.from_it_title", it=it))
     L, H = r.from_it.shape[:2]
-    adopt_row_click("pr_from_it", "head", range(L * H))
+    controls.adopt_click("pr_from_it", ROW_SELECTION, "query_pos", "head", range(L * H))   # a clicked row drills
     with st.columns([1, 2])[0]:
         pick = st.selectbox(t(f"{NS}.pick_head"), list(range(L * H)), index=None, key="head",
                             bind="query-params", format_func=lambda i: head_label(*divmod(i, H)),
@@ -305,7 +286,7 @@ def fresh_section() -> lab.FreshFigures:
     st.markdown(lesson(f"{NS}/fresh"))
     c1, c2 = st.columns(2)
     with c1:
-        seed_ = seed_control("seed")
+        seed_ = controls.seed("seed")
     with c2:
         n_per_lang = int(st.slider(t(f"{NS}.n_per_lang"), N_MIN, N_MAX, N_DEFAULT, step=10, key="n",
                                    bind="query-params", help=t(f"{NS}.n_help")))

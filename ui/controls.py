@@ -1,12 +1,14 @@
 """Controls shared by pages, bound to the URL so a teacher can share an exact setup."""
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import streamlit as st
 
 from attention_core.text import tokenize
 
 from .anatomy import problem
-from .i18n import t
+from .i18n import LANGS, catalog, t
 
 MAX_CHARS = 2000
 MAX_TOKENS = 64
@@ -68,3 +70,36 @@ def cap_selection(key: str, max_selections: int) -> None:
     if isinstance(chosen, (list, tuple)) and len(chosen) > max_selections:
         st.session_state[key] = list(chosen)[:max_selections]
         problem("common.err_too_many", n=len(chosen), max=max_selections)
+
+
+def tab_labels(ns: str, names: Sequence[str], key: str = "tab") -> list[str]:
+    """Tab labels (they are the URL value); a tab named in the other language (URL or session) stays open."""
+    labels = [t(f"{ns}.{name}") for name in names]
+    current = st.session_state.get(key) or st.query_params.get(key)
+    if current is not None and current not in labels:
+        for lang in LANGS:
+            other = [str(catalog(lang).get(f"{ns}.{name}")) for name in names]
+            if current in other:
+                st.session_state[key] = labels[other.index(current)]
+                break
+    return labels
+
+
+def adopt_click(chart_key: str, selection: str, field: str, widget_key: str, valid) -> None:
+    """A click on a chart becomes the value of a URL-bound select box (set before the box is drawn).
+
+    The chart keeps its last selection across reruns; only a new click overrides the box, so the
+    box can still be changed by hand afterwards."""
+    try:
+        points = st.session_state[chart_key]["selection"][selection] or []
+    except (KeyError, TypeError):
+        points = []
+    points = points if isinstance(points, list) else [points]
+    picked = next((int(p[field]) for p in points if isinstance(p, dict) and field in p), None)
+    memo = f"_{chart_key}_adopted"
+    if picked is None:
+        st.session_state.pop(memo, None)
+    elif picked != st.session_state.get(memo):
+        st.session_state[memo] = picked
+        if picked in valid:
+            st.session_state[widget_key] = picked
