@@ -34,6 +34,7 @@ MIXES = {"both": ("en", "zh"), "en": ("en",), "zh": ("zh",)}
 MIX_NAMES = {"both": "English + 中文", "en": "English", "zh": "中文"}      # the same in both languages
 MAX_LISTED = 40           # sentences offered for the per-sentence views
 CHUNK = 64                # sentences classified at a time (the default batch is one chunk)
+LEGEND_ROOM = 240         # px: a heatmap of 2 layers is drawn this tall, so its colour legend is not cut off
 FORMULA = (r"\begin{gathered}H(\text{row}) = -\sum_j p_j \log p_j \quad(0\log 0 = 0)\qquad "
            r"\text{sparsity}_\tau(\text{row}) = \frac{1}{n}\,\#\{j : p_j < \tau\}\\[6pt]"
            r"R = \hat A_L\cdots\hat A_1,\qquad "
@@ -155,7 +156,7 @@ def stat_chart(s: lab.BatchStats, kind: str, tau: float, normalize: bool):
         top, title, value = 1.0, t(f"{NS}.sparsity_title", tau=fmt.fixed(tau)), t(f"{NS}.sparsity_unit")
     return heatmap(m, [t(f"{NS}.layer_n", i=i + 1) for i in range(L)], [t(f"{NS}.head_n", i=i + 1) for i in range(h)],
                    title=title, x_title=t(f"{NS}.head"), y_title=t(f"{NS}.layer"), value_title=value,
-                   selectable=False, domain=(0.0, top), height=heatmap_height(L))
+                   selectable=False, domain=(0.0, top), height=max(heatmap_height(L), LEGEND_ROOM))
 
 
 def stats_section(s: lab.BatchStats, b: int, tau: float, normalize: bool) -> None:
