@@ -25,7 +25,7 @@ from ui import multihead_charts as mc
 from ui.cache import MB, cache_data, shared_arrays
 from ui.charts import heatmap, heatmap_height, unique_labels
 from ui.controls import seed as seed_control
-from ui.i18n import lesson, t
+from ui.i18n import current_lang, lesson, t
 
 NS = "analysis"
 B_MIN, B_MAX, B_DEFAULT = 1, 512, 64
@@ -124,8 +124,7 @@ def pattern_name(p: str) -> str:
 # the sections
 # ---------------------------------------------------------------------------------------------
 
-def batch_controls() -> tuple[int, int, float, str, bool]:
-    """(batch size, seed, threshold τ, language mix, normalised entropy), all in the URL."""
+def batch_controls() -> lab.Batch:
     c1, c2, c3 = st.columns([3, 2, 3])
     with c1:
         b = int(st.slider(t(f"{NS}.batch"), B_MIN, B_MAX, B_DEFAULT, key="b", bind="query-params",
@@ -142,10 +141,17 @@ def batch_controls() -> tuple[int, int, float, str, bool]:
     with c2:
         normalize = st.toggle(t(f"{NS}.normalize"), value=False, key="norm", bind="query-params",
                               help=t(f"{NS}.normalize_help"))
-    return b, seed_, tau, mix, normalize
+    return lab.Batch(b, seed_, tau, mix, normalize)
 
 
-def stat_chart(s: lab.BatchStats, kind: str, tau: float, normalize: bool):
+def batch_stats(c: lab.Batch) -> lab.BatchStats:
+    return stats(c.b, c.seed, c.mix, c.tau, c.normalize)
+
+
+# the charts: cached on plain arguments (the language too: titles), each spec built once per view
+@cache_data(max_entries=32, max_bytes=8 * MB)
+def stat_chart(c: lab.Batch, kind: str, lang: str):
+    s, tau, normalize = batch_stats(c), c.tau, c.normalize
     m = s.entropy if kind == "entropy" else s.sparsity
     L, h = m.shape
     if kind == "entropy":
@@ -159,15 +165,16 @@ def stat_chart(s: lab.BatchStats, kind: str, tau: float, normalize: bool):
                    selectable=False, domain=(0.0, top), height=max(heatmap_height(L), LEGEND_ROOM))
 
 
-def stats_section(s: lab.BatchStats, b: int, tau: float, normalize: bool) -> None:
+def stats_section(c: lab.Batch) -> None:
     st.subheader(t(f"{NS}.stats_heading"))
     left, right = st.columns(2)
     with left:
-        anatomy.show_chart(stat_chart(s, "entropy", tau, normalize), key="an_entropy")
+        anatomy.show_chart(stat_chart(c, "entropy", current_lang()), key="an_entropy")
     with right:
-        anatomy.show_chart(stat_chart(s, "sparsity", tau, normalize), key="an_sparsity")
-    st.caption(t(f"{NS}.stats_caption", b=b, rows=s.rows, lo=int(s.lengths.min()), hi=int(s.lengths.max()),
-                 tau=fmt.fixed(tau), inv_tau=f"{1 / tau:.3g}"))
+        anatomy.show_chart(stat_chart(c, "sparsity", current_lang()), key="an_sparsity")
+    s = batch_stats(c)
+    st.caption(t(f"{NS}.stats_caption", b=c.b, rows=s.rows, lo=int(s.lengths.min()), hi=int(s.lengths.max()),
+                 tau=fmt.fixed(c.tau), inv_tau=f"{1 / c.tau:.3g}"))
 
 
 def pattern_table(counts: np.ndarray, s: lab.BatchStats) -> pd.DataFrame:
@@ -184,17 +191,24 @@ def pattern_table(counts: np.ndarray, s: lab.BatchStats) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def patterns_section(pats: lab.BatchPatterns, s: lab.BatchStats, b: int) -> None:
+@cache_data(max_entries=16, max_bytes=4 * MB)
+def patterns_chart(b: int, seed_: int, mix: str, lang: str):
+    counts = patterns(b, seed_, mix).counts
+    L, h, _ = counts.shape
+    share = counts.reshape(L * h, -1) / np.maximum(counts.sum(-1).reshape(-1, 1), 1)
+    return heatmap(share, [head_label(a, c) for a in range(L) for c in range(h)],
+                   [pattern_name(p) for p in analysis.PATTERNS], title=t(f"{NS}.patterns_title", b=b),
+                   x_title=t(f"{NS}.pattern"), y_title=t(f"{NS}.head"), value_title=t(f"{NS}.share"),
+                   selectable=False, height=heatmap_height(L * h))
+
+
+def patterns_section(pats: lab.BatchPatterns, c: lab.Batch) -> None:
     st.subheader(t(f"{NS}.patterns_heading"))
     st.markdown(lesson(f"{NS}/patterns"))
-    L, h, _ = pats.counts.shape
-    share = pats.counts.reshape(L * h, -1) / np.maximum(pats.counts.sum(-1).reshape(-1, 1), 1)
+    s = batch_stats(c)
     left, right = st.columns([3, 2])
     with left:
-        anatomy.show_chart(heatmap(share, [head_label(a, c) for a in range(L) for c in range(h)],
-                                   [pattern_name(p) for p in analysis.PATTERNS], title=t(f"{NS}.patterns_title", b=b),
-                                   x_title=t(f"{NS}.pattern"), y_title=t(f"{NS}.head"), value_title=t(f"{NS}.share"),
-                                   selectable=False, height=heatmap_height(L * h)), key="an_patterns")
+        anatomy.show_chart(patterns_chart(c.b, c.seed, c.mix, current_lang()), key="an_patterns")
     with right:
         st.dataframe(pattern_table(pats.counts, s), hide_index=True, width="stretch")
     seed_pattern_map(pats.counts, s.lengths)
@@ -231,14 +245,19 @@ def sentence_choice(b: int, seed_: int, mix: str) -> int:
     return 0 if idx is None else int(idx)
 
 
-def heads_section(s: lab.SentenceView) -> None:
-    st.markdown(f"**{anatomy.md_escape(s.text)}**")
+@cache_data(max_entries=32, max_bytes=8 * MB)
+def heads_chart(seed_: int, mix: str, idx: int, lang: str):
+    s = sentence(seed_, mix, idx)
     L, h = s.weights.shape[:2]
     titles = [f"{head_label(a, c)} · {pattern_name(s.labels[a][c])}" for a in range(L) for c in range(h)]
-    anatomy.show_chart(mc.small_multiples(s.weights.reshape(L * h, s.n, s.n), s.tokens, titles=titles, columns=h,
-                                          selectable=False, x_title=t("common.key"), y_title=t("common.query"),
-                                          value_title=t("common.weight"), panel_title=t(f"{NS}.head"),
-                                          panel_size=150), key="an_heads", width="content")
+    return mc.small_multiples(s.weights.reshape(L * h, s.n, s.n), s.tokens, titles=titles, columns=h,
+                              selectable=False, x_title=t("common.key"), y_title=t("common.query"),
+                              value_title=t("common.weight"), panel_title=t(f"{NS}.head"), panel_size=150)
+
+
+def heads_section(seed_: int, mix: str, idx: int) -> None:
+    st.markdown(f"**{anatomy.md_escape(sentence(seed_, mix, idx).text)}**")
+    anatomy.show_chart(heads_chart(seed_, mix, idx, current_lang()), key="an_heads", width="content")
     st.caption(t(f"{NS}.heads_caption"))
 
 
@@ -261,12 +280,15 @@ def head_and_query(s: lab.SentenceView, clue: int) -> tuple[int, int, int]:
     return *divmod(chosen, h), query
 
 
-def geometry_of(s: lab.SentenceView, layer: int, head: int) -> analysis.QKGeometry:
+@cache_data(max_entries=64, max_bytes=4 * MB)
+def geometry(seed_: int, mix: str, idx: int, layer: int, head: int) -> analysis.QKGeometry:
+    s = sentence(seed_, mix, idx)
     return analysis.qk_geometry(torch.from_numpy(s.q[layer, head]), torch.from_numpy(s.k[layer, head]))
 
 
-def geometry_chart(s: lab.SentenceView, layer: int, head: int, query: int):
-    g = geometry_of(s, layer, head)
+@cache_data(max_entries=64, max_bytes=8 * MB)
+def geometry_chart(seed_: int, mix: str, idx: int, layer: int, head: int, query: int, lang: str):
+    s, g = sentence(seed_, mix, idx), geometry(seed_, mix, idx, layer, head)
     var = g.explained_variance_ratio.numpy()
     return mc.geometry_chart(
         g.queries, g.keys, s.tokens, s.weights[layer, head, query], query,
@@ -277,23 +299,29 @@ def geometry_chart(s: lab.SentenceView, layer: int, head: int, query: int):
         token_title=t(f"{NS}.token"), width=460, height=400)
 
 
-def rollout_section(s: lab.SentenceView) -> None:
-    st.subheader(t(f"{NS}.rollout_heading"))
+@cache_data(max_entries=64, max_bytes=8 * MB)
+def rollout_chart(seed_: int, mix: str, idx: int, which: str, lang: str):
+    s = sentence(seed_, mix, idx)
     L = s.weights.shape[0]
-    shown = (("rollout", s.rollout[-1], t(f"{NS}.rollout_title", n=L), "rollout.csv"),
-             ("last", s.weights[-1].mean(0), t(f"{NS}.last_title", n=L), "last_layer_mean.csv"))
-    for column, (which, m, title, file_name) in zip(st.columns(2), shown):
+    return heatmap(s.flow(which), s.tokens, x_title=t(f"{NS}.rollout_x"), y_title=t(f"{NS}.rollout_y"),
+                   value_title=t(f"{NS}.share"), title=t(f"{NS}.{which}_title", n=L), selectable=False,
+                   height=heatmap_height(s.n))
+
+
+def rollout_section(seed_: int, mix: str, idx: int) -> None:
+    st.subheader(t(f"{NS}.rollout_heading"))
+    s = sentence(seed_, mix, idx)
+    for column, which, file_name in zip(st.columns(2), ("rollout", "last"), ("rollout.csv", "last_layer_mean.csv")):
         with column:
-            anatomy.show_matrix(heatmap(m, s.tokens, x_title=t(f"{NS}.rollout_x"), y_title=t(f"{NS}.rollout_y"),
-                                        value_title=t(f"{NS}.share"), title=title, selectable=False,
-                                        height=heatmap_height(s.n)),
-                                m, s.tokens, key=f"an_{which}", selectable=False, file_name=file_name)
+            anatomy.show_matrix(rollout_chart(seed_, mix, idx, which, current_lang()), s.flow(which),
+                                s.tokens, key=f"an_{which}", selectable=False, file_name=file_name)
     st.info(lesson(f"{NS}/rollout"), icon=":material/warning:")
 
 
-def facts_of(s_: lab.BatchStats, pats: lab.BatchPatterns, s: lab.SentenceView, layer: int, head: int, query: int,
-             tau: float, normalize: bool) -> dict:
+def facts_of(c: lab.Batch, idx: int, layer: int, head: int, query: int) -> dict:
     """The numbers the notices, the exercise and the geometry caption quote (the fields of their texts)."""
+    s_, pats, s = batch_stats(c), patterns(c.b, c.seed, c.mix), sentence(c.seed, c.mix, idx)
+    seed_, mix, tau, normalize = c.seed, c.mix, c.tau, c.normalize
     ent, spa = s_.entropy, s_.sparsity
     L, h = ent.shape
     lo, hi = int(ent.argmin()), int(ent.argmax())
@@ -301,7 +329,7 @@ def facts_of(s_: lab.BatchStats, pats: lab.BatchPatterns, s: lab.SentenceView, l
     top = counts.sum(0)
     labels = unique_labels(s.tokens)
     row = s.weights[layer, head, query]
-    g = geometry_of(s, layer, head)
+    g = geometry(seed_, mix, idx, layer, head)
     dist = np.linalg.norm(g.keys.numpy() - g.queries.numpy()[query], axis=1)
     key = int(row.argmax())
     roll = s.rollout[-1][query]
@@ -342,7 +370,9 @@ def notices_and_exercise(s_: lab.BatchStats, q: dict) -> None:
                      answer=answer, explanation=t(f"{NS}.ex_explain", **q))
 
 
-def compare_chart(s_: lab.BatchStats, kind: str, tau: float):
+@cache_data(max_entries=32, max_bytes=4 * MB)
+def compare_chart(c: lab.Batch, kind: str, lang: str):
+    s_, tau = stats(c.b, c.seed, c.mix, c.tau, False), c.tau
     L = len(s_.seed_entropy)
     values = [s_.seed_entropy, s_.exact_entropy] if kind == "entropy" else [s_.seed_sparsity, s_.exact_sparsity]
     return ac.compare_bars(values, [t(f"{NS}.version_seed"), t(f"{NS}.version_ours")],
@@ -352,14 +382,16 @@ def compare_chart(s_: lab.BatchStats, kind: str, tau: float):
                            version_title=t(f"{NS}.version"), domain=(0.0, 1.0) if kind == "sparsity" else None)
 
 
-def seed_pitfall(s_: lab.BatchStats, b: int, tau: float) -> None:
+def seed_pitfall(c: lab.Batch) -> None:
+    s_, tau = batch_stats(c), c.tau
+
     def demo():
         left, right = st.columns(2)
         with left:
-            anatomy.show_chart(compare_chart(s_, "entropy", tau), key="an_cmp_entropy")
+            anatomy.show_chart(compare_chart(c, "entropy", current_lang()), key="an_cmp_entropy")
         with right:
-            anatomy.show_chart(compare_chart(s_, "sparsity", tau), key="an_cmp_sparsity")
-        st.caption(t(f"{NS}.compare_caption", rows=s_.rows, seed_rows=s_.seed_rows, n=s_.n_pad, b=b))
+            anatomy.show_chart(compare_chart(c, "sparsity", current_lang()), key="an_cmp_sparsity")
+        st.caption(t(f"{NS}.compare_caption", rows=s_.rows, seed_rows=s_.seed_rows, n=s_.n_pad, b=c.b))
 
     diff_e = np.abs(s_.seed_entropy - s_.exact_entropy).max()
     diff_s = np.abs(s_.seed_sparsity - s_.exact_sparsity).max()
@@ -381,30 +413,30 @@ st.markdown(lesson(f"{NS}/analyser"))
 anatomy.formula(FORMULA.replace(r"\text{row}", r"\text{%s}" % t(f"{NS}.formula_row"))
                 .replace(r"\text{sparsity}", r"\text{%s}" % t(f"{NS}.formula_sparsity")), t(f"{NS}.formula_caption"))
 
-b, seed_, tau, mix, normalize = batch_controls()
-batch = stats(b, seed_, mix, tau, normalize)
-stats_section(batch, b, tau, normalize)
-pats = patterns(b, seed_, mix)
-patterns_section(pats, batch, b)
+choice = batch_controls()
+stats_section(choice)
+pats = patterns(choice.b, choice.seed, choice.mix)
+patterns_section(pats, choice)
 
 st.subheader(t(f"{NS}.sentence_heading"))
-s = sentence(seed_, mix, sentence_choice(b, seed_, mix))
-heads_section(s)
+idx = sentence_choice(choice.b, choice.seed, choice.mix)
+heads_section(choice.seed, choice.mix, idx)
 
 st.subheader(t(f"{NS}.geometry_heading"))
 st.markdown(lesson(f"{NS}/geometry"))
 # the default head: the one whose attention from "it" most often prefers the referent over the batch
-layer, head, query = head_and_query(s, int(pats.agree.argmax()))
+layer, head, query = head_and_query(sentence(choice.seed, choice.mix, idx), int(pats.agree.argmax()))
 left, right = st.columns([3, 2])
 with left:
-    anatomy.show_chart(geometry_chart(s, layer, head, query), key="an_geo", width="content")
-facts = quoted(facts_of(batch, pats, s, layer, head, query, tau, normalize))
+    anatomy.show_chart(geometry_chart(choice.seed, choice.mix, idx, layer, head, query, current_lang()), key="an_geo",
+                       width="content")
+facts = quoted(facts_of(choice, idx, layer, head, query))
 with right:
     st.markdown(t(f"{NS}.geo_caption", **facts))
 
-rollout_section(s)
-notices_and_exercise(batch, facts)
-seed_pitfall(batch, b, tau)
+rollout_section(choice.seed, choice.mix, idx)
+notices_and_exercise(batch_stats(choice), facts)
+seed_pitfall(choice)
 anatomy.show_code(lab.head_stats, lab.seed_analyzer_stats, analysis.head_entropy, analysis.head_sparsity,
                   lab.sentence_labels, analysis.classify_heads, lab.head_qk, analysis.qk_geometry,
                   analysis.attention_rollout)

@@ -155,6 +155,17 @@ def head_qk(model: PronounResolver, example: PronounExample, vocab: Vocab, layer
 # what the page shows, as numbers
 # --------------------------------------------------------------------------------------------------
 
+class Batch(NamedTuple):
+    """A batch as the analysis page's learner chose it: size, seed, threshold τ, language mix ("both", "en",
+    "zh"), entropy normalised by log n or not."""
+
+    b: int
+    seed: int
+    tau: float
+    mix: str
+    normalize: bool
+
+
 class BatchStats(NamedTuple):
     """Everything the page says about a batch's entropy and sparsity: per head (L, h) the corrected
     statistics (``head_stats``), per layer (L,) the tutorial's (``seed_analyzer_stats``) and the exact
@@ -219,6 +230,10 @@ class SentenceView(NamedTuple):
     @property
     def n(self) -> int:
         return len(self.tokens)
+
+    def flow(self, which: str) -> np.ndarray:
+        """(n, n): attention rollout through every layer ("rollout"), or the last layer's heads averaged."""
+        return self.rollout[-1] if which == "rollout" else self.weights[-1].mean(0)
 
 
 @torch.no_grad()
