@@ -79,16 +79,17 @@ def fresh(seed_: int, n_per_lang: int) -> lab.FreshFigures:
 # labels
 # ---------------------------------------------------------------------------------------------
 
-def head_label(layer: int, head: int) -> str:
-    """"L2·H1", with a star for the resolving head."""
-    best = resolving_head()
+def head_label(layer: int, head: int, best: lab.ResolvingHead | None = None) -> str:
+    """"L2·H1", with a star for the resolving head (``best``: pass it when labelling many heads)."""
+    best = best or resolving_head()
     star = STAR if (layer, head) == (best.layer, best.head) else ""
     return star + t(f"{NS}.head_label", layer=layer + 1, head=head + 1)
 
 
 def row_labels(num_layers: int, num_heads: int) -> list[str]:
     """The rows of the "from it" heatmaps: every encoder head, layer-major."""
-    return [head_label(a, b) for a in range(num_layers) for b in range(num_heads)]
+    best = resolving_head()
+    return [head_label(a, b, best) for a in range(num_layers) for b in range(num_heads)]
 
 
 def template_label(template_id: str, lang: str) -> str:
@@ -241,7 +242,7 @@ def from_it_section(e: tasks.PronounExample, r: lab.Reading, e2: tasks.PronounEx
     controls.adopt_click("pr_from_it", ROW_SELECTION, "query_pos", "head", range(L * H))   # a clicked row drills
     with st.columns([1, 2])[0]:
         pick = st.selectbox(t(f"{NS}.pick_head"), list(range(L * H)), index=None, key="head",
-                            bind="query-params", format_func=lambda i: head_label(*divmod(i, H)),
+                            bind="query-params", format_func=lambda i: head_label(*divmod(i, H), best),
                             placeholder=t(f"{NS}.pick_head_auto", head=head_label(best.layer, best.head)),
                             help=t(f"{NS}.pick_head_help"))
     drilled = best.layer * H + best.head if pick is None or not 0 <= int(pick) < L * H else int(pick)
