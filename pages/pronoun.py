@@ -155,9 +155,8 @@ def typed_sentence() -> tasks.PronounExample | None:
     parsed = tasks.parse_pronoun_sentence(text, lang)
     if parsed.ok:
         return parsed.example
-    # the parser's error codes name the messages (pronoun.err_empty, ...; the training page shows them too)
-    anatomy.problem(f"{NS}.err_{parsed.error}", word=anatomy.md_escape(parsed.detail), max=parsed.detail,
-                    lang=t(f"{NS}.lang_{lang}"))
+    key, fields = pc.parse_message(parsed, lang)
+    anatomy.problem(key, **fields)
     with st.expander(t(f"{NS}.grammar_title"), icon=":material/menu_book:"):
         st.markdown(grammar_help(lang))
     return None

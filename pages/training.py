@@ -28,6 +28,7 @@ from attention_core.models.pronoun import pronoun_loss
 from attention_core.models.seq2seq import seq2seq_loss
 from ui import anatomy
 from ui import format as fmt
+from ui import pronoun_charts as pc
 from ui import training_charts as tc
 from ui import training_queue as tq
 from ui.alignment_charts import visible_chars
@@ -102,13 +103,11 @@ def controls() -> lab.RunSettings | None:
 
 def pronoun_probe(text: str) -> tasks.PronounExample | None:
     """The typed probe sentence parsed by the grammar; None after the "it" page's message for it."""
-    lang = tasks.sentence_language(text)
-    parsed = tasks.parse_pronoun_sentence(text, lang)
-    if parsed.ok:
-        return parsed.example
-    anatomy.problem(f"pronoun.err_{parsed.error}", word=anatomy.md_escape(parsed.detail), max=parsed.detail,
-                    lang=t(f"pronoun.lang_{lang}"))
-    return None
+    parsed = tasks.parse_pronoun_sentence(text, lang := tasks.sentence_language(text))
+    if not parsed.ok:
+        key, fields = pc.parse_message(parsed, lang)
+        anatomy.problem(key, **fields)
+    return parsed.example if parsed.ok else None
 
 
 def quoted(chars: list[str], limit: int = 8) -> str:

@@ -2,7 +2,7 @@
 sentences that differ only in the adjective; the rows from "it" and the fresh-sentence table as heatmaps.
 
 Frame builders (pure), one chart kind (``ui.charts.chart_kind``) and the functions the page calls; every
-title and label is passed in already translated.
+title and label is passed in already translated. Also the message for a sentence the parser refused.
 """
 from __future__ import annotations
 
@@ -13,8 +13,11 @@ import numpy as np
 import pandas as pd
 
 from attention_core.labs.pronoun import FreshFigures, Reading
+from attention_core.models.tasks import PronounParse
 
+from .anatomy import md_escape
 from .charts import Spec, attention_heatmap, chart_kind, heatmap, heatmap_height
+from .i18n import t
 
 NOUN_COLOURS = ("#e66101", "#3b528b")     # first noun orange, second noun blue (colour-blind safe pair)
 
@@ -81,3 +84,10 @@ def fresh_heatmap(f: FreshFigures, heads: Sequence[str], measures: Sequence[str]
     """The fresh sentences' table (heads x measures) as a heatmap on the 0..1 weight scale."""
     return heatmap(f.table(), list(heads), list(measures), title=title, x_title=measure_title, y_title=head_title,
                    value_title=value_title, selectable=False, height=heatmap_height(len(heads)))
+
+
+def parse_message(parsed: PronounParse, lang: str) -> tuple[str, dict]:
+    """The message key and fields for a sentence the grammar's parser refused (``parsed.error`` names the
+    message: pronoun.err_empty, ...), shown by the "it" page and by the training page's pronoun probe."""
+    return f"pronoun.err_{parsed.error}", {"word": md_escape(parsed.detail), "max": parsed.detail,
+                                           "lang": t(f"pronoun.lang_{lang}")}

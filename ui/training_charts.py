@@ -17,7 +17,7 @@ from attention_core.labs.training import smooth
 
 from .charts import FIT_X, WEIGHT_SCHEME, Spec, chart_kind
 
-ORANGE, BLUE, GREY = "#e66101", "#3b528b", "#9e9e9e"
+ORANGE, BLUE = "#e66101", "#3b528b"
 RUN_COLOURS = ["#e66101", "#3b528b", "#1b9e77", "#7570b3", "#a6761d", "#666666"]
 SMOOTH = 10
 
