@@ -21,28 +21,19 @@ from streamlit.runtime import Runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from attention_core.labs import seed_bugs
-from attention_core.labs.alignment import matching_form
+from attention_core.labs import training as lab
 from attention_core.labs.bottleneck import clean_digits
-from attention_core.labs.training import smooth
+from attention_core.models import recipes, tasks, trainer
 from attention_core.models.pronoun import pronoun_loss
-from attention_core.models.recipes import LIVE_PROBES, live_run
 from attention_core.models.seq2seq import seq2seq_loss
-from attention_core.models.tasks import (
-    MAX_DATE_INPUT,
-    PronounExample,
-    normalize_date_text,
-    parse_pronoun_sentence,
-    pronoun_text,
-    sentence_language,
-    unknown_chars,
-)
-from attention_core.models.trainer import TransformerTrainer, seed_warmup_cosine, warmup_cosine
 from ui import anatomy
+from ui import format as fmt
+from ui import pronoun_charts as pc
 from ui import training_charts as tc
 from ui import training_queue as tq
 from ui.alignment_charts import visible_chars
 from ui.cache import MB, cache_data
-from ui.charts import heatmap_spec, respec, unique_labels
+from ui.charts import heatmap, heatmap_height, unique_labels
 from ui.controls import seed as seed_control
 from ui.i18n import lesson, t
 
@@ -55,24 +46,23 @@ STEPS = (10, 600, 250)    # min, max, default
 EVERY = (5, 100, 25)
 MAX_REVERSE_PROBE = 20
 KEEP_RUNS = 4             # runs kept in the session for comparison
+GRID = 12                 # the last snapshots drawn as small multiples
+DECAY_GRADS = (0.0, 0.01, 1.0, 100.0)     # gradient sizes of the weight-decay pitfall
 LR, WARMUP = 1e-2, 20     # live_run's defaults: a fast schedule for a short run
 LRS = {"dates": LR, "reverse": LR, "pronoun": 3e-3}   # the encoder learns less steadily at 1e-2 (loss ~1.7 after
 #                                                      300 steps, against ~0.5 at 3e-3, seeds 0-2 measured)
-PRONOUN_PARSE_ERRORS = {"empty": "err_empty", "too_long": "err_too_long", "unknown_word": "err_unknown_word",
-                        "no_template": "err_no_template", "bad_noun": "err_bad_noun",
-                        "bad_adjective": "err_bad_adjective", "same_noun": "err_same_noun"}
 FORMULA = (r"\mathcal{L} = -\frac{1}{T}\sum_{t=1}^{T}\log p_\theta\big(y_t \mid y_{<t},\, x\big),\qquad "
            r"\eta_s = \eta\cdot\begin{cases}\dfrac{s+1}{w} & s < w\\[4pt]"
            r"\tfrac12\big(1+\cos\big(\pi\,\frac{s-w}{S-1-w}\big)\big) & s \ge w\end{cases}")
 
 
 # ------------------------------------------------------------------ this session's runs
-def runs() -> list[dict]:
+def runs() -> list[lab.KeptRun]:
     return st.session_state.setdefault("_train_runs", [])
 
 
 # ------------------------------------------------------------------ controls
-def controls() -> dict | None:
+def controls() -> lab.RunSettings | None:
     """The run's settings (all in the URL); None after a message about the probe."""
     c1, c2, c3 = st.columns([4, 2, 2])     # the three task buttons fit on one line
     task = c1.segmented_control(t(f"{NS}.task"), list(TASKS), default="dates", required=True,
@@ -81,72 +71,49 @@ def controls() -> dict | None:
     attention = c2.toggle(t(f"{NS}.attention"), value=True, key="attn", bind="query-params",
                           help=t(f"{NS}.attention_help_pronoun" if task == "pronoun" else f"{NS}.attention_help"),
                           disabled=task == "pronoun")
-    attention = True if task == "pronoun" else attention      # the encoder is made of attention
     with c3:
         seed = seed_control()
     c4, c5 = st.columns(2)
     steps = c4.slider(t(f"{NS}.steps"), *STEPS, step=10, key="steps", bind="query-params",
-                      help=t(f"{NS}.steps_help", cap=f"{TIME_CAP:.0f}"))
+                      help=t(f"{NS}.steps_help", cap=fmt.fixed(TIME_CAP, 0)))
     every = c5.slider(t(f"{NS}.every"), *EVERY, step=5, key="every", bind="query-params",
                       help=t(f"{NS}.every_help"))
-    if task == "dates":
-        typed = st.text_input(t(f"{NS}.probe_dates"), value=t(f"{NS}.probe_dates_default"), key="probe_dates",
-                              bind="query-params", max_chars=400, help=t(f"{NS}.probe_help"))
-        probe = normalize_date_text(typed)
-        bad = unknown_chars(probe)
-        if not probe:
-            anatomy.problem(f"{NS}.err_empty")
-            return None
-        if len(probe) > MAX_DATE_INPUT:
-            anatomy.problem(f"{NS}.err_long", n=len(probe), max=MAX_DATE_INPUT)
-            return None
-        if bad:
-            anatomy.problem(f"{NS}.err_unknown", chars=quoted(bad))
-            return None
-    elif task == "pronoun":
-        typed = st.text_input(t(f"{NS}.probe_pronoun"), value=t(f"{NS}.probe_pronoun_default"), key="probe_pronoun",
-                              bind="query-params", max_chars=400, help=t(f"{NS}.probe_pronoun_help"))
+    settings = lab.RunSettings(task, task == "pronoun" or bool(attention), int(seed), int(steps), int(every), "")
+    default = recipes.LIVE_PROBES["reverse"] if task == "reverse" else t(f"{NS}.probe_{task}_default")
+    help_key = f"{NS}.probe_pronoun_help" if task == "pronoun" else f"{NS}.probe_help"
+    typed = st.text_input(t(f"{NS}.probe_{task}"), value=default, key=f"probe_{task}", bind="query-params",
+                          max_chars=400, help=t(help_key))
+    if task == "pronoun":
         example = pronoun_probe(typed)
-        if example is None:
-            return None
-        return {"task": task, "attention": True, "seed": int(seed), "steps": int(steps), "every": int(every),
-                "probe": typed, "referent": example.tokens[example.referent]}
+        return None if example is None else settings._replace(probe=typed, referent=example.tokens[example.referent])
+    if task == "dates":
+        probe = tasks.normalize_date_text(typed)
+        bad, limit = tasks.unknown_chars(probe), tasks.MAX_DATE_INPUT
+        checks = (("err_empty", not probe), ("err_long", len(probe) > limit), ("err_unknown", bad))
     else:
-        typed = st.text_input(t(f"{NS}.probe_reverse"), value=LIVE_PROBES["reverse"], key="probe_reverse",
-                              bind="query-params", max_chars=400, help=t(f"{NS}.probe_help"))
         probe, bad = clean_digits(typed)
-        if bad:
-            anatomy.problem(f"{NS}.err_digits", chars=quoted(bad))
-            return None
-        if not probe:
-            anatomy.problem(f"{NS}.err_empty")
-            return None
-        if len(probe) > MAX_REVERSE_PROBE:
-            anatomy.problem(f"{NS}.err_long", n=len(probe), max=MAX_REVERSE_PROBE)
-            return None
-    return {"task": task, "attention": bool(attention), "seed": int(seed), "steps": int(steps),
-            "every": int(every), "probe": probe}
-
-
-def pronoun_probe(text: str) -> PronounExample | None:
-    """The typed probe sentence parsed by the grammar; None after the "it" page's message for it."""
-    lang = sentence_language(text)
-    parsed = parse_pronoun_sentence(text, lang)
-    if parsed.ok:
-        return parsed.example
-    anatomy.problem(f"pronoun.{PRONOUN_PARSE_ERRORS[parsed.error]}", word=anatomy.md_escape(parsed.detail),
-                    max=parsed.detail, lang=t(f"pronoun.lang_{lang}"))
+        limit = MAX_REVERSE_PROBE
+        checks = (("err_digits", bad), ("err_empty", not probe), ("err_long", len(probe) > limit))
+    failed = next((key for key, fails in checks if fails), None)      # the first check that fails, in this order
+    if failed is None:
+        return settings._replace(probe=probe)
+    anatomy.problem(f"{NS}.{failed}", n=len(probe), max=limit, chars=quoted(bad))
     return None
+
+
+def pronoun_probe(text: str) -> tasks.PronounExample | None:
+    """The typed probe sentence parsed by the grammar; None after the "it" page's message for it."""
+    parsed = tasks.parse_pronoun_sentence(text, lang := tasks.sentence_language(text))
+    if not parsed.ok:
+        key, fields = pc.parse_message(parsed, lang)
+        anatomy.problem(key, **fields)
+    return parsed.example if parsed.ok else None
 
 
 def quoted(chars: list[str], limit: int = 8) -> str:
     shown = t(f"{NS}.sep").join(t("common.quoted", text=anatomy.md_escape(c))
                                 for c in visible_chars("".join(chars[:limit])))
     return shown + ("…" if len(chars) > limit else "")
-
-
-def snap_title(task: str, step: int, out: str) -> str:
-    return t(f"{NS}.snap_title_pronoun" if task == "pronoun" else f"{NS}.snap_title", step=step, out=out)
 
 
 def axis(task: str, which: str) -> str:
@@ -156,40 +123,32 @@ def axis(task: str, which: str) -> str:
     return t(f"{NS}.input_axis") if which == "x" else t(f"{NS}.output_axis")
 
 
-def run_name(cfg: dict, number: int) -> str:
-    return t(f"{NS}.run_name", n=number, task=t(f"{NS}.task_{cfg['task']}"),
-             attn=t(f"{NS}.with_attn") if cfg["attention"] else t(f"{NS}.without_attn"),
-             seed=cfg["seed"], steps=cfg["steps"])
+def run_name(cfg: lab.RunSettings, number: int) -> str:
+    return t(f"{NS}.run_name", n=number, task=t(f"{NS}.task_{cfg.task}"),
+             attn=t(f"{NS}.with_attn") if cfg.attention else t(f"{NS}.without_attn"), seed=cfg.seed, steps=cfg.steps)
 
 
-def is_right(cfg: dict, out: str) -> bool:
-    """Reversal: the digits backwards. Dates: the answer is a date that the probe is a supported form of.
-    Pronoun: the referent's word."""
-    if cfg["task"] == "pronoun":
-        return out == cfg["referent"]
-    if cfg["task"] == "reverse":
-        return out == cfg["probe"][::-1]
-    return matching_form(cfg["probe"], out) is not None
+def snapshot_heatmap(task: str, step: int, out: str, w, rows: list[str], cols: list[str], **options):
+    """One snapshot of the probe's attention (output characters or heads x input characters or tokens)."""
+    title = t(f"{NS}.snap_title_pronoun" if task == "pronoun" else f"{NS}.snap_title", step=step, out=out)
+    return heatmap(w, rows, cols, title=title, x_title=axis(task, "x"), y_title=axis(task, "y"),
+                   value_title=t("common.weight"), selectable=False, **options)
 
 
-def head_rows(n_layers: int, n_heads: int) -> list[str]:
-    return [t("pronoun.head_label", layer=a + 1, head=b + 1) for a in range(n_layers) for b in range(n_heads)]
+def loss_curves(series: list[tuple[str, list]], title: str, max_step: int):
+    return tc.loss_curves(series, title=title, x_title=t(f"{NS}.step_axis"), y_title=t(f"{NS}.loss_axis"),
+                          smooth_title=t(f"{NS}.smooth", k=tc.SMOOTH), max_step=max_step)
 
 
 @cache_data(max_entries=16, max_bytes=4 * MB)
-def untrained(task: str, seed: int, probe: str) -> dict:
+def untrained(task: str, seed: int, probe: str) -> lab.StartingPoint:
     """The probe through a freshly initialised attention model (step 0): how attention starts out."""
-    run = live_run(task, attention=True, seed=seed, lr=LRS[task], warmup_steps=WARMUP, probe=probe)
+    run = recipes.live_run(task, attention=True, seed=seed, lr=LRS[task], warmup_steps=WARMUP, probe=probe)
     with torch.inference_mode():
         snap = run.snapshot(run.model)
     _, w = tq.snap_of(task, snap)
-    n = w.shape[-1] if task == "pronoun" else len(probe)
-    out = {"peak": float(w.max(-1).mean()) if w.size else float("nan"), "uniform": 1 / max(n, 1)}
-    if task == "pronoun":
-        e = run.probe
-        out.update(ref=float(w[:, e.referent].mean()), other=float(w[:, e.nouns[1 - e.label]].mean()),
-                   ref_word=e.tokens[e.referent])
-    return out
+    pronoun = task == "pronoun"
+    return lab.starting_point(w, w.shape[-1] if pronoun else len(probe), run.probe if pronoun else None)
 
 
 # ------------------------------------------------------------------ the run (only on the button; in the server's queue)
@@ -202,18 +161,17 @@ def session_alive() -> Callable[[], bool]:
     return lambda: runtime.is_active_session(session)
 
 
-def job_of(cfg: dict) -> tuple[tq.TrainingSpec, tq.View]:
+def job_of(cfg: lab.RunSettings) -> tuple[tq.TrainingSpec, tq.View]:
     """What the server's queue shares (the training) and what this session watches (its probe)."""
-    task = cfg["task"]
-    return (tq.TrainingSpec(task, cfg["attention"], cfg["seed"], cfg["steps"], LRS[task], WARMUP, TIME_CAP),
-            tq.View(cfg["probe"], cfg["every"]))
+    return (tq.TrainingSpec(cfg.task, cfg.attention, cfg.seed, cfg.steps, LRS[cfg.task], WARMUP, TIME_CAP),
+            tq.View(cfg.probe, cfg.every))
 
 
-def pending() -> tuple[tq.Ticket, dict] | None:
-    return st.session_state.get("_train_ticket")
+def pending() -> tuple[tq.Ticket, lab.RunSettings] | None:
+    return st.session_state.get("_train_ticket")          # (the queue's ticket, the settings it trains)
 
 
-def start(cfg: dict) -> None:
+def start(cfg: lab.RunSettings) -> None:
     """Queue the run (or join the same one another session started); the live panel shows where it is."""
     spec, view = job_of(cfg)
     held = pending()
@@ -222,10 +180,10 @@ def start(cfg: dict) -> None:
         del st.session_state["_train_ticket"]
     # a run this session already has is trained again (pressing twice shows that a seeded run is reproducible);
     # a run another session finished is shared
-    again = any(job_of(r["cfg"])[0] == spec for r in runs())
+    again = any(job_of(r.settings)[0] == spec for r in runs())
     ticket = tq.submit_training(spec, view, alive=session_alive(), reuse_done=not again)
     if ticket is None:
-        anatomy.problem(f"{NS}.err_queue_full", n=tq.QUEUE.max_waiting, s=f"{tq.WALL_CAP:.0f}")
+        anatomy.problem(f"{NS}.err_queue_full", n=tq.QUEUE.max_waiting, s=fmt.fixed(tq.WALL_CAP, 0))
         return
     st.session_state["_train_ticket"] = (ticket, cfg)
 
@@ -234,7 +192,8 @@ def labels(task: str, record: dict, heads: tuple[int, int] | None) -> tuple[str,
     """(the probe as shown, the snapshot's column labels, its row labels or None for output characters)."""
     if task == "pronoun":
         e = record["probe"]
-        return pronoun_text(e.tokens, e.lang), unique_labels(list(e.tokens)), head_rows(*heads)
+        heads = [t("pronoun.head_label", layer=a + 1, head=b + 1) for a in range(heads[0]) for b in range(heads[1])]
+        return tasks.pronoun_text(e.tokens, e.lang), unique_labels(list(e.tokens)), heads
     return record["probe"], visible_chars(record["probe"]), None
 
 
@@ -255,16 +214,16 @@ def harvest() -> None:
         return
     number = st.session_state.get("_train_count", 0) + 1
     result = status.result
-    shown, cols, rows = labels(cfg["task"], record, result["heads"])
+    shown, cols, rows = labels(cfg.task, record, result["heads"])
     kept = runs()
-    kept.append({"cfg": cfg, "name": run_name(cfg, number), "losses": list(result["losses"]),
-                 "lrs": list(result["lrs"]), "snaps": list(record["snaps"]), "seconds": result["seconds"],
-                 "capped": result["capped"], "source": shown, "cols": cols, "rows": rows, "probe": record["probe"]})
+    kept.append(lab.KeptRun(cfg, run_name(cfg, number), list(result["losses"]), list(result["lrs"]),
+                            list(record["snaps"]), result["seconds"], result["capped"], shown, cols, rows,
+                            record["probe"]))
     del kept[:-KEEP_RUNS]
     st.session_state["_train_count"] = number
-    st.session_state["show_run"] = kept[-1]["name"]         # show the new run (set before the box is drawn)
+    st.session_state["show_run"] = kept[-1].name         # show the new run (set before the box is drawn)
     st.session_state.pop("snap_pick", None)
-    st.caption(t(f"{NS}.progress_done", steps=len(result["losses"]), s=f"{result['seconds']:.1f}"))
+    st.caption(t(f"{NS}.progress_done", steps=len(result["losses"]), s=fmt.fixed(result["seconds"], 1)))
 
 
 @st.fragment(run_every=POLL)
@@ -279,8 +238,8 @@ def live_panel() -> None:
     if status.state not in ("queued", "running"):
         st.rerun()                                            # the whole page: harvest() keeps the run
     if status.state == "queued":
-        st.info(t(f"{NS}.queue_position", pos=status.position, s=f"{status.wait_bound:.0f}",
-                  cap=f"{tq.WALL_CAP:.0f}", workers=tq.QUEUE.workers), icon=":material/hourglass_top:")
+        st.info(t(f"{NS}.queue_position", pos=status.position, s=fmt.fixed(status.wait_bound, 0),
+                  cap=fmt.fixed(tq.WALL_CAP, 0), workers=tq.QUEUE.workers), icon=":material/hourglass_top:")
         return
     p = status.progress
     if status.watchers > 1:
@@ -289,157 +248,186 @@ def live_panel() -> None:
         st.progress(0.0, text=t(f"{NS}.progress_start"))
         return
     st.progress(min(p["step"] / p["steps"], 1.0), text=t(f"{NS}.progress", step=p["step"], steps=p["steps"],
-                                                            loss=f"{p['loss']:.3f}", s=f"{p['elapsed']:.1f}"))
+                                                            loss=fmt.fixed(p["loss"], 3), s=fmt.fixed(p["elapsed"], 1)))
     name = run_name(cfg, st.session_state.get("_train_count", 0) + 1)
-    skeleton = anatomy.cached_spec(("loss_live", cfg["steps"], name), lambda: tc.loss_chart(   # built once per run
-        [(name, [1.0])], title="", x_title=t(f"{NS}.step_axis"), y_title=t(f"{NS}.loss_axis"),
-        smooth_title=t(f"{NS}.smooth", k=tc.SMOOTH), max_step=cfg["steps"]))
-    st.vega_lite_chart(respec(skeleton, tc.loss_frame([(name, list(p["losses"]))]), title=t(f"{NS}.loss_live")),
-                       width="stretch")
+    anatomy.show_chart(loss_curves([(name, list(p["losses"]))], t(f"{NS}.loss_live"), cfg.steps))
     record = status.record or {}
     snaps = list(record.get("snaps", ()))
     if not snaps:
         return
     step, out, w = snaps[-1]
     if w is not None and len(out):
-        _, cols, rows = labels(cfg["task"], record, p.get("heads"))
-        st.vega_lite_chart(heatmap_spec(
-            w, rows or list(out), cols, title=snap_title(cfg["task"], step, out),
-            x_title=axis(cfg["task"], "x"), y_title=axis(cfg["task"], "y"), value_title=t("common.weight"),
-            selectable=False, show_numbers=False, height=320), width="stretch")
+        _, cols, rows = labels(cfg.task, record, p.get("heads"))
+        anatomy.show_chart(snapshot_heatmap(cfg.task, step, out, w, rows or list(out), cols, show_numbers=False,
+                                            height=320))
     else:
         st.caption(t(f"{NS}.snap_plain", step=step, out=anatomy.md_escape(out) or "—"))
 
 
 # ------------------------------------------------------------------ results (from the session: cheap)
-def results_section(run: dict) -> dict:
-    kept = runs()
-    st.subheader(t(f"{NS}.loss_title"))
-    series = [(r["name"], r["losses"]) for r in kept]
-    longest = max(len(r["losses"]) for r in kept)
-    anatomy.show_chart(lambda: tc.loss_chart(series, title=t(f"{NS}.loss_chart"), x_title=t(f"{NS}.step_axis"),
-                                             y_title=t(f"{NS}.loss_axis"),
-                                             smooth_title=t(f"{NS}.smooth", k=tc.SMOOTH), max_step=longest),
-                       key="loss", cache=(tc.fingerprint([(n, np.asarray(x)) for n, x in series]),))  # data, not names
-    st.caption(t(f"{NS}.loss_caption", k=tc.SMOOTH))
-
-    task = run["cfg"]["task"]
-    st.subheader(t(f"{NS}.snaps_title_pronoun" if task == "pronoun" else f"{NS}.snaps_title", name=run["name"]))
-    snaps = run["snaps"]
-    steps = [s for s, _, _ in snaps]
-    with_w = [(s, o, w) for s, o, w in snaps if w is not None and len(o)]
+def snapshots_section(run: lab.KeptRun) -> None:
+    task = run.settings.task
+    st.subheader(t(f"{NS}.snaps_title_pronoun" if task == "pronoun" else f"{NS}.snaps_title", name=run.name))
+    steps = [s for s, _, _ in run.snaps]
     if st.session_state.get("snap_pick") not in steps:                  # a new run: show its last snapshot
         st.session_state["snap_pick"] = steps[-1]
     picked = st.select_slider(t(f"{NS}.snap_pick"), steps, key="snap_pick") if len(steps) > 1 else steps[0]
-    step, out, w = next(x for x in snaps if x[0] == picked)
-    source = run["cols"]
-    rows = run["rows"] or list(out)
+    step, out, w = next(x for x in run.snaps if x[0] == picked)
+    rows = run.rows or list(out)
     if w is not None and len(out):
-        anatomy.show_matrix(heatmap_spec(
-            w, rows, source, title=snap_title(task, step, out), x_title=axis(task, "x"), y_title=axis(task, "y"),
-            value_title=t("common.weight"), selectable=False, show_numbers=len(source) <= 16,
-            height=28 * len(rows) + 150), w, rows, source, key="snap", selectable=False,
-            file_name=f"attention_step_{step}.csv")
+        anatomy.show_matrix(snapshot_heatmap(task, step, out, w, rows, run.cols, show_numbers=len(run.cols) <= 16,
+                                             height=heatmap_height(len(rows))),
+                            w, rows, run.cols, key="snap", selectable=False, file_name=f"attention_step_{step}.csv")
     else:
         st.info(t(f"{NS}.no_alignment", out=anatomy.md_escape(out) or "—"), icon=":material/info:")
+    with_w = run.with_weights()
     if len(with_w) > 1:
         st.markdown(f"**{t(f'{NS}.grid_title')}**")
-        grid_id = tc.fingerprint(task, with_w[-12:], run["cols"], run["rows"])   # the data, not the run's name
-        anatomy.show_chart(anatomy.cached_spec(("grid", grid_id), lambda: tc.snapshots_chart(
-            with_w[-12:], run["cols"], label=t(f"{NS}.panel"), weight_title=t("common.weight"),
-            x_title=axis(task, "x"), y_title=axis(task, "y"), row_labels=run["rows"])), key="grid")
-    table = {t(f"{NS}.col_step"): steps, t(f"{NS}.col_output"): [o or "—" for _, o, _ in snaps],
-             t(f"{NS}.col_right"): ["✓" if is_right(run["cfg"], o) else "✗" for _, o, _ in snaps]}
+        anatomy.show_chart(tc.snapshots(with_w[-GRID:], run.cols, label=t(f"{NS}.panel"),
+                                        weight_title=t("common.weight"), x_title=axis(task, "x"),
+                                        y_title=axis(task, "y"), row_labels=run.rows), key="grid")
+    table = {t(f"{NS}.col_step"): steps, t(f"{NS}.col_output"): [o or "—" for _, o, _ in run.snaps],
+             t(f"{NS}.col_right"): ["✓" if lab.is_right(run.settings, o) else "✗" for _, o, _ in run.snaps]}
     if with_w:
-        peaks = {s: float(w_.max(-1).mean()) for s, _, w_ in with_w}
+        peaks = {s: lab.peak(w_) for s, _, w_ in with_w}
         table[t(f"{NS}.col_peak")] = [round(peaks[s], 3) if s in peaks else None for s in steps]
     st.dataframe(table, hide_index=True, width="stretch")
-    return {"step": step, "out": out, "w": w}
 
 
-def notices(run: dict) -> None:
-    losses = np.asarray(run["losses"])
+def notices(run: lab.KeptRun) -> None:
+    losses, cfg = np.asarray(run.losses), run.settings
     k = min(10, max(1, len(losses) // 4))
-    items = [t(f"{NS}.notice_loss", first=f"{losses[:k].mean():.3f}", last=f"{losses[-k:].mean():.3f}", k=k,
-               n=len(losses), s=f"{run['seconds']:.1f}")]
-    if run["capped"]:
-        items.append(t(f"{NS}.notice_capped", n=len(losses), steps=run["cfg"]["steps"], cap=f"{TIME_CAP:.0f}"))
-    with_w = [(s, o, w) for s, o, w in run["snaps"] if w is not None and len(o)]
+    items = [t(f"{NS}.notice_loss", first=fmt.fixed(losses[:k].mean(), 3), last=fmt.fixed(losses[-k:].mean(), 3), k=k,
+               n=len(losses), s=fmt.fixed(run.seconds, 1))]
+    if run.capped:
+        items.append(t(f"{NS}.notice_capped", n=len(losses), steps=cfg.steps, cap=fmt.fixed(TIME_CAP, 0)))
+    with_w = run.with_weights()
     if len(with_w) >= 2:
         (s0, _, w0), (s1, _, w1) = with_w[0], with_w[-1]
-        items.append(t(f"{NS}.notice_sharp", s0=s0, p0=f"{w0.max(-1).mean():.2f}", s1=s1,
-                       p1=f"{w1.max(-1).mean():.2f}", uniform=f"{1 / w1.shape[1]:.2f}"))
-    final = run["snaps"][-1][1]
-    first_right = next((s for s, o, _ in run["snaps"] if is_right(run["cfg"], o)), None)
-    probe = anatomy.md_escape(run["source"])
+        items.append(t(f"{NS}.notice_sharp", s0=s0, p0=fmt.fixed(lab.peak(w0)), s1=s1, p1=fmt.fixed(lab.peak(w1)),
+                       uniform=fmt.fixed(1 / w1.shape[1])))
+    first_right = next(((s, o) for s, o, _ in run.snaps if lab.is_right(cfg, o)), None)
+    probe = anatomy.md_escape(run.source)
     if first_right is not None:
-        items.append(t(f"{NS}.notice_right", step=first_right, probe=probe,
-                       out=anatomy.md_escape(next(o for s, o, _ in run["snaps"] if s == first_right))))
+        items.append(t(f"{NS}.notice_right", step=first_right[0], probe=probe, out=anatomy.md_escape(first_right[1])))
     else:
-        items.append(t(f"{NS}.notice_not_yet", out=anatomy.md_escape(final) or "—", probe=probe))
-    if not run["cfg"]["attention"]:
+        items.append(t(f"{NS}.notice_not_yet", out=anatomy.md_escape(run.snaps[-1][1]) or "—", probe=probe))
+    if not cfg.attention:
         items.append(t(f"{NS}.notice_try_attention"))
-    if run["cfg"]["task"] == "pronoun" and with_w:
-        e, (s1, _, w1) = run["probe"], with_w[-1]
-        ref, other = w1[:, e.referent], w1[:, e.nouns[1 - e.label]]
-        best = int((ref - other).argmax())
-        items.append(t(f"{NS}.notice_pronoun_head", step=s1, head=run["rows"][best], ref=anatomy.md_escape(
-            e.tokens[e.referent]), w=f"{ref[best]:.2f}", other=anatomy.md_escape(e.tokens[e.nouns[1 - e.label]]),
-            wo=f"{other[best]:.2f}"))
-    others = [r for r in runs() if r is not run and r["cfg"]["task"] == run["cfg"]["task"]
-              and r["cfg"]["attention"] != run["cfg"]["attention"]]
+    if cfg.task == "pronoun" and with_w:
+        e, (s1, _, w1), odd = run.probe, with_w[-1], run.probe.nouns[1 - run.probe.label]
+        best = int((w1[:, e.referent] - w1[:, odd]).argmax())
+        items.append(t(f"{NS}.notice_pronoun_head", step=s1, head=run.rows[best], w=fmt.fixed(w1[best, e.referent]),
+                       ref=anatomy.md_escape(e.tokens[e.referent]), other=anatomy.md_escape(e.tokens[odd]),
+                       wo=fmt.fixed(w1[best, odd])))
+    others = [r for r in runs()
+              if r is not run and r.settings.task == cfg.task and r.settings.attention != cfg.attention]
     if others:
         o = others[-1]
-        n = min(len(o["losses"]), len(losses))
-        items.append(t(f"{NS}.notice_compare", a=run["name"], b=o["name"], n=n,
-                       la=f"{smooth(losses[:n], tc.SMOOTH)[-1]:.3f}",
-                       lb=f"{smooth(o['losses'][:n], tc.SMOOTH)[-1]:.3f}"))
-    same = [r for r in runs() if r is not run and r["cfg"] == run["cfg"]]
+        n = min(len(o.losses), len(losses))
+        items.append(t(f"{NS}.notice_compare", a=run.name, b=o.name, n=n,
+                       la=fmt.fixed(lab.smooth(losses[:n], tc.SMOOTH)[-1], 3),
+                       lb=fmt.fixed(lab.smooth(o.losses[:n], tc.SMOOTH)[-1], 3)))
+    same = [r for r in runs() if r is not run and r.settings == cfg]
     if same:
-        n = min(len(same[-1]["losses"]), len(losses))
-        diff = float(np.abs(np.asarray(same[-1]["losses"][:n]) - losses[:n]).max())
-        items.append(t(f"{NS}.notice_repeat", name=same[-1]["name"], diff=f"{diff:.2g}"))
+        n = min(len(same[-1].losses), len(losses))
+        diff = float(np.abs(np.asarray(same[-1].losses[:n]) - losses[:n]).max())
+        items.append(t(f"{NS}.notice_repeat", name=same[-1].name, diff=f"{diff:.2g}"))
     anatomy.notice(items)
 
 
-def schedule_demo(steps: int) -> None:
-    ours = [warmup_cosine(s, min(WARMUP, steps), steps) for s in range(steps)]
-    theirs = [seed_warmup_cosine(s, WARMUP) for s in range(steps)]
-    names = (t(f"{NS}.sched_ours"), t(f"{NS}.sched_tutorial"))
-    anatomy.show_chart(anatomy.cached_spec(("sched", steps), lambda: tc.schedule_chart(
-        ours, theirs, names=names, title=t(f"{NS}.sched_chart", steps=steps), x_title=t(f"{NS}.step_axis"),
-        y_title=t(f"{NS}.sched_axis"))), key="sched")
-    st.caption(t(f"{NS}.sched_caption", steps=steps, ours=f"{ours[-1]:.4f}", theirs=f"{theirs[-1]:.5f}",
-                 first=f"{theirs[0]:.0f}"))
+def results_section() -> None:
+    """The kept runs: the loss curves of all, the snapshots and notices of the one picked."""
+    kept = runs()
+    if not kept:
+        if pending() is None:
+            st.info(t(f"{NS}.press"), icon=":material/play_circle:")
+        return
+    names = [r.name for r in kept]
+    if st.session_state.get("show_run") not in names:
+        st.session_state["show_run"] = names[-1]
+    pick = st.selectbox(t(f"{NS}.show_run"), names, key="show_run", help=t(f"{NS}.show_run_help", k=KEEP_RUNS))
+    run = next(r for r in kept if r.name == pick)
+    st.subheader(t(f"{NS}.loss_title"))
+    anatomy.show_chart(loss_curves([(r.name, r.losses) for r in kept], t(f"{NS}.loss_chart"),
+                                   max(len(r.losses) for r in kept)), key="loss")
+    st.caption(t(f"{NS}.loss_caption", k=tc.SMOOTH))
+    snapshots_section(run)
+    notices(run)
+
+
+def train_section(cfg: lab.RunSettings | None) -> None:
+    harvest()                    # before the button: a finished run enables it again
+    if cfg is not None and st.button(t(f"{NS}.train"), key="train", type="primary", icon=":material/play_arrow:",
+                                     disabled=pending() is not None):
+        start(cfg)
+        harvest()                # a run another session just finished answers at once
+        if pending() is not None:
+            st.rerun()           # draw the button disabled while the run is queued or running
+    if pending() is not None:    # only then: the panel's timer stops with the run
+        live_panel()
+
+
+def start_exercise(cfg: lab.RunSettings | None) -> None:
+    """How sharp is attention before any training? Answered by the untrained model on the probe."""
+    begin = untrained(cfg.task, cfg.seed, cfg.probe) if cfg else None
+    if cfg is not None and cfg.task == "pronoun":
+        explain = t(f"{NS}.ex_explain_pronoun", peak=fmt.fixed(begin.peak, 3), uniform=fmt.fixed(begin.uniform, 3),
+                    ref=anatomy.md_escape(begin.referent_word), wr=fmt.fixed(begin.referent, 3),
+                    wo=fmt.fixed(begin.other, 3))
+        anatomy.exercise("tr_ex_pr", t(f"{NS}.ex_question_pronoun"), [t(f"{NS}.ex_pr_{k}") for k in "abc"], 1, explain)
+        return
+    explain = t(f"{NS}.ex_explain")
+    if begin is not None:
+        explain += " " + t(f"{NS}.ex_numbers", peak=fmt.fixed(begin.peak, 3), uniform=fmt.fixed(begin.uniform, 3))
+    anatomy.exercise("tr_ex", t(f"{NS}.ex_question"), [t(f"{NS}.ex_{k}") for k in "abc"], 1, explain)
 
 
 # ------------------------------------------------------------------ pitfalls of the tutorial's train_step
+def schedule_demo(steps: int) -> None:
+    ours = [trainer.warmup_cosine(s, min(WARMUP, steps), steps) for s in range(steps)]
+    theirs = [trainer.seed_warmup_cosine(s, WARMUP) for s in range(steps)]
+    anatomy.show_chart(tc.schedules(ours, theirs, names=(t(f"{NS}.sched_ours"), t(f"{NS}.sched_tutorial")),
+                                    title=t(f"{NS}.sched_chart", steps=steps), x_title=t(f"{NS}.step_axis"),
+                                    y_title=t(f"{NS}.sched_axis")), key="sched")
+    st.caption(t(f"{NS}.sched_caption", steps=steps, ours=fmt.fixed(ours[-1], 4), theirs=fmt.fixed(theirs[-1], 5),
+                 first=fmt.fixed(theirs[0], 0)))
+
+
 @cache_data(max_entries=1, max_bytes=1 * MB)
-def trainer_bugs() -> dict:
-    torch.set_num_threads(1)
-    loss = seed_bugs.tutorial_loss_on_encoder_states()
-    decay = {g: (seed_bugs.weight_decay_effect("adam", g), seed_bugs.weight_decay_effect("adamw", g))
-             for g in DECAY_GRADS}
-    return {"loss": loss, "decay": decay}
+def tutorial_loss() -> dict:
+    return seed_bugs.tutorial_loss_on_encoder_states()
 
 
-DECAY_GRADS = (0.0, 0.01, 1.0, 100.0)
+@cache_data(max_entries=1, max_bytes=1 * MB)
+def decay_effects() -> dict[float, tuple[float, float]]:
+    """Per gradient size: the weight left after Adam's and after AdamW's decay (seed_bugs.weight_decay_effect)."""
+    return {g: (seed_bugs.weight_decay_effect("adam", g), seed_bugs.weight_decay_effect("adamw", g))
+            for g in DECAY_GRADS}
 
 
 def loss_head_demo() -> None:
-    r = trainer_bugs()["loss"]
+    r = tutorial_loss()
     st.markdown(t(f"{NS}.pit_head_now", states=r["states"], targets=r["targets"], err=(r["error"] or "—").replace(
-        "`", "'"), logits=r["logits"], loss=f"{r['fixed_loss']:.2f}", chance=f"{r['chance']:.2f}"))
+        "`", "'"), logits=r["logits"], loss=fmt.fixed(r["fixed_loss"]), chance=fmt.fixed(r["chance"])))
 
 
 def adamw_demo() -> None:
-    decay = trainer_bugs()["decay"]
+    decay = decay_effects()
     st.dataframe(pd.DataFrame([{t(f"{NS}.pit_decay_grad"): f"{g:g}", t(f"{NS}.pit_decay_adam"): f"{a:.2e}",
                                 t(f"{NS}.pit_decay_adamw"): f"{w:.2e}"} for g, (a, w) in decay.items()]),
                  hide_index=True)
-    st.markdown(t(f"{NS}.pit_decay_now", a0=f"{decay[0.0][0]:.3f}", a001=f"{decay[0.01][0]:.1e}",
-                  a100=f"{decay[100.0][0]:.1e}",
-                  w=f"{decay[1.0][1]:.2e}"))
+    st.markdown(t(f"{NS}.pit_decay_now", a0=fmt.fixed(decay[0.0][0], 3), a001=f"{decay[0.01][0]:.1e}",
+                  a100=f"{decay[100.0][0]:.1e}", w=f"{decay[1.0][1]:.2e}"))
+
+
+def pitfalls(steps: int) -> None:
+    anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=t(f"{NS}.pit_code"),
+                    demo=lambda: schedule_demo(steps))
+    anatomy.pitfall(t(f"{NS}.pit_head_title"), t(f"{NS}.pit_head_body"), code=t(f"{NS}.pit_head_code"),
+                    demo=loss_head_demo)
+    anatomy.pitfall(t(f"{NS}.pit_decay_title"), t(f"{NS}.pit_decay_body"), code=t(f"{NS}.pit_decay_code"),
+                    demo=adamw_demo)
 
 
 # ------------------------------------------------------------------ the page
@@ -448,51 +436,14 @@ anatomy.intuition(NS)
 st.markdown(lesson(f"{NS}/run"))
 anatomy.formula(FORMULA, t(f"{NS}.formula_caption"))
 
-cfg = controls()
-task_now = cfg["task"] if cfg else None
-st.caption(t(f"{NS}.facts_pronoun" if task_now == "pronoun" else f"{NS}.facts", cap=f"{TIME_CAP:.0f}",
+settings = controls()
+task_now = settings.task if settings else None
+st.caption(t(f"{NS}.facts_pronoun" if task_now == "pronoun" else f"{NS}.facts", cap=fmt.fixed(TIME_CAP, 0),
              lr=LRS.get(task_now, LR), warmup=WARMUP))
-harvest()                    # before the button: a finished run enables it again
-if cfg is not None and st.button(t(f"{NS}.train"), key="train", type="primary", icon=":material/play_arrow:",
-                                 disabled=pending() is not None):
-    start(cfg)
-    harvest()                # a run another session just finished answers at once
-    if pending() is not None:
-        st.rerun()           # draw the button disabled while the run is queued or running
-if pending() is not None:    # only then: the panel's timer stops with the run
-    live_panel()
-
-kept = runs()
-if not kept:
-    if pending() is None:
-        st.info(t(f"{NS}.press"), icon=":material/play_circle:")
-else:
-    names = [r["name"] for r in kept]
-    if st.session_state.get("show_run") not in names:
-        st.session_state["show_run"] = names[-1]
-    pick = st.selectbox(t(f"{NS}.show_run"), names, key="show_run", help=t(f"{NS}.show_run_help", k=KEEP_RUNS))
-    run = next(r for r in kept if r["name"] == pick)
-    results_section(run)
-    notices(run)
-
-start = untrained(cfg["task"], cfg["seed"], cfg["probe"]) if cfg else None
-if task_now == "pronoun":
-    explain = t(f"{NS}.ex_explain_pronoun", peak=f"{start['peak']:.3f}", uniform=f"{start['uniform']:.3f}",
-                ref=anatomy.md_escape(start["ref_word"]), wr=f"{start['ref']:.3f}", wo=f"{start['other']:.3f}")
-    anatomy.exercise("tr_ex_pr", t(f"{NS}.ex_question_pronoun"),
-                     [t(f"{NS}.ex_pr_a"), t(f"{NS}.ex_pr_b"), t(f"{NS}.ex_pr_c")], 1, explain)
-else:
-    explain = t(f"{NS}.ex_explain")
-    if start is not None:
-        explain += " " + t(f"{NS}.ex_numbers", peak=f"{start['peak']:.3f}", uniform=f"{start['uniform']:.3f}")
-    anatomy.exercise("tr_ex", t(f"{NS}.ex_question"), [t(f"{NS}.ex_a"), t(f"{NS}.ex_b"), t(f"{NS}.ex_c")], 1,
-                     explain)
-anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=t(f"{NS}.pit_code"),
-                demo=lambda: schedule_demo(cfg["steps"] if cfg else STEPS[2]))
-anatomy.pitfall(t(f"{NS}.pit_head_title"), t(f"{NS}.pit_head_body"), code=t(f"{NS}.pit_head_code"),
-                demo=loss_head_demo)
-anatomy.pitfall(t(f"{NS}.pit_decay_title"), t(f"{NS}.pit_decay_body"), code=t(f"{NS}.pit_decay_code"),
-                demo=adamw_demo)
-anatomy.show_code(live_run, TransformerTrainer.fit, TransformerTrainer.train_step, warmup_cosine,
-                  pronoun_loss if task_now == "pronoun" else seq2seq_loss,
+train_section(settings)
+results_section()
+start_exercise(settings)
+pitfalls(settings.steps if settings else STEPS[2])
+anatomy.show_code(recipes.live_run, trainer.TransformerTrainer.fit, trainer.TransformerTrainer.train_step,
+                  trainer.warmup_cosine, pronoun_loss if task_now == "pronoun" else seq2seq_loss,
                   seed_bugs.tutorial_loss_on_encoder_states, seed_bugs.weight_decay_effect)

@@ -143,5 +143,5 @@ def test_training_snapshots_show_each_sessions_own_probe():
     for name, chars in drawn.items():
         assert chars == set("9876543"), f"{name}: {sorted(chars)}"
     runs = b.session_state["_train_runs"]
-    assert runs[0]["source"] == "9876543" and all(w.shape[1] == 7 for _, _, w in runs[0]["snaps"] if w is not None)
+    assert runs[0].source == "9876543" and all(w.shape[1] == 7 for _, _, w in runs[0].snaps if w is not None)
     assert "1111122222" not in rendered(b) and "9876543" in all_text(b)

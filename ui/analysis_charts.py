@@ -1,7 +1,8 @@
 """Charts of the attention-analysis page: the tutorial's analyser next to the corrected one.
 
-Pure functions (no Streamlit calls): arrays in, ``alt.Chart`` out; every title and label is passed in
-already translated.
+A frame builder (pure), a chart kind (``ui.charts.chart_kind``) and the function the page calls; every
+title and label is passed in already translated. The heatmaps are ``ui.charts.heatmap``'s, the heads of
+one sentence and the query/key plane ``ui.multihead_charts``'.
 """
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from collections.abc import Sequence
 import altair as alt
 import numpy as np
 import pandas as pd
+
+from .charts import Spec, chart_kind
 
 VERSION_COLOURS = ("#e66101", "#3b528b")     # the tutorial's numbers orange, the corrected ones blue
 
@@ -24,19 +27,18 @@ def compare_frame(values: Sequence, versions: Sequence[str], layers: Sequence[st
     return pd.DataFrame(rows)
 
 
-def compare_bars(values: Sequence, versions: Sequence[str], layers: Sequence[str], *, title: str,
-                 layer_title: str, value_title: str, version_title: str, domain: tuple[float, float] | None = None,
-                 width: int = 300, height: int = 240) -> alt.Chart:
+@chart_kind(fill=("title", "versions", "layers"))
+def compare_chart(frame, *, layer_title: str, value_title: str, version_title: str, domain=None,
+                  versions=(), layers=(), title: str = "", width: int = 300, height: int = 240) -> alt.LayerChart:
     """For every layer, one bar per version of a statistic (the tutorial's and the corrected one),
     numbers on the bars so that small differences can be read. No legend (Streamlit would take its
     room from the plot): the page's caption names the colours."""
-    frame = compare_frame(values, versions, layers)
-    y = alt.Y("value:Q", title=value_title, scale=alt.Scale(domain=list(domain)) if domain else alt.Undefined)
-    colour = alt.Color("version:N", title=version_title, sort=list(versions),
-                       scale=alt.Scale(domain=list(versions), range=list(VERSION_COLOURS)), legend=None)
+    y = alt.Y("value:Q", title=value_title, scale=alt.Scale(domain=domain) if domain else alt.Undefined)
+    colour = alt.Color("version:N", title=version_title, sort=versions,
+                       scale=alt.Scale(domain=versions, range=list(VERSION_COLOURS)), legend=None)
     base = alt.Chart(frame).encode(
-        x=alt.X("layer:N", sort=list(layers), title=layer_title, axis=alt.Axis(labelAngle=0)),
-        xOffset=alt.XOffset("version:N", sort=list(versions)),
+        x=alt.X("layer:N", sort=layers, title=layer_title, axis=alt.Axis(labelAngle=0)),
+        xOffset=alt.XOffset("version:N", sort=versions),
         y=y,
         tooltip=[alt.Tooltip("version:N", title=version_title), alt.Tooltip("layer:N", title=layer_title),
                  alt.Tooltip("exact:N", title=value_title)],
@@ -44,3 +46,12 @@ def compare_bars(values: Sequence, versions: Sequence[str], layers: Sequence[str
     bars = base.mark_bar().encode(color=colour)
     text = base.mark_text(dy=-6, fontSize=10).encode(text=alt.Text("value:Q", format=".3f"))
     return alt.layer(bars, text).properties(title=title, width=width, height=height)
+
+
+def compare_bars(values: Sequence, versions: Sequence[str], layers: Sequence[str], *, title: str,
+                 layer_title: str, value_title: str, version_title: str,
+                 domain: tuple[float, float] | None = None) -> Spec:
+    """The tutorial's and the corrected statistic of every layer side by side."""
+    return compare_chart(compare_frame(values, versions, layers), layer_title=layer_title, value_title=value_title,
+                         version_title=version_title, domain=None if domain is None else [float(d) for d in domain],
+                         versions=list(versions), layers=list(layers), title=title)

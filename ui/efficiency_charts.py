@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from attention_core.labs import efficiency_bench as bench
+
 from . import format as fmt
 from .charts import MASKED_GREY, Spec, as_numpy, chart_kind, unique_labels
 from .i18n import t

@@ -1,4 +1,5 @@
-"""Charts of the training-live page (numbers in, ``alt.Chart`` out, no Streamlit calls).
+"""Charts of the training-live page: frame builders (pure), chart kinds (``ui.charts.chart_kind``) and the
+functions the page calls (numbers in, finished specs out, no Streamlit calls).
 
 The enlarged alignment snapshot comes from ``ui.charts.heatmap``; here are the loss curves of the
 runs kept in the session, every snapshot of one run as small multiples, and the learning-rate
@@ -6,7 +7,6 @@ schedule next to the tutorial's. Titles and labels are passed in already transla
 """
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 
 import altair as alt
@@ -15,35 +15,11 @@ import pandas as pd
 
 from attention_core.labs.training import smooth
 
-from .charts import FIT_X, WEIGHT_SCHEME
+from .charts import FIT_X, WEIGHT_SCHEME, Spec, chart_kind
 
-ORANGE, BLUE, GREY = "#e66101", "#3b528b", "#9e9e9e"
+ORANGE, BLUE = "#e66101", "#3b528b"
 RUN_COLOURS = ["#e66101", "#3b528b", "#1b9e77", "#7570b3", "#a6761d", "#666666"]
 SMOOTH = 10
-
-
-def fingerprint(*parts) -> str:
-    """A digest of plain values and numpy arrays (dtype, shape and bytes), nested in lists and tuples: a
-    cache key for a chart shared by every session that changes whenever the chart's data does, so one
-    session's chart can never be served to another session whose data differ."""
-    h = hashlib.blake2b(digest_size=16)
-
-    def feed(x) -> None:
-        if isinstance(x, np.ndarray):
-            h.update(f"a{x.dtype.str}{x.shape}".encode())
-            h.update(np.ascontiguousarray(x).tobytes())
-        elif isinstance(x, (list, tuple)):
-            h.update(b"(")
-            for item in x:
-                feed(item)
-            h.update(b")")
-        else:
-            h.update(repr(x).encode("utf-8", "surrogatepass"))
-            h.update(b"\x00")
-
-    for part in parts:
-        feed(part)
-    return h.hexdigest()
 
 
 def loss_frame(runs: Sequence[tuple[str, Sequence[float]]], window: int = SMOOTH) -> pd.DataFrame:
@@ -58,23 +34,32 @@ def loss_frame(runs: Sequence[tuple[str, Sequence[float]]], window: int = SMOOTH
     return pd.concat(parts, ignore_index=True)
 
 
-def loss_chart(runs: Sequence[tuple[str, Sequence[float]]], *, title: str, x_title: str, y_title: str,
-               smooth_title: str, max_step: int | None = None, height: int = 240) -> alt.Chart:
-    """Loss against step: each step thin and light, the trailing mean bold, one colour per run."""
-    frame = loss_frame(runs)
-    names = list(dict.fromkeys(frame["run"]))
-    colour = alt.Color("run:N", title=None, sort=names,
-                       scale=alt.Scale(domain=names, range=RUN_COLOURS[:max(len(names), 1)]),
+@chart_kind(fill=("names", "colours", "steps", "title"))
+def loss_chart(frame, *, x_title: str, y_title: str, smooth_title: str, names=(), colours=(), steps=(1, 2),
+               title: str | None = None, height: int = 240) -> alt.LayerChart:
+    """Loss against step: each step thin and light, the trailing mean bold, one colour per run;
+    ``steps`` the x axis' [first, last] step."""
+    colour = alt.Color("run:N", title=None, sort=names, scale=alt.Scale(domain=names, range=colours),
                        legend=alt.Legend(orient="bottom", labelLimit=400))
-    hi = max_step or (int(frame["step"].max()) if len(frame) else 1)
-    x = alt.X("step:Q", title=x_title, scale=alt.Scale(domain=[1, max(hi, 2)], nice=False))
+    x = alt.X("step:Q", title=x_title, scale=alt.Scale(domain=steps, nice=False))
     tooltip = [alt.Tooltip("run:N", title=" "), alt.Tooltip("step:Q", title=x_title),
                alt.Tooltip("loss:Q", title=y_title, format=".4f"),
                alt.Tooltip("smooth:Q", title=smooth_title, format=".4f")]
     raw = alt.Chart().mark_line(strokeWidth=1, opacity=0.35).encode(
         x=x, y=alt.Y("loss:Q", title=y_title, scale=alt.Scale(zero=True)), color=colour, tooltip=tooltip)
     mean = alt.Chart().mark_line(strokeWidth=2.5).encode(x=x, y="smooth:Q", color=colour, tooltip=tooltip)
-    return alt.layer(raw, mean, data=frame).properties(title=title, height=height, autosize=FIT_X)
+    chart = alt.layer(raw, mean, data=frame).properties(height=height, autosize=FIT_X)
+    return chart.properties(title=title) if title else chart
+
+
+def loss_curves(runs: Sequence[tuple[str, Sequence[float]]], *, title: str, x_title: str, y_title: str,
+                smooth_title: str, max_step: int | None = None) -> Spec:
+    """The loss curves of ``runs`` ((name, losses) each) on an x axis up to ``max_step`` (default: the longest)."""
+    frame = loss_frame(runs)
+    names = list(dict.fromkeys(frame["run"]))
+    last = max_step or (int(frame["step"].max()) if len(frame) else 1)
+    return loss_chart(frame, x_title=x_title, y_title=y_title, smooth_title=smooth_title, names=names,
+                      colours=RUN_COLOURS[:max(len(names), 1)], steps=[1, max(last, 2)], title=title)
 
 
 def snapshots_frame(snapshots: Sequence[tuple[int, str, np.ndarray]], source: str | Sequence[str], label: str,
@@ -99,15 +84,11 @@ def snapshots_frame(snapshots: Sequence[tuple[int, str, np.ndarray]], source: st
     return pd.concat(parts, ignore_index=True)
 
 
-def snapshots_chart(snapshots: Sequence[tuple[int, str, np.ndarray]], source: str | Sequence[str], *, label: str,
-                    weight_title: str, x_title: str, y_title: str, columns: int = 4,
-                    row_labels: Sequence[str] | None = None) -> alt.FacetChart:
-    """Every snapshot as a small heatmap (rows: output position, columns: input position), in the
-    order they were taken, so the alignment can be seen forming; 0..1 colour scale as everywhere."""
-    frame = snapshots_frame(snapshots, source, label, row_labels)
-    order = list(dict.fromkeys(frame.sort_values("step")["panel"]))
-    n_in = max(len(source), 1)
-    cell = max(4, min(14, 220 // n_in))
+@chart_kind(fill=("order", "width", "height"))
+def snapshots_chart(frame, *, weight_title: str, x_title: str, y_title: str, columns: int = 4, order=(),
+                    width: int = 220, height: int = 168) -> alt.FacetChart:
+    """Every snapshot as a small heatmap (rows: output position, columns: input position), panels in
+    ``order``, so the alignment can be seen forming; 0..1 colour scale as everywhere."""
     base = alt.Chart(frame).mark_rect().encode(
         x=alt.X("col:O", title=x_title, axis=alt.Axis(labels=False, ticks=False)),
         y=alt.Y("row:O", title=y_title, axis=alt.Axis(labels=False, ticks=False)),
@@ -115,28 +96,44 @@ def snapshots_chart(snapshots: Sequence[tuple[int, str, np.ndarray]], source: st
                         scale=alt.Scale(domain=[0, 1], scheme=WEIGHT_SCHEME, clamp=True)),
         tooltip=[alt.Tooltip("out_char:N", title=y_title), alt.Tooltip("in_char:N", title=x_title),
                  alt.Tooltip("weight:Q", title=weight_title, format=".3f")],
-    ).properties(width=cell * n_in, height=cell * 12)
+    ).properties(width=width, height=height)
     return base.facet(facet=alt.Facet("panel:N", sort=order, title=None,
                                       header=alt.Header(labelFontSize=11, labelLimit=220)),
                       columns=columns).resolve_scale(y="independent")
 
 
-def schedule_frame(ours: Sequence[float], tutorial: Sequence[float], names: tuple[str, str]) -> pd.DataFrame:
+def snapshots(snaps: Sequence[tuple[int, str, np.ndarray]], source: str | Sequence[str], *, label: str,
+              weight_title: str, x_title: str, y_title: str, row_labels: Sequence[str] | None = None) -> Spec:
+    """Every snapshot of one run as small multiples, in the order they were taken."""
+    frame = snapshots_frame(snaps, source, label, row_labels)
+    n_in = max(len(source), 1)
+    cell = max(4, min(14, 220 // n_in))
+    return snapshots_chart(frame, weight_title=weight_title, x_title=x_title, y_title=y_title,
+                           order=list(dict.fromkeys(frame.sort_values("step")["panel"])), width=cell * n_in,
+                           height=cell * 12)
+
+
+def schedule_frame(ours: Sequence[float], tutorial: Sequence[float], names: Sequence[str]) -> pd.DataFrame:
     n = len(ours)
     return pd.DataFrame({"step": np.tile(np.arange(1, n + 1), 2), "factor": np.concatenate([ours, tutorial]),
                          "schedule": np.repeat(list(names), n)})
 
 
-def schedule_chart(ours: Sequence[float], tutorial: Sequence[float], *, names: tuple[str, str], title: str,
-                   x_title: str, y_title: str, height: int = 200) -> alt.Chart:
+@chart_kind(fill=("names", "title"))
+def schedule_chart(frame, *, x_title: str, y_title: str, names=(), title: str | None = None,
+                   height: int = 200) -> alt.Chart:
     """Learning-rate multiplier per step: this trainer's warm-up + cosine against the tutorial's."""
-    frame = schedule_frame(ours, tutorial, names)
     return alt.Chart(frame).mark_line(strokeWidth=2).encode(
         x=alt.X("step:Q", title=x_title),
         y=alt.Y("factor:Q", title=y_title, scale=alt.Scale(domain=[0, 1.05])),
-        color=alt.Color("schedule:N", title=None, sort=list(names),
-                        scale=alt.Scale(domain=list(names), range=[ORANGE, BLUE]),
+        color=alt.Color("schedule:N", title=None, sort=names, scale=alt.Scale(domain=names, range=[ORANGE, BLUE]),
                         legend=alt.Legend(orient="bottom", labelLimit=400)),
         tooltip=[alt.Tooltip("schedule:N", title=" "), alt.Tooltip("step:Q", title=x_title),
                  alt.Tooltip("factor:Q", title=y_title, format=".5f")],
     ).properties(title=title, height=height, autosize=FIT_X)
+
+
+def schedules(ours: Sequence[float], tutorial: Sequence[float], *, names: tuple[str, str], title: str,
+              x_title: str, y_title: str) -> Spec:
+    return schedule_chart(schedule_frame(ours, tutorial, names), x_title=x_title, y_title=y_title,
+                          names=list(names), title=title)

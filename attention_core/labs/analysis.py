@@ -17,13 +17,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
+import numpy as np
 import torch
 
-from ..analysis import PATTERNS, classify_heads, head_entropy, head_sparsity
+from ..analysis import PATTERNS, attention_rollout, classify_heads, head_entropy, head_sparsity
 from ..functional import masked_softmax, scaled_dot_scores
 from ..masks import padding_mask
 from ..models.pronoun import PronounResolver, make_pronoun_batch
-from ..models.tasks import PronounExample, Vocab
+from ..models.tasks import PRONOUN_LANGS, PRONOUN_TEMPLATES, PronounExample, Vocab, pronoun_text
+from .pronoun import PronounRows, profile_of
+
+# every sentence of the grammar fits in this many tokens: batches padded to it concatenate
+PAD = max(len(tpl.tokens(lang)) for tpl in PRONOUN_TEMPLATES for lang in PRONOUN_LANGS)
 
 # --------------------------------------------------------------------------------------------------
 # per-sentence weights without padding
@@ -144,3 +149,110 @@ def head_qk(model: PronounResolver, example: PronounExample, vocab: Vocab, layer
     mha = enc.layers[layer].self_attn
     q, k = mha.split_heads(mha.W_query(x))[0], mha.split_heads(mha.W_key(x))[0]   # (h, n, d_k)
     return HeadQK(q, k, masked_softmax(scaled_dot_scores(q, k)))
+
+
+# --------------------------------------------------------------------------------------------------
+# what the page shows, as numbers
+# --------------------------------------------------------------------------------------------------
+
+class Batch(NamedTuple):
+    """A batch as the analysis page's learner chose it: size, seed, threshold τ, language mix ("both", "en",
+    "zh"), entropy normalised by log n or not."""
+
+    b: int
+    seed: int
+    tau: float
+    mix: str
+    normalize: bool
+
+
+class BatchStats(NamedTuple):
+    """Everything the page says about a batch's entropy and sparsity: per head (L, h) the corrected
+    statistics (``head_stats``), per layer (L,) the tutorial's (``seed_analyzer_stats``) and the exact
+    ones in nats with padding left out (``exact_*``, to compare with the tutorial's), the real lengths,
+    the padded length, and the share of real rows that a head attending evenly would count all sparse."""
+
+    entropy: np.ndarray
+    sparsity: np.ndarray
+    rows: int
+    seed_entropy: np.ndarray
+    seed_sparsity: np.ndarray
+    seed_rows: int
+    exact_entropy: np.ndarray
+    exact_sparsity: np.ndarray
+    lengths: np.ndarray
+    n_pad: int
+    uniform_rows: float
+
+
+def batch_stats(weights: Sequence[torch.Tensor], lengths: torch.Tensor, tau: float, normalize: bool) -> BatchStats:
+    ours = head_stats(weights, lengths, tau, normalize)
+    seed = seed_analyzer_stats(weights, tau)
+    exact = head_stats(weights, lengths, tau)          # nats, for the comparison with the tutorial
+    n = lengths.double()
+    # a head that attends evenly: every weight of a row is 1/n, so the row is all "sparse" iff 1/n < tau
+    uniform = float((n * (1.0 / n < tau).double()).sum() / n.sum())
+    return BatchStats(ours.entropy.numpy(), ours.sparsity.numpy(), ours.rows, seed.entropy.numpy(),
+                      seed.sparsity.numpy(), seed.rows, exact.entropy.numpy().mean(1), exact.sparsity.numpy().mean(1),
+                      lengths.numpy(), int(weights[0].size(-1)), uniform)
+
+
+class BatchPatterns(NamedTuple):
+    """Per head (L, h): in how many sentences the classifier gave each pattern (L, h, len(PATTERNS)), the
+    mean weight from "it" on the adjective, and the fraction of sentences in which "it" weighs the
+    referent over the other noun."""
+
+    counts: np.ndarray
+    adjective: np.ndarray
+    agree: np.ndarray
+
+
+def batch_patterns(labels: torch.Tensor, rows: PronounRows) -> BatchPatterns:
+    """From per-sentence labels (b, L, h) (``sentence_labels``) and the same sentences' ``pronoun_rows``."""
+    return BatchPatterns(count_labels(labels).numpy(), profile_of(rows).adjective.numpy(),
+                         rows.agree.float().mean(0).numpy())
+
+
+class SentenceView(NamedTuple):
+    """One sentence run alone (no padding): its tokens and text, the pronoun's position, every head's
+    weights, queries and keys (L, h, n, n) / (L, h, n, d_k), the classifier's label of every head, and
+    the cumulative attention rollout (L, n, n)."""
+
+    tokens: list
+    text: str
+    pronoun: int
+    weights: np.ndarray
+    q: np.ndarray
+    k: np.ndarray
+    labels: list
+    rollout: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return len(self.tokens)
+
+    def flow(self, which: str) -> np.ndarray:
+        """(n, n): attention rollout through every layer ("rollout"), or the last layer's heads averaged."""
+        return self.rollout[-1] if which == "rollout" else self.weights[-1].mean(0)
+
+
+@torch.no_grad()
+def sentence_view(model: PronounResolver, example: PronounExample, vocab: Vocab) -> SentenceView:
+    qks = [head_qk(model, example, vocab, layer) for layer in range(len(model.encoder.layers))]
+    w = [qk.weights for qk in qks]                                                  # L x (h, n, n)
+    return SentenceView(list(example.tokens), pronoun_text(example.tokens, example.lang), example.pronoun,
+                        torch.stack(w).numpy(), torch.stack([qk.q for qk in qks]).numpy(),
+                        torch.stack([qk.k for qk in qks]).numpy(),
+                        [[label for label, _ in classify_heads(x)] for x in w],
+                        attention_rollout(w, cumulative=True).numpy())
+
+
+# the first tutorial's pattern table (section 7.3), row by row, against the classifier's patterns
+SEED_PATTERNS = (("diagonal", ("diagonal", "previous", "next")), ("vertical", ("vertical",)),
+                 ("horizontal", ("broad",)), ("block", ("block",)), ("sparse", ("broad",)))
+
+
+def pattern_shares(counts: np.ndarray) -> dict[str, float]:
+    """Share of all (head, sentence) labels of the batch that fall on each classifier pattern."""
+    total = max(float(counts.sum()), 1.0)
+    return {p: float(counts[..., k].sum()) / total for k, p in enumerate(PATTERNS)}

@@ -13,9 +13,10 @@ import random
 from collections.abc import Sequence
 from typing import NamedTuple
 
+import numpy as np
 import torch
 
-from ..models.pronoun import PronounResolver, make_pronoun_batch
+from ..models.pronoun import PronounResolver, Resolution, make_pronoun_batch
 from ..models.tasks import (
     PRONOUN_LANGS,
     PRONOUN_TOKEN,
@@ -169,3 +170,74 @@ def prefix_rows(rows: PronounRows | Sequence[PronounRows], b: int) -> PronounRow
 @torch.no_grad()
 def pronoun_profile(model: PronounResolver, examples: Sequence[PronounExample], vocab: Vocab) -> PronounProfile:
     return profile_of(pronoun_rows(model, examples, vocab))
+
+
+# --------------------------------------------------------------------------------------------------
+# what the page shows: the model's numbers as plain arrays
+# --------------------------------------------------------------------------------------------------
+
+class Reading(NamedTuple):
+    """``models.pronoun.resolve`` on one sentence, as numbers: the answer (0/1), its word and probability,
+    the most probable word of the whole vocabulary, and the encoder's attention from the pronoun
+    (L, h, n) and in full (L, h, n, n)."""
+
+    answer: int
+    token: str
+    prob: float
+    top_token: str
+    top_prob: float
+    from_it: np.ndarray
+    weights: np.ndarray
+
+    def from_it_rows(self) -> np.ndarray:
+        """(L*h, n): the rows from the pronoun, every head, layer-major."""
+        return self.from_it.reshape(-1, self.from_it.shape[-1])
+
+
+def reading(r: Resolution) -> Reading:
+    return Reading(r.answer, r.token, float(r.probs[r.answer]), r.top_token, float(r.top_prob),
+                   r.from_pronoun.numpy(), np.stack([w.numpy() for w in r.weights]))
+
+
+class FreshFigures(NamedTuple):
+    """Over ``n`` fresh sentences, per layer and head (L, h): the fraction in which "it" weighs the referent
+    over the other noun (``agreement``) and its mean weights on the referent, the other noun and the
+    adjective; ``accuracy`` of the model's answers."""
+
+    agreement: np.ndarray
+    referent: np.ndarray
+    other: np.ndarray
+    adjective: np.ndarray
+    accuracy: float
+    n: int
+
+    def table(self) -> np.ndarray:
+        """(L*h, 4): per head, the four measures side by side."""
+        return np.column_stack([m.reshape(-1) for m in (self.agreement, self.referent, self.other, self.adjective)])
+
+
+def fresh_figures(rows: PronounRows) -> FreshFigures:
+    """The figures of ``prefix_rows`` of fresh sentences, averaged sentence by sentence."""
+    prof = profile_of(rows)
+    return FreshFigures(rows.agree.float().mean(0).numpy(), prof.referent.numpy(), prof.other.numpy(),
+                        prof.adjective.numpy(), prof.accuracy, len(rows.agree))
+
+
+class ResolvingHead(NamedTuple):
+    """The encoder head that prefers the referent most often, chosen at training time on ``n`` held-out
+    sentences (the checkpoint's ``meta["eval"]``): how often, and its mean weights on the two nouns."""
+
+    layer: int
+    head: int
+    fraction: float
+    n: int
+    referent: float
+    other: float
+
+
+def resolving_head(meta: dict) -> ResolvingHead:
+    """Read from a checkpoint's meta; KeyError / TypeError / ValueError if its evaluation is missing."""
+    ev = meta["eval"]
+    layer, head = ev["best_encoder_head"]
+    return ResolvingHead(int(layer), int(head), float(ev["best_encoder_head_fraction"]), 2 * int(ev["n_per_lang"]),
+                         float(ev["best_head_referent_weight"]), float(ev["best_head_other_weight"]))

@@ -418,8 +418,9 @@ def test_linformer_random_projection_is_signed_and_clamped():
 SMALL = {"src": "Random vectors", "n": "4"}          # small inputs: every function runs once under the profiler
 
 
-@pytest.mark.parametrize("params", [SMALL | {"v": "Linear (elu+1)"}, {"tab": TAB["cost"]}, SMALL | {"tab": TAB["flash"]},
-                                    SMALL | {"tab": TAB["rnn"]}], ids=["linear", "cost", "flash", "rnn"])
+@pytest.mark.parametrize("params", [SMALL | {"v": "Linear (elu+1)"}, {"tab": TAB["cost"]},
+                                    SMALL | {"tab": TAB["flash"]}, SMALL | {"tab": TAB["rnn"]}],
+                         ids=["linear", "cost", "flash", "rnn"])
 def test_show_code_shows_only_functions_that_ran(params, monkeypatch):
     """Every function in "Show the code" was called while the page ran (caches emptied first, so a function
     behind a cache hit counts too): the expander prints the code that drew the picture, not a list. ~1-3 s each."""

@@ -289,15 +289,18 @@ def test_pitfall_quotes_the_recorded_readout_ablation(lang):
 
 
 # ---------------------------------------------------------------- the page's chart builder
-def test_flip_chart_is_valid_vega_lite():
-    from ui.pronoun_charts import flip_chart
+def test_flip_chart_is_valid_vega_lite(monkeypatch):
+    from ui import charts
+    from ui.pronoun_charts import flip
+    monkeypatch.setattr(charts, "VERIFY", True)     # also built directly by Altair and validated against the schema
     w = [np.random.default_rng(0).random((9, 2)) for _ in range(2)]
-    chart = flip_chart(w, [f"h{i}" for i in range(9)], ["a", "b"], [["x", "y"], ["x", "y"]], [0, 1],
-                       head_title="h", weight_title="w", noun_title="n", first_title="1", second_title="2",
-                       referent_title="r")
-    spec = chart.to_dict()                          # raises if the spec does not fit the schema
-    rows = next(iter(spec["datasets"].values()))
-    assert len(rows) == 36 and sum(r["referent"] for r in rows) == 18
+    spec = flip(w, [f"h{i}" for i in range(9)], ["a", "b"], [["x", "y"], ["x", "y"]], [0, 1],
+                head_title="h", weight_title="w", noun_title="n", first_title="1", second_title="2",
+                referent_title="r")
+    rows = spec["datasets"]["data"]
+    assert len(rows) == 36 and rows["referent"].sum() == 18
+    assert (rows[rows["referent"]]["noun_pos"] == rows[rows["referent"]]["sentence_pos"]).all()
+    assert spec["spec"]["encoding"]["color"]["scale"]["domain"] == ["1", "2"]
 
 
 def test_full_width_latin_is_read_as_english():

@@ -10,6 +10,7 @@ import torch
 from attention_core.models.recipes import live_run
 from attention_core.models.trainer import seed_warmup_cosine, warmup_cosine
 from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page, shows_label
+from ui import charts as ui_charts
 from ui import training_charts as tc
 from ui.i18n import catalog
 
@@ -84,7 +85,8 @@ def test_opens_without_training(lang):
 
 
 # ---------------------------------------------------------------- a short run
-def test_a_short_run_lowers_the_loss_and_is_reproducible():
+def test_a_short_run_lowers_the_loss_and_is_reproducible(monkeypatch):
+    monkeypatch.setattr(ui_charts, "VERIFY", True)     # every chart of the run also built directly by Altair
     at = short_run(open_page("training", "en"))
     losses, snaps = reference()
     name = EN["training.run_name"].format(n=1, task="dates", attn="attention", seed=0, steps=STEPS)
@@ -150,9 +152,10 @@ def test_reversal_run_and_snapshot_slider():
 
 @pytest.mark.parametrize("lang,probe", [("en", "The trophy didn't fit in the suitcase because it was too big."),
                                         ("zh", "动物没有过马路，因为它太宽了")])
-def test_pronoun_run_lowers_the_loss_and_snapshots_the_attention_from_it(lang, probe):
+def test_pronoun_run_lowers_the_loss_and_snapshots_the_attention_from_it(lang, probe, monkeypatch):
     """The "it" task: the encoder with its word readout, lr 3e-3; the snapshots are the attention from
     "it" of every layer and head, exactly those of the same seeded run done here."""
+    monkeypatch.setattr(ui_charts, "VERIFY", True)     # every chart of the run also built directly by Altair
     cat = catalog(lang)
     at = open_page("training", lang, params={"task": PRONOUN_TASK, "probe_pronoun": probe})
     assert exceptions(at) == []
@@ -247,15 +250,17 @@ def test_schedule_pitfall_and_exercise_numbers():
                                       uniform=f"{1 / 13:.3f}")
 
 
-def test_chart_builders_give_valid_vega_lite():
+def test_chart_builders_give_valid_vega_lite(monkeypatch):
+    monkeypatch.setattr(ui_charts, "VERIFY", True)     # each spec also built by Altair, validated by the schema
     w = np.full((3, 4), 0.25)
-    for chart in (tc.loss_chart([("a", [2.0, 1.0, 0.5]), ("b", [2.0, 1.5])], title="t", x_title="x", y_title="y",
-                                smooth_title="s"),
-                  tc.snapshots_chart([(5, "abc", w), (10, "abd", w)], "wxyz", label="step {step}: {out}",
-                                     weight_title="w", x_title="x", y_title="y"),
-                  tc.schedule_chart([0.5, 1.0, 0.0], [0.0, 0.5, 1.0], names=("a", "b"), title="t", x_title="x",
-                                    y_title="y")):
-        chart.to_dict()
+    loss = tc.loss_curves([("a", [2.0, 1.0, 0.5]), ("b", [2.0, 1.5])], title="t", x_title="x", y_title="y",
+                          smooth_title="s")
+    assert loss["layer"][0]["encoding"]["x"]["scale"]["domain"] == [1, 3]           # up to the longest run
+    grid = tc.snapshots([(10, "abd", w), (5, "abc", w)], "wxyz", label="step {step}: {out}", weight_title="w",
+                        x_title="x", y_title="y")
+    assert grid["facet"]["sort"] == ["step 5: abc", "step 10: abd"] and len(grid["datasets"]["data"]) == 24
+    sched = tc.schedules([0.5, 1.0, 0.0], [0.0, 0.5, 1.0], names=("a", "b"), title="t", x_title="x", y_title="y")
+    assert list(sched["datasets"]["data"]["factor"]) == [0.5, 1.0, 0.0, 0.0, 0.5, 1.0]
 
 
 @pytest.mark.parametrize("probe", ["The animal\u3000didn't cross the street because it was too tired\ufe52",
