@@ -5,7 +5,6 @@ the Vega-Lite spec and data of each chart directly.
 """
 from __future__ import annotations
 
-import copy
 import functools
 import inspect
 import json
@@ -31,31 +30,6 @@ MAX_NUMBERS = 16          # numbers printed in cells up to 16 x 16
 MAX_CELLS_PER_AXIS = 128  # larger matrices are shown as averaged tiles (the CSV keeps every value)
 ROW_SELECTION = "row"     # name of the click selection; st.altair_chart returns it
 FIT_X = alt.AutoSizeParams(type="fit-x", contains="padding")   # stretch to the column, keep the height
-
-
-def to_spec(chart) -> dict | None:
-    """A chart as a Vega-Lite dict, without re-validating it against the schema.
-
-    Altair validates on every ``to_dict()``, which costs as much as building the chart; the
-    builders here are validated once by the tests instead. The chart's top-level DataFrame
-    becomes the named dataset "data" (Streamlit ships it to the browser as Arrow), so no
-    global Altair setting is touched (sessions run in threads). Returns None for a chart
-    without one top-level DataFrame: draw that one with st.altair_chart. A dict passes
-    through unchanged, so a page may cache specs with ``st.cache_data``.
-    """
-    if isinstance(chart, dict):
-        return chart
-    frame = getattr(chart, "data", None)
-    if not isinstance(frame, pd.DataFrame):
-        return None
-    bare = chart.copy(deep=False)
-    bare.data = alt.NamedData(name="data")
-    spec = bare.to_dict(validate=False)
-    view = spec.get("config", {}).get("view", {})
-    for key in ("continuousWidth", "continuousHeight"):  # Altair's default theme; Streamlit drops it too
-        view.pop(key, None)
-    spec["datasets"] = {"data": frame}
-    return spec
 
 
 def as_numpy(matrix) -> np.ndarray:
@@ -487,80 +461,3 @@ def matrix_csv(matrix, row_labels: Sequence[str], col_labels: Sequence[str] | No
     frame = pd.DataFrame(as_numpy(matrix), index=unique_labels(list(row_labels)),
                          columns=unique_labels(list(col_labels)))
     return frame.to_csv(float_format="%.8g").encode("utf-8-sig")
-
-
-
-# ---- LEGACY (removed once every page draws through chart kinds) ----
-_SKELETONS: dict[tuple, dict] = {}     # chart class -> finished spec (bounded: cleared past 256 classes)
-
-
-def class_skeleton(cls: tuple, build) -> dict:
-    """The finished spec of the first chart built for ``cls`` (``to_spec(build())``), shared afterwards.
-
-    ``cls`` names everything a chart's spec depends on besides what ``respec`` replaces (options, titles,
-    size class): every chart of the class is the skeleton with new data. For builders whose arguments are
-    arrays, where a skeleton cannot be built from placeholders cheaply."""
-    spec = _SKELETONS.get(cls)
-    if spec is None:
-        if len(_SKELETONS) > 256:
-            _SKELETONS.clear()
-        spec = _SKELETONS[cls] = to_spec(build())
-    return spec
-
-
-def respec(skeleton: dict, frame: pd.DataFrame, *, sort: dict | None = None, domain: dict | None = None,
-           selection: dict | None = None, titles: dict | None = None, **top) -> dict:
-    """The finished spec of a chart (``to_spec``) with new data: the spec of the same builder called on
-    other data, when its options are the same. Building an Altair chart costs 10-80 ms; this about 1 ms.
-
-    ``sort``: field -> new explicit order (e.g. the tokens of a new sentence) of every encoding of that
-    field that has one. ``domain``: channel ("x", "color") or (channel, field) -> new scale domain.
-    ``selection``: parameter name -> its new initial value. ``titles``: channel -> new axis / legend title
-    (where the encoding has one). ``top``: top-level properties (title,
-    width, height; None removes one). Each page's use is checked by a test against a freshly built spec.
-    """
-    sort, domain, titles = sort or {}, domain or {}, titles or {}
-    out = {k: v for k, v in skeleton.items() if k != "datasets"}   # top-level changes only: a shallow copy
-    if sort or domain or selection or titles:
-        out = copy.deepcopy(out)
-
-    def walk(node) -> None:
-        if isinstance(node, dict):
-            enc = node.get("encoding")
-            if isinstance(enc, dict):
-                for channel, e in enc.items():
-                    if not isinstance(e, dict):
-                        continue
-                    field = e.get("field")
-                    if field in sort and isinstance(e.get("sort"), list):
-                        e["sort"] = list(sort[field])
-                    new = domain.get((channel, field), domain.get(channel))
-                    if new is not None and isinstance(e.get("scale"), dict) and "domain" in e["scale"]:
-                        e["scale"]["domain"] = list(new)
-                    if channel in titles and "title" in e:
-                        e["title"] = titles[channel]
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    if sort or domain or titles:
-        walk(out)
-    for param in out.get("params", []):
-        if selection and param.get("name") in selection:
-            param["value"] = selection[param["name"]]
-    for key, value in top.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = value
-    out["datasets"] = {"data": frame}
-    return out
-
-
-
-
-# ---- LEGACY names (removed once every page draws through chart kinds) ----
-heatmap_spec = heatmap
-bars_spec = bars
