@@ -1,7 +1,9 @@
-"""The Altair chart builders every page uses (tensors in, ``alt.Chart`` out).
+"""The one way to build and draw a chart (README, "One way to build and draw a chart").
 
-Pure functions of their inputs: no Streamlit calls here, so the tests can decode
-the Vega-Lite spec and data of each chart directly.
+``chart_kind`` turns an Altair builder into a function returning the finished Vega-Lite spec (built once per
+static shape, filled per rerun); the shared kinds live here: the attention heatmap (``heatmap``,
+``attention_heatmap``) and a row of weights (``bars``). Pure functions, no Streamlit calls: the tests decode
+the spec and data of each chart directly.
 """
 from __future__ import annotations
 
