@@ -10,7 +10,7 @@ from attention_core.functional import masked_softmax, scaled_dot_product_attenti
 from attention_core.labs import masking as ml
 from attention_core.masks import causal_mask, local_mask, padding_mask
 from attention_core.text import tokenize
-from ui import anatomy, controls
+from ui import anatomy, controls, presenter
 from ui import format as fmt
 from ui import masking_charts as mc
 from ui import masking_state as ms
@@ -87,7 +87,8 @@ def mixups(sentences: Batch, side: str, seed: int):
 
 
 # ------------------------------------------------------------------ the sections
-def padding_section(batch: ml.PaddedBatch, stages: ml.MaskedStages, keep: torch.Tensor, s: int) -> None:
+def padding_section(batch: ml.PaddedBatch, keep: torch.Tensor, s: int) -> None:
+    """The padded batch (sentence ``s`` selected) and its mask."""
     st.subheader(t("masking.pad_title"))
     st.markdown(t("masking.pad_text"))
     names = [t("masking.sentence_n", i=i + 1) for i in range(len(batch.tokens))]
@@ -102,6 +103,10 @@ def padding_section(batch: ml.PaddedBatch, stages: ml.MaskedStages, keep: torch.
     st.code(f"padding_mask(lengths={batch.lengths}, n={batch.n})   # {tuple(keep.shape)}\n"
             f"[:, 0, 0].int() =\n{rows}", language="python")
 
+
+def padding_weights(batch: ml.PaddedBatch, stages: ml.MaskedStages, keep: torch.Tensor, s: int) -> None:
+    """One sentence's scores before / after masking and its weights; what to notice."""
+    key_keep = keep[:, 0, 0]                                                # (b, n)
     toks = batch.tokens[s]
     labels = unique_labels(toks)
     scores, masked_scores, weights = (x[s, 0] for x in stages[:3])
@@ -161,9 +166,19 @@ def drill(weights: torch.Tensor, hidden: torch.Tensor, tokens: list[str], *, key
     return row
 
 
-def causal_section(sentences: Batch, side: str, seed: int, s: int) -> None:
+def causal_intro() -> None:
     st.subheader(t("masking.causal_title"))
     st.markdown(lesson("masking/encoder_decoder"))
+
+
+def question() -> None:
+    """Asked before the decoder's weights, its notice and the NaN pitfall, which answer it."""
+    anatomy.exercise("mask_ex", t("masking.ex_question"), [t(f"masking.ex_opt{i}") for i in range(4)],
+                     answer=2, explanation=t("masking.ex_explain"))
+
+
+def causal_section(sentences: Batch, side: str, seed: int, s: int) -> None:
+    """The padding, look-ahead and combined masks, the weights they give; what to notice."""
     use = st.segmented_control(t("masking.use"), ["encoder", "decoder"], default="decoder", required=True,
                                format_func=lambda u: t(f"masking.use_{u}"), key="use", bind="query-params")
     use = use or "decoder"
@@ -216,7 +231,8 @@ def _apply_edits(editor_key: str, code: str, labels: list[str]) -> None:
     st.session_state["cm"] = ms.apply_edits(code, labels, edits)
 
 
-def custom_section(tokens: list[str], seed: int, s: int) -> None:
+def custom_section(tokens: list[str], s: int) -> str:
+    """Presets, the mask as text (in the URL) and as a grid of checkboxes: the mask's code."""
     st.subheader(t("masking.custom_title"))
     st.markdown(t("masking.custom_text", i=s + 1))
     n = len(tokens)
@@ -243,8 +259,14 @@ def custom_section(tokens: list[str], seed: int, s: int) -> None:
     st.data_editor(frame, key=editor_key, on_change=_apply_edits, args=(editor_key, code_now, labels),
                    column_config={c: st.column_config.CheckboxColumn(c, width="small") for c in labels},
                    width="content")
+    return code_now
 
-    mask, out, naive = attend_custom(tuple(tokens), code_now, seed)      # ml.CustomAttention
+
+def custom_weights(tokens: list[str], code: str, seed: int) -> None:
+    """The weights under the mask drawn above; what to notice."""
+    n = len(tokens)
+    labels = unique_labels(tokens)
+    mask, out, naive = attend_custom(tuple(tokens), code, seed)      # ml.CustomAttention
     weights = out.weights[0, 0]
     drill(weights, ~mask, list(tokens), key="custom_w", title=t("masking.weights_custom"))
     has = mask.any(-1)
@@ -323,17 +345,19 @@ def convention_run(sentences: Batch, side: str, seed: int, s: int) -> None:
 
 # ------------------------------------------------------------------ the page
 anatomy.header(NS)
-anatomy.intuition(NS)
-anatomy.formula(FORMULA.format(visible=t("masking.formula_visible"), hidden=t("masking.formula_hidden")),
-                t("masking.formula_caption"))
-
-left, right = st.columns([3, 2])
-with left:
-    sentences = read_batch()
-with right:
-    seed = controls.seed()
-    side = side_control()
-    s = pick_sentence(sentences) if sentences else 0
+steps = presenter.Lesson(NS)          # presenter mode (?present=1): one step at a time, steps inside the tabs too
+with steps.step("intuition"):
+    anatomy.intuition(NS)
+    anatomy.formula(FORMULA.format(visible=t("masking.formula_visible"), hidden=t("masking.formula_hidden")),
+                    t("masking.formula_caption"))
+with steps.step("controls", keep=True):
+    left, right = st.columns([3, 2])
+    with left:
+        sentences = read_batch()
+    with right:
+        seed = controls.seed()
+        side = side_control()
+        s = pick_sentence(sentences) if sentences else 0
 
 if sentences:
     sentences = tuple(tuple(x) for x in sentences)
@@ -344,23 +368,35 @@ if sentences:
         bind="query-params")
     if tab_pad.open is not False:
         with tab_pad:
-            padding_section(run.batch, run.stages, run.keep, s)
+            with steps.step("padding: the batch and its mask"):
+                padding_section(run.batch, run.keep, s)
+            with steps.step("padding: scores and weights; what to notice"):
+                padding_weights(run.batch, run.stages, run.keep, s)
     if tab_causal.open:
         with tab_causal:
-            causal_section(sentences, side, seed, s)
+            with steps.step("causal: which layer uses which mask"):
+                causal_intro()
+            with steps.step("question: a query with no visible key"):
+                question()
+            with steps.step("causal: the masks and the weights; what to notice"):
+                causal_section(sentences, side, seed, s)
     if tab_custom.open:
         with tab_custom:
-            custom_section(sentences[s], seed, s)
+            with steps.step("your own mask"):
+                custom_code = custom_section(sentences[s], s)
+            with steps.step("your mask's weights; what to notice"):
+                custom_weights(sentences[s], custom_code, seed)
 
-    anatomy.exercise("mask_ex", t("masking.ex_question"), [t(f"masking.ex_opt{i}") for i in range(4)],
-                     answer=2, explanation=t("masking.ex_explain"))
-
-    anatomy.pitfall(t("masking.pit_nan_title"), t("masking.pit_nan_body"), t("masking.pit_nan_code"),
-                    demo=lambda: nan_demo(sentences, seed))
-    anatomy.pitfall(t("masking.pit_fp16_title"), t("masking.pit_fp16_body"), t("masking.pit_fp16_code"),
-                    demo=lambda: fp16_demo(sentences, seed))
+    with steps.step("pitfall: NaN from a fully masked row"):
+        anatomy.pitfall(t("masking.pit_nan_title"), t("masking.pit_nan_body"), t("masking.pit_nan_code"),
+                        demo=lambda: nan_demo(sentences, seed))
+    with steps.step("pitfall: -1e9 in float16"):
+        anatomy.pitfall(t("masking.pit_fp16_title"), t("masking.pit_fp16_body"), t("masking.pit_fp16_code"),
+                        demo=lambda: fp16_demo(sentences, seed))
     ran = [ml.attend_batch, ml.pad_batch, ml.batch_mask, ml.key_padding_mask, padding_mask, causal_mask,
            masked_softmax, scaled_dot_product_attention, ml.pitfall_naive_masked_softmax, ml.masked_fill_outcome]
-    anatomy.pitfall(t("masking.pit_conv_title"), t("masking.pit_conv_body", i=s + 1), None,
-                    demo=lambda: convention_demo(sentences, side, seed, s, ran))     # adds convention_mixups if run
+    with steps.step("pitfall: two mask conventions"):
+        anatomy.pitfall(t("masking.pit_conv_title"), t("masking.pit_conv_body", i=s + 1), None,
+                        demo=lambda: convention_demo(sentences, side, seed, s, ran))  # adds convention_mixups if run
     anatomy.show_code(*ran)
+steps.end()

@@ -7,14 +7,16 @@ and learned vs sinusoidal vs rotary encodings (first tutorial 6.3, second tutori
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 import torch
 
 from attention_core.labs import positional as pl
 from attention_core.positional import rotary_embedding, sinusoidal_encoding
-from ui import anatomy, controls
+from ui import anatomy, controls, presenter
 from ui import format as fmt
 from ui import positional_charts as pc
 from ui.cache import MB, cache_data
@@ -57,9 +59,30 @@ def signed(x: float) -> str:
     return "0" if x == 0 else (f"{x:+.1e}" if abs(x) < 1e-4 else f"{x:+.4f}")
 
 
+class TableView(NamedTuple):
+    """What the table tab chose and drew: the later steps (and tabs) read it."""
+    n: int
+    d: int
+    base: int
+    pe: np.ndarray           # (n, d) the table
+    periods: np.ndarray      # (ceil(d/2),) positions per turn of each column pair
+    picked: int | None       # the clicked row of the table, if any
+
+
+class ShuffleView(NamedTuple):
+    """The shuffle test as drawn, for its notice."""
+    gaps: dict[str, float]   # encoding -> largest gap
+    labels: list[str]        # the shuffled sentence, unique labels
+    row: int                 # the clicked query of the shuffled order
+    partner: int             # its strongest key
+    w_shuf: np.ndarray
+    w_orig: np.ndarray
+    perm: list[int]
+    enc: str
+
+
 # ------------------------------------------------------------------ 1. the table
-def table_section() -> tuple[int, int]:
-    st.header(t("positional.table_title"))
+def table_section() -> TableView:
     c1, c2, c3 = st.columns(3)
     n = c1.slider(t("positional.n"), 2, 128, 48, key="n", bind="query-params", help=t("positional.n_help"))
     d = c2.slider(t("positional.d"), 1, 128, 64, key="d", bind="query-params", help=t("positional.d_help"))
@@ -85,8 +108,12 @@ def table_section() -> tuple[int, int]:
                                    y_title=t("positional.position"), value_title=t("positional.bit_value"),
                                    selectable=False), key="bits")
     st.caption(t("positional.table_caption"))
+    return TableView(n, d, base, pe, per, picked)
 
-    # one column pair next to the counter bit of about the same period
+
+def counter_section(view: TableView) -> tuple[int, int]:
+    """One column pair next to the counter bit of about the same period: (pair, bit)."""
+    pe, per, n, d = view.pe, view.periods, view.n, view.d
     pairs = math.ceil(d / 2)
     i = st.slider(t("positional.pair"), 0, 63, 2, key="pair", bind="query-params",
                   help=t("positional.pair_help"))
@@ -104,9 +131,13 @@ def table_section() -> tuple[int, int]:
         *curves3, series=series, x_title=t("positional.position"), y_title=t("positional.value"),
         title=t("positional.wave_title", i=i, period=fmt.fixed(float(per[i]), 1), b=b, bit_period=2 ** (b + 1))),
         key="wave")
+    return i, b
 
-    # similarity by offset, for the clicked position and one more
-    ref = controls.keep_row("row_pe", picked, n, n // 4)
+
+def offset_section(view: TableView, i: int, b: int) -> None:
+    """Similarity by offset, for the clicked position and one more; what to notice in the table."""
+    pe, per, n, d = view.pe, view.periods, view.n, view.d
+    ref = controls.keep_row("row_pe", view.picked, n, n // 4)
     other = (ref + n // 2) % n
     curves = pl.offset_curves(torch.from_numpy(pe), [ref, other])
     anatomy.show_chart(pc.offset_chart(
@@ -128,7 +159,6 @@ def table_section() -> tuple[int, int]:
         items.append(t("positional.notice_norm", d=d, half=fmt.fixed(math.sqrt(d / 2), 3),
                        lo=fmt.fixed(float(norms.min()), 3), hi=fmt.fixed(float(norms.max()), 3)))
     anatomy.notice(items)
-    return d, base
 
 
 def shared_offset(n: int, a: int, b: int) -> int:
@@ -139,8 +169,8 @@ def shared_offset(n: int, a: int, b: int) -> int:
 
 
 # ------------------------------------------------------------------ 2. the shuffle test
-def shuffle_section() -> tuple[dict | None, int]:
-    st.header(t("positional.shuffle_title"))
+def shuffle_section() -> tuple[int, ShuffleView | None]:
+    """The test, after its question: the seed (the comparison tab uses it) and what was drawn."""
     st.markdown(lesson("positional/shuffle"))
     tokens = controls.sentence(key="text", max_tokens=MAX_TOKENS, min_tokens=2)
     enc = st.segmented_control(t("positional.encoding"), list(pl.ENCODINGS), default="none", required=True,
@@ -152,7 +182,7 @@ def shuffle_section() -> tuple[dict | None, int]:
     with c3:
         seed = controls.seed()
     if tokens is None:
-        return None, seed
+        return seed, None
     toks = tuple(tokens)
     res = shuffle_all(toks, seed, shuffle_seed)
     cur = res[enc]
@@ -185,6 +215,11 @@ def shuffle_section() -> tuple[dict | None, int]:
 
     labels = unique_labels(shuffled)
     j = int(w_shuf[row].argmax())          # the picked word's strongest partner, in both orders
+    return seed, ShuffleView(gaps, labels, row, j, w_shuf, w_orig, perm, enc)
+
+
+def shuffle_notice(v: ShuffleView) -> None:
+    gaps, labels, row, j, w_shuf, w_orig, perm, enc = v
     anatomy.notice([
         t("positional.notice_none", gap=sci(gaps["none"]), sin=fmt.fixed(gaps["sinusoidal"], 3),
           rot=fmt.fixed(gaps["rotary"], 3), learned=fmt.fixed(gaps["learned"], 3)),
@@ -193,12 +228,10 @@ def shuffle_section() -> tuple[dict | None, int]:
           enc=t(f"positional.enc_{enc}")),
         t("positional.notice_learned", learned=fmt.fixed(gaps["learned"], 3)),
     ])
-    return gaps, seed
 
 
 # ------------------------------------------------------------------ 3. learned vs sinusoidal vs rotary
-def compare_section(base: int, seed: int) -> None:
-    st.header(t("positional.compare_title"))
+def compare_grids(base: int, seed: int) -> dict[str, pl.SimilarityGrid]:
     st.markdown(lesson("positional/compare"))
     grids = comparison(N_COMPARE, float(base), seed)
     what = st.segmented_control(t("positional.compare_pick"), list(pl.GRIDS), default="rotary", required=True,
@@ -220,7 +253,10 @@ def compare_section(base: int, seed: int) -> None:
             x_title=t("positional.toeplitz_axis"), y_title=t("positional.toeplitz_axis"),
             highlight=pl.GRIDS.index(what)), key="toeplitz")
         st.caption(t("positional.toeplitz_caption"))
+    return grids
 
+
+def rotary_section(base: int, seed: int, grids: dict[str, pl.SimilarityGrid]) -> None:
     st.subheader(t("positional.rotary_live"))
     c1, c2, c3 = st.columns(3)
     m = c1.slider(t("positional.m"), 0, 200, 3, key="m", bind="query-params")
@@ -283,21 +319,44 @@ def scale_demo(d: int) -> None:
 
 # ------------------------------------------------------------------ the page
 anatomy.header(NS)
-anatomy.intuition(NS)
-anatomy.formula(r"PE_{(pos,\,2i)} = \sin\!\left(\frac{pos}{\mathrm{base}^{2i/d_{model}}}\right),\qquad "
-                r"PE_{(pos,\,2i+1)} = \cos\!\left(\frac{pos}{\mathrm{base}^{2i/d_{model}}}\right)",
-                t("positional.formula_caption"))
-d, base = table_section()
-gaps, seed = shuffle_section()
-compare_section(base, seed)
-
-anatomy.exercise("pos_ex", t("positional.ex_question"),
-                 [t("positional.ex_a"), t("positional.ex_b"), t("positional.ex_c")], 0,
-                 t("positional.ex_explain", gap=sci(gaps["none"]) if gaps else "0"))
-anatomy.pitfall(t("positional.pit_odd_title"), t("positional.pit_odd_body"),
-                code=t("positional.pit_odd_code"),
-                demo=lambda: odd_d_demo(d))
-anatomy.pitfall(t("positional.pit_scale_title"), t("positional.pit_scale_body", d=d),
-                code=t("positional.pit_scale_code"),
-                demo=lambda: scale_demo(d))
+steps = presenter.Lesson(NS)          # presenter mode (?present=1): one step at a time, steps inside the tabs too
+with steps.step("intuition"):
+    anatomy.intuition(NS)
+    anatomy.formula(r"PE_{(pos,\,2i)} = \sin\!\left(\frac{pos}{\mathrm{base}^{2i/d_{model}}}\right),\qquad "
+                    r"PE_{(pos,\,2i+1)} = \cos\!\left(\frac{pos}{\mathrm{base}^{2i/d_{model}}}\right)",
+                    t("positional.formula_caption"))
+tab_table, tab_shuffle, tab_compare = st.tabs(
+    [t("positional.table_title"), t("positional.shuffle_title"), t("positional.compare_title")], key="tab",
+    bind="query-params")
+with tab_table:                 # every tab runs: the table's d and base and the shuffle test's seed are used later
+    with steps.step("the sinusoidal table"):
+        table_view = table_section()
+    with steps.step("a column pair against a counter bit"):
+        pair, bit = counter_section(table_view)
+    with steps.step("similarity by offset; what to notice"):
+        offset_section(table_view, pair, bit)
+with tab_shuffle:               # the question opens the tab; the test that answers it follows
+    with steps.step("question: swap two words without positions"):
+        question = st.container()          # filled below: the explanation quotes the gap measured by the test
+    with steps.step("the shuffle test"):
+        seed, shuffled = shuffle_section()
+    if shuffled is not None:
+        with steps.step("what to notice: the gaps"):
+            shuffle_notice(shuffled)
+    with question:
+        anatomy.exercise("pos_ex", t("positional.ex_question"),
+                         [t("positional.ex_a"), t("positional.ex_b"), t("positional.ex_c")], 0,
+                         t("positional.ex_explain", gap=sci(shuffled.gaps["none"]) if shuffled else "0"))
+with tab_compare:
+    with steps.step("three encodings: similarity of positions"):
+        grids = compare_grids(table_view.base, seed)
+    with steps.step("rotary, live; what to notice"):
+        rotary_section(table_view.base, seed, grids)
+with steps.step("pitfall: odd d_model"):
+    anatomy.pitfall(t("positional.pit_odd_title"), t("positional.pit_odd_body"),
+                    code=t("positional.pit_odd_code"), demo=lambda: odd_d_demo(table_view.d))
+with steps.step("pitfall: the sqrt(d_model) factor"):
+    anatomy.pitfall(t("positional.pit_scale_title"), t("positional.pit_scale_body", d=table_view.d),
+                    code=t("positional.pit_scale_code"), demo=lambda: scale_demo(table_view.d))
 anatomy.show_code(sinusoidal_encoding, rotary_embedding, pl.attend_with_positions, pl.shuffle_test)
+steps.end()

@@ -12,7 +12,7 @@ import torch
 from attention_core.diagnostics import softmax_jacobian_norm
 from attention_core.functional import masked_softmax
 from attention_core.labs import scaling as sl
-from ui import anatomy, controls
+from ui import anatomy, controls, presenter
 from ui import format as fmt
 from ui import scaling_charts as sc
 from ui.cache import MB, cache_data
@@ -106,10 +106,17 @@ def read_settings() -> Settings:
 
 
 # ------------------------------------------------------------------ 1. the scores grow with d_k
-def variance_section(cfg: Settings) -> sl.VarianceSweep:
+def variance_question(cfg: Settings) -> sl.VarianceSweep:
+    """The section opens with its question; the derivation, histogram and variance curve answer it below."""
     st.header(t("scaling.sec_variance"))
-    st.markdown(lesson("scaling/variance"))
     var = variance_sweep(cfg.seed)
+    anatomy.exercise("ex_var", t("scaling.ex1_question"), tl("scaling.ex1_options"), 2,
+                     t("scaling.ex1_explanation", measured=fmt.sig(var.var_raw[sl.D_K_STEPS.index(256)])))
+    return var
+
+
+def variance_evidence(cfg: Settings, var: sl.VarianceSweep) -> None:
+    st.markdown(lesson("scaling/variance"))
     i = sl.D_K_STEPS.index(cfg.d_k)
     notes = (t("scaling.hist_note_raw", var=fmt.sig(var.var_raw[i]), dk=cfg.d_k),
              t("scaling.hist_note_scaled", var=fmt.sig(var.var_scaled[i])))
@@ -128,7 +135,8 @@ def variance_section(cfg: Settings) -> sl.VarianceSweep:
                                              x_title=t("scaling.var_x"), y_title=t("scaling.var_y"),
                                              legend_title=t("scaling.var_legend")), key="var")
         st.caption(t("scaling.var_caption", n=N_PAIRS))
-    return var
+    anatomy.notice([t("scaling.notice_variance", dk=cfg.d_k, var_raw=fmt.sig(var.var_raw[i]),
+                      sqrt=sc.fmt_short(math.sqrt(cfg.d_k)), var_scaled=fmt.sig(var.var_scaled[i]))])
 
 
 # ------------------------------------------------------------------ 2. what big scores do to softmax
@@ -169,7 +177,7 @@ METRICS = (("max_weight", "metric_max_weight", (1.0 / N_K * 0.9, 1.0)),
            ("jacobian_norm", "metric_jacobian", None))
 
 
-def gradient_section(cfg: Settings) -> sl.SaturationSweep:
+def gradient_section(cfg: Settings) -> None:
     st.header(t("scaling.sec_gradient"))
     st.markdown(lesson("scaling/gradient"))
     sweep = saturation(cfg.seed, cfg.tau)
@@ -190,25 +198,15 @@ def gradient_section(cfg: Settings) -> sl.SaturationSweep:
     if now.max_weight[i] < 1.25 / N_K:
         anatomy.problem("scaling.warn_flat", tau=cfg.tau_text, mw=fmt.sig(now.max_weight[i]), k=N_K,
                         flat=fmt.sig(1 / N_K))
-    return sweep
+    un, sd = sweep.unscaled, sweep.scaled
+    anatomy.notice([
+        t("scaling.notice_saturation", n=N_Q, k=N_K, mw_raw=fmt.sig(un.max_weight[i]),
+          ent_raw=fmt.sig(un.entropy[i]), mw_scaled=fmt.sig(sd.max_weight[i]),
+          ent_scaled=fmt.sig(sd.entropy[i]), flat_mw=fmt.sig(1 / N_K), flat_ent=fmt.sig(math.log(N_K))),
+        gradient_notice(cfg, un, sd),
+    ])
 
 
-# ------------------------------------------------------------------ 4. temperature
-def temperature_section(cfg: Settings, row: int, view: sl.SoftmaxView) -> None:
-    st.header(t("scaling.sec_temperature"))
-    st.markdown(lesson("scaling/temperature"))
-    left, right = st.columns([2, 1])
-    with left:
-        st.markdown(f"**{t('scaling.tau_title', q=Q_LABELS[row], dk=cfg.d_k)}**")
-        frame = sc.temperature_frame(TAU_GRID, view.curves.numpy(), cfg.tau, mode_labels())
-        anatomy.show_chart(sc.temperature_chart(frame, n_keys=N_K, modes=mode_labels(), x_title=t("scaling.tau_x"),
-                                                y_title=t("scaling.tau_y"), mode_title=t("scaling.mode_title")),
-                           key="temp")
-    with right:
-        st.caption(t("scaling.tau_caption", k=N_K, tau=cfg.tau_text, sqrt=sc.fmt_short(math.sqrt(cfg.d_k))))
-
-
-# ------------------------------------------------------------------ what to notice
 def gradient_notice(cfg: Settings, un: sl.SaturationStats, sd: sl.SaturationStats) -> str:
     i = sl.SWEEP_D_K.index(cfg.d_k)
     jac_raw, jac_scaled = float(un.jacobian_norm[i]), float(sd.jacobian_norm[i])
@@ -223,30 +221,30 @@ def gradient_notice(cfg: Settings, un: sl.SaturationStats, sd: sl.SaturationStat
              jac_last=fmt.sig(un.jacobian_norm[-1]), jac_scaled_last=fmt.sig(sd.jacobian_norm[-1]))
 
 
-def notice(cfg: Settings, var: sl.VarianceSweep, sweep: sl.SaturationSweep, row: int, view: sl.SoftmaxView) -> None:
-    v, i = sl.D_K_STEPS.index(cfg.d_k), sl.SWEEP_D_K.index(cfg.d_k)
-    un, sd = sweep.unscaled, sweep.scaled
-    root = sc.fmt_short(math.sqrt(cfg.d_k))
-    anatomy.notice([
-        t("scaling.notice_variance", dk=cfg.d_k, var_raw=fmt.sig(var.var_raw[v]), sqrt=root,
-          var_scaled=fmt.sig(var.var_scaled[v])),
-        t("scaling.notice_saturation", n=N_Q, k=N_K, mw_raw=fmt.sig(un.max_weight[i]),
-          ent_raw=fmt.sig(un.entropy[i]), mw_scaled=fmt.sig(sd.max_weight[i]),
-          ent_scaled=fmt.sig(sd.entropy[i]), flat_mw=fmt.sig(1 / N_K), flat_ent=fmt.sig(math.log(N_K))),
-        gradient_notice(cfg, un, sd),
-        t("scaling.notice_temperature", q=Q_LABELS[row], mw_now=fmt.sig(view.weights[row].max()),
-          mode=cfg.mode_now, tau=cfg.tau_text, sqrt=root),
-    ])
-
-
-# ------------------------------------------------------------------ exercises and pitfall
-def exercises(var: sl.VarianceSweep) -> None:
-    anatomy.exercise("ex_var", t("scaling.ex1_question"), tl("scaling.ex1_options"), 2,
-                     t("scaling.ex1_explanation", measured=fmt.sig(var.var_raw[sl.D_K_STEPS.index(256)])))
+# ------------------------------------------------------------------ 4. temperature
+def temperature_question() -> None:
+    st.header(t("scaling.sec_temperature"))
     anatomy.exercise("ex_tau", t("scaling.ex2_question"), tl("scaling.ex2_options"), 1,
                      t("scaling.ex2_explanation"))
 
 
+def temperature_evidence(cfg: Settings, row: int, view: sl.SoftmaxView) -> None:
+    st.markdown(lesson("scaling/temperature"))
+    left, right = st.columns([2, 1])
+    with left:
+        st.markdown(f"**{t('scaling.tau_title', q=Q_LABELS[row], dk=cfg.d_k)}**")
+        frame = sc.temperature_frame(TAU_GRID, view.curves.numpy(), cfg.tau, mode_labels())
+        anatomy.show_chart(sc.temperature_chart(frame, n_keys=N_K, modes=mode_labels(), x_title=t("scaling.tau_x"),
+                                                y_title=t("scaling.tau_y"), mode_title=t("scaling.mode_title")),
+                           key="temp")
+    root = sc.fmt_short(math.sqrt(cfg.d_k))
+    with right:
+        st.caption(t("scaling.tau_caption", k=N_K, tau=cfg.tau_text, sqrt=root))
+    anatomy.notice([t("scaling.notice_temperature", q=Q_LABELS[row], mw_now=fmt.sig(view.weights[row].max()),
+                      mode=cfg.mode_now, tau=cfg.tau_text, sqrt=root)])
+
+
+# ------------------------------------------------------------------ pitfall
 def pitfall_demo(cfg: Settings) -> None:
     counts = overflow_counts(cfg.seed, cfg.d_k, cfg.tau)
     st.markdown(t("scaling.pitfall_live", dk=cfg.d_k, tau=cfg.tau_text, n=N_Q, **counts._asdict()))
@@ -257,16 +255,27 @@ def pitfall_demo(cfg: Settings) -> None:
 
 # ------------------------------------------------------------------ the page
 anatomy.header(NS)
-anatomy.intuition(NS)
-anatomy.formula(FORMULA, t("scaling.formula_caption"))
-settings = read_settings()
-variance = variance_section(settings)
-clicked, soft = softmax_section(settings)
-saturation_now = gradient_section(settings)
-temperature_section(settings, clicked, soft)
-notice(settings, variance, saturation_now, clicked, soft)
-exercises(variance)
-anatomy.pitfall(t("scaling.pitfall_title"), t("scaling.pitfall_body"), demo=lambda: pitfall_demo(settings))
+steps = presenter.Lesson(NS)          # presenter mode (?present=1): one step at a time
+with steps.step("intuition"):
+    anatomy.intuition(NS)
+    anatomy.formula(FORMULA, t("scaling.formula_caption"))
+with steps.step("controls", keep=True):
+    settings = read_settings()
+with steps.step("1. question: the variance of q.k"):
+    variance = variance_question(settings)
+with steps.step("1. evidence: histogram and variance against d_k"):
+    variance_evidence(settings, variance)
+with steps.step("2. softmax of growing scores"):
+    clicked, soft = softmax_section(settings)
+with steps.step("3. the gradient signal"):
+    gradient_section(settings)
+with steps.step("4. question: temperature"):
+    temperature_question()
+with steps.step("4. evidence: max weight against tau"):
+    temperature_evidence(settings, clicked, soft)
+with steps.step("pitfall"):
+    anatomy.pitfall(t("scaling.pitfall_title"), t("scaling.pitfall_body"), demo=lambda: pitfall_demo(settings))
 anatomy.show_code(sl.sample_qk, sl.sweep_scores, sl.variance_sweep, sl.score_scale, masked_softmax,
                   sl.softmax_view, sl.saturation_curves, sl.saturation_stats, softmax_jacobian_norm,
                   sl.temperature_curve, sl.naive_softmax, sl.overflow_rows)
+steps.end()

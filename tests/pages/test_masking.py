@@ -143,6 +143,31 @@ def test_decoder_weights_hide_padding_and_the_future(side):
         assert visible.all() and shows_label(text, "masking.notice_try_left")
 
 
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_causal_tab_asks_before_it_shows(lang):
+    """Issue 13 §1 on the tab that holds the exercise (tests/test_lesson_order.py opens the first tab only): with
+    left padding the decoder's notice says the empty rows give NaN, so the question must come before the mask
+    panels, the weights and that notice — and the first tab, whose evidence does not answer it, holds none. ~2 s."""
+    at = open_page("masking", lang, {"tab": TAB_CAUSAL[lang], "side": catalog(lang)["masking.side_left"]})
+    assert exceptions(at) == []
+
+    def drawn(node) -> list[tuple[str, str]]:
+        kind = getattr(node, "type", None)
+        value = getattr(node, "value", None)
+        here = [(kind, getattr(node, "key", None) or (value if isinstance(value, str) else ""))] if kind else []
+        return here + [item for child in getattr(node, "children", {}).values() for item in drawn(child)]
+
+    tab = next(tab for tab in at.tabs if tab.label == TAB_CAUSAL[lang])
+    items = drawn(tab)
+    asked = items.index(("radio", "mask_ex_guess"))
+    evidence = [i for i, (kind, text) in enumerate(items)
+                if kind == "vega_lite_chart" or (kind == "subheader" and text == catalog(lang)["common.notice"])]
+    assert len(evidence) >= 4 and asked < min(evidence), items        # panels, weights, row bars, notice
+    assert shows_label(all_text(at), "masking.notice_empty_rows", lang)
+    first = open_page("masking", lang)
+    assert [r for r in first.radio if r.key == "mask_ex_guess"] == []
+
+
 def test_encoder_uses_the_padding_mask_only():
     at = open_page("masking", "zh", {"tab": TAB_CAUSAL["zh"], "use": ZH["masking.use_encoder"]})
     assert exceptions(at) == []

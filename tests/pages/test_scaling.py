@@ -38,7 +38,8 @@ def _heatmap(at):
 
 
 def _notice(at) -> str:
-    return next(m.value for m in at.markdown if str(m.value).startswith("- "))
+    """Every "What to notice" list of the page (one per section), joined."""
+    return "\n".join(m.value for m in at.markdown if str(m.value).startswith("- "))
 
 
 def _jacobian_median(scores: torch.Tensor) -> float:
