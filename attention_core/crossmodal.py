@@ -248,23 +248,28 @@ def patch_weights_to_image(weights: torch.Tensor, height: int, width: int, patch
 # ---------------------------------------------------------------------------------------------
 
 
+def identity_attention_(mha: MultiHeadAttention, sharpness: float = 1.0) -> MultiHeadAttention:
+    """W_Q = sharpness * I, W_K = W_V = W_O = I, zero biases, in place: per head the score is
+    sharpness * <q_h, k_h> / sqrt(d_k) on the raw vectors (the "trained" stand-in of the demos)."""
+    eye = torch.eye(mha.d_model)
+    with torch.no_grad():
+        for lin, scale in ((mha.W_query, sharpness), (mha.W_key, 1.0), (mha.W_value, 1.0),
+                           (mha.W_output, 1.0)):
+            lin.weight.copy_(eye * scale)
+            if lin.bias is not None:
+                lin.bias.zero_()
+    return mha
+
+
 def align_text_to_image_(module: CrossModalAttention, sharpness: float = 10.0) -> CrossModalAttention:
     """Set the text->image attention to score(t, v) = sharpness * <t, v> / sqrt(d_k) per head
-    (W_Q = sharpness * I, W_K = W_V = W_O = I, zero biases), in place.
+    (``identity_attention_`` on ``module.text_to_image``), in place.
 
     A stand-in for training (as in CLIP-like models where words and patches share one space):
     with ``grounded_features`` a word's query equals the mean feature of the patches it names,
     so it attends to them. Random weights would give arbitrary pictures.
     """
-    d = module.text_dim
-    eye = torch.eye(d)
-    with torch.no_grad():
-        attn = module.text_to_image
-        for lin, scale in ((attn.W_query, sharpness), (attn.W_key, 1.0), (attn.W_value, 1.0),
-                           (attn.W_output, 1.0)):
-            lin.weight.copy_(eye * scale)
-            if lin.bias is not None:
-                lin.bias.zero_()
+    identity_attention_(module.text_to_image, sharpness)
     return module
 
 

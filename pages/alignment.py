@@ -15,10 +15,11 @@ from attention_core.labs import alignment as lab
 from attention_core.models import seq2seq
 from attention_core.models.tasks import DATE_FORMAT_IDS, DATE_MAX, DATE_MIN, MAX_DATE_INPUT, normalize_date_text
 from ui import alignment_charts as ac
-from ui import anatomy, charts, controls, models
+from ui import anatomy, charts, controls, models, presenter
 from ui import format as fmt
 from ui.cache import MB, cache_data
-from ui.i18n import lesson, t
+from ui.i18n import lesson as lesson_text
+from ui.i18n import t
 from ui.models import curves, model
 
 NS = "alignment"
@@ -157,7 +158,7 @@ def heatmap_section(text: str, r: lab.DateReading) -> int:
 
 def forms_section() -> tuple[dt.date, list[lab.FormReading]]:
     st.header(t(f"{NS}.forms_title"))
-    st.markdown(lesson(f"{NS}/forms"))
+    st.markdown(lesson_text(f"{NS}/forms"))
     c1, c2 = st.columns([1, 3])
     day = c1.date_input(t(f"{NS}.cmp_date"), value=GALLERY_DATE, min_value=DATE_MIN, max_value=DATE_MAX,
                         key="day", bind="query-params")
@@ -243,30 +244,40 @@ def pitfall_demo(text: str | None) -> None:
 
 # ------------------------------------------------------------------ the page
 anatomy.header(NS)
-anatomy.intuition(NS)
-st.markdown(lesson(f"{NS}/decoder"))
-anatomy.formula(FORMULA, t(f"{NS}.formula_caption"))
+lesson = presenter.Lesson(NS)          # presenter mode (?present=1) shows one step at a time
+with lesson.step("intuition"):
+    anatomy.intuition(NS)
+    st.markdown(lesson_text(f"{NS}/decoder"))
+    anatomy.formula(FORMULA, t(f"{NS}.formula_caption"))
 
 if not models.unavailable("dates"):
     models.unavailable("dates_noattn")    # the page runs without it (no comparison), and says why
-    facts()
-    text = date_input()
+    with lesson.step("controls", keep=True):
+        facts()
+        text = date_input()
+    with lesson.step("question"):          # before the answer, the heatmap and the forms that show where it looks
+        ex = exercise_facts()
+        anatomy.exercise("al_ex", t(f"{NS}.ex_question", text=EXERCISE_INPUT),
+                         [t(f"{NS}.ex_{k}") for k in ("day", "month", "year", "even")], ex["answer"],
+                         t(f"{NS}.ex_explain", text=EXERCISE_INPUT,
+                           **{k: ex[k] for k in ("out", "day", "month", "year")}))
     row, res = 0, None
     if text is not None:
         res = read(text)
-        answer_section(text, res)
-        if res.output:
-            row = heatmap_section(text, res)
-    _, forms = forms_section()
+        with lesson.step("answer"):
+            answer_section(text, res)
+            if res.output:
+                row = heatmap_section(text, res)
+    with lesson.step("forms"):
+        _, forms = forms_section()
     if res is not None and res.output:
-        notices(text, res, row, forms)
-    ex = exercise_facts()
-    anatomy.exercise("al_ex", t(f"{NS}.ex_question", text=EXERCISE_INPUT),
-                     [t(f"{NS}.ex_{k}") for k in ("day", "month", "year", "even")], ex["answer"],
-                     t(f"{NS}.ex_explain", text=EXERCISE_INPUT, **{k: ex[k] for k in ("out", "day", "month", "year")}))
-    anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=t(f"{NS}.pit_code"),
-                    demo=lambda: pitfall_demo(text))
+        with lesson.step("notice"):
+            notices(text, res, row, forms)
+    with lesson.step("pitfall"):
+        anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=t(f"{NS}.pit_code"),
+                        demo=lambda: pitfall_demo(text))
 # the additive attention that ran: W_k h_j once per sentence, then v^T tanh(W_q s + W_k h_j) at each step
 # (AdditiveAttention.forward computes the same, but decoding takes this faster path, so it never runs here)
 anatomy.show_code(seq2seq.AttentionDecoder.project_keys, seq2seq.AttentionDecoder.attend,
                   seq2seq.AttentionDecoder.step, seq2seq.translate)
+lesson.end()

@@ -13,11 +13,12 @@ import streamlit as st
 from attention_core.labs import bottleneck as lab
 from attention_core.models import seq2seq
 from attention_core.models.tasks import REVERSE_MAX_LEN, REVERSE_MIN_LEN
-from ui import anatomy, charts, controls, models
+from ui import anatomy, charts, controls, models, presenter
 from ui import bottleneck_charts as bc
 from ui import format as fmt
 from ui.cache import MB, cache_data
-from ui.i18n import lesson, t
+from ui.i18n import lesson as lesson_text
+from ui.i18n import t
 from ui.models import curves, model
 
 NS = "bottleneck"
@@ -143,7 +144,7 @@ def answers_section(digits: str, res: lab.Answers) -> dict:
     w = res.alignment
     out_labels, in_labels = list(res.attention), list(digits)
     st.subheader(t(f"{NS}.align_title"))
-    st.markdown(lesson(f"{NS}/alignment"))
+    st.markdown(lesson_text(f"{NS}/alignment"))
     if not out_labels:                                   # the model stopped at once: no row to draw
         st.caption(t(f"{NS}.empty_answer"))
         return {"marks": marks, "right": right}
@@ -163,7 +164,7 @@ def mirror_offsets(w: np.ndarray, n: int) -> np.ndarray:
 
 def diagram_section(digits: str, res: lab.Answers) -> int:
     st.header(t(f"{NS}.arch_title"))
-    st.markdown(lesson(f"{NS}/architecture"))
+    st.markdown(lesson_text(f"{NS}/architecture"))
     out = res.attention
     m = max(len(out), 1)
     step = st.slider(t(f"{NS}.step"), 1, MAX_LEN + 5, 1, key="step", bind="query-params", help=t(f"{NS}.step_help"))
@@ -256,26 +257,37 @@ def pitfall_demo() -> None:
 
 # ------------------------------------------------------------------ the page
 anatomy.header(NS)
-anatomy.intuition(NS)
-st.markdown(lesson(f"{NS}/why"))
-anatomy.formula(FORMULA.replace(r"\text{without attention:}", r"\text{%s}" % t(f"{NS}.formula_without"))
-                .replace(r"\text{with attention:}", r"\text{%s}" % t(f"{NS}.formula_with")),
-                t(f"{NS}.formula_caption"))
+lesson = presenter.Lesson(NS)          # presenter mode (?present=1) shows one step at a time
+with lesson.step("intuition"):
+    anatomy.intuition(NS)
+    st.markdown(lesson_text(f"{NS}/why"))
+    anatomy.formula(FORMULA.replace(r"\text{without attention:}", r"\text{%s}" % t(f"{NS}.formula_without"))
+                    .replace(r"\text{with attention:}", r"\text{%s}" % t(f"{NS}.formula_with")),
+                    t(f"{NS}.formula_caption"))
 
 if not models.unavailable(*MODELS.values()):
-    facts()
-    rev = curves_section()
-    st.header(t(f"{NS}.example_title"))
-    digits = example_controls()
+    with lesson.step("question"):          # the question before the curves, tapes and positions that answer it
+        facts()
+        nums = exercise_numbers()
+        anatomy.exercise("bn_ex", t(f"{NS}.ex_question"), [t(f"{NS}.ex_a"), t(f"{NS}.ex_b"), t(f"{NS}.ex_c"),
+                                                           t(f"{NS}.ex_d")], 1, t(f"{NS}.ex_explain", **nums))
+    with lesson.step("curves"):
+        rev = curves_section()
+    with lesson.step("controls", keep=True):
+        st.header(t(f"{NS}.example_title"))
+        digits = example_controls()
     if digits is not None:
         res = answers(digits)
-        marked = answers_section(digits, res)
-        diagram_section(digits, res)
-        checked = check_section(digits)
-        notices(digits, res, marked, rev, checked)
-    nums = exercise_numbers()
-    anatomy.exercise("bn_ex", t(f"{NS}.ex_question"), [t(f"{NS}.ex_a"), t(f"{NS}.ex_b"), t(f"{NS}.ex_c"),
-                                                       t(f"{NS}.ex_d")], 1, t(f"{NS}.ex_explain", **nums))
-    anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=t(f"{NS}.pit_code"), demo=pitfall_demo)
+        with lesson.step("answers"):
+            marked = answers_section(digits, res)
+        with lesson.step("diagram"):
+            diagram_section(digits, res)
+        with lesson.step("check"):
+            checked = check_section(digits)
+        with lesson.step("notice"):
+            notices(digits, res, marked, rev, checked)
+    with lesson.step("pitfall"):
+        anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=t(f"{NS}.pit_code"), demo=pitfall_demo)
 anatomy.show_code(seq2seq.Encoder.forward, seq2seq.Decoder.step, seq2seq.AttentionDecoder.step,
                   seq2seq.Seq2Seq.greedy_decode, lab.reverse_check)
+lesson.end()

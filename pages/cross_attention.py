@@ -6,16 +6,19 @@ gated fusion of the text with the image summary.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import pandas as pd
 import streamlit as st
 
 from attention_core import crossmodal, modules
 from attention_core.labs import cross_attention as lab
-from ui import anatomy, charts, controls
+from ui import anatomy, charts, controls, presenter
 from ui import cross_attention_charts as cc
 from ui import format as fmt
 from ui.cache import MB, cache_data
-from ui.i18n import current_lang, lesson, t
+from ui.i18n import current_lang, t
+from ui.i18n import lesson as lesson_text
 
 NS = "cross_attention"
 MAX_SOURCE, MAX_TARGET = 24, 32     # tokens: the heatmap stays readable
@@ -23,6 +26,7 @@ MAX_WORDS = 12                      # caption words over the patches
 IMAGE_SIZE = 32
 TEXT_DIM = 32                       # d of the cross-modal module
 PATCHES = (4, 8, 16)
+TABS = ("decoder", "crossmodal", "paths")   # the page's tabs, in lesson order
 HEADS = (1, 2, 4)
 
 
@@ -48,16 +52,25 @@ def look(kind: str, words: tuple[str, ...], patch: int, heads: int, sharpness: f
 
 
 # ------------------------------------------------------------------ 1. decoder over encoder
-def decoder_section(seed: int) -> None:
+class Translation(NamedTuple):
+    """The decoder tab's controls: the two sentences, trained or random stand-in, d_model."""
+
+    source: tuple[str, ...]
+    target: tuple[str, ...]
+    mode: str
+    d_model: int
+
+
+def decoder_controls() -> Translation | None:
     st.header(t("cross_attention.dec_title"))
-    st.markdown(lesson("cross_attention/decoder"))
+    st.markdown(lesson_text("cross_attention/decoder"))
     left, right = st.columns(2)
     with left:
         source = controls.sentence(key="src", default=t("cross_attention.default_source_sentence"),
-                          max_tokens=MAX_SOURCE, label=t("cross_attention.source"))
+                                   max_tokens=MAX_SOURCE, label=t("cross_attention.source"))
     with right:
         target = controls.sentence(key="tgt", default=t("cross_attention.default_target_sentence"),
-                          max_tokens=MAX_TARGET, label=t("cross_attention.target"))
+                                   max_tokens=MAX_TARGET, label=t("cross_attention.target"))
     c1, c2 = st.columns([2, 1])
     mode = c1.segmented_control(t("cross_attention.mode"), ["trained", "random"], default="trained",
                                 required=True, format_func=lambda m: t(f"cross_attention.mode_{m}"),
@@ -65,8 +78,13 @@ def decoder_section(seed: int) -> None:
     mode = mode if mode in ("trained", "random") else "trained"
     d_model = c2.slider(t("cross_attention.d_model"), 8, 128, 64, step=8, key="dm", bind="query-params")
     if source is None or target is None:
-        return
-    w, meaning = translate(tuple(source), tuple(target), d_model, seed, mode == "trained")
+        return None
+    return Translation(tuple(source), tuple(target), mode, int(d_model))
+
+
+def decoder_section(choice: Translation, seed: int) -> None:
+    source, target, mode, d_model = choice
+    w, meaning = translate(source, target, d_model, seed, mode == "trained")
     n_t, n_s = w.shape
     st.code(t("cross_attention.shapes", n_t=n_t, n_s=n_s, d=d_model), language=None)
 
@@ -113,15 +131,32 @@ def decoder_section(seed: int) -> None:
 
 
 # ------------------------------------------------------------------ 2. cross-modal
-def crossmodal_section(seed: int) -> tuple[str, list[str], tuple[int, ...]] | None:
+class Scene(NamedTuple):
+    """The cross-modal tab's controls: the picture, the caption, patch size, heads, sharpness."""
+
+    kind: str
+    words: tuple[str, ...]
+    patch: int
+    heads: int
+    sharpness: float
+
+
+class GateSeen(NamedTuple):
+    """What the gated fusion ran on, for the pitfall's demo."""
+
+    n_words: int
+    shape: tuple[int, ...]
+
+
+def crossmodal_controls() -> Scene | None:
     st.header(t("cross_attention.cm_title"))
-    st.markdown(lesson("cross_attention/crossmodal"))
+    st.markdown(lesson_text("cross_attention/crossmodal"))
     kind = st.segmented_control(t("cross_attention.image"), list(crossmodal.IMAGE_KINDS), default="circle_square",
                                 required=True, format_func=lambda k: t(f"cross_attention.img_{k}"), key="img",
                                 bind="query-params")
     kind = kind if kind in crossmodal.IMAGE_KINDS else "circle_square"
     words = controls.sentence(key="words", default=t("cross_attention.default_caption"), max_tokens=MAX_WORDS,
-                     label=t("cross_attention.caption"))
+                              label=t("cross_attention.caption"))
     c1, c2, c3 = st.columns([5, 3, 4])
     patch = c1.segmented_control(t("cross_attention.patch"), list(PATCHES), default=4, required=True,
                                  format_func=lambda p: t("cross_attention.patch_option", p=p,
@@ -133,9 +168,18 @@ def crossmodal_section(seed: int) -> tuple[str, list[str], tuple[int, ...]] | No
     heads = heads if heads in HEADS else 2
     sharp = c3.slider(t("cross_attention.sharpness"), 0.0, 40.0, 20.0, step=1.0, format="%.0f", key="sharp",
                       bind="query-params", help=t("cross_attention.sharpness_help"))
-    if words is None:
-        return None
-    res = look(kind, tuple(words), patch, heads, float(sharp), seed)
+    return None if words is None else Scene(kind, tuple(words), patch, heads, float(sharp))
+
+
+def crossmodal_question() -> None:
+    anatomy.exercise("xa_ex", t("cross_attention.ex_question"),
+                     [t("cross_attention.ex_a"), t("cross_attention.ex_b"), t("cross_attention.ex_c")], 1,
+                     t("cross_attention.ex_explain"))
+
+
+def crossmodal_section(scene: Scene, seed: int) -> GateSeen:
+    kind, words, patch, heads, sharp = scene
+    res = look(kind, words, patch, heads, sharp, seed)
     w, cov, gate = res.weights, res.coverage, res.gate
     n_w, n_p = w.shape
     rows = crossmodal.grid_shape(IMAGE_SIZE, IMAGE_SIZE, patch)[0]
@@ -195,7 +239,7 @@ def crossmodal_section(seed: int) -> tuple[str, list[str], tuple[int, ...]] | No
             items.append(t("cross_attention.notice_heads", h=heads,
                            masses=", ".join(fmt.fixed(float(m)) for m in per_head)))
     anatomy.notice(items)
-    return kind, words, tuple(gate.shape)
+    return GateSeen(len(words), tuple(gate.shape))
 
 
 # ------------------------------------------------------------------ 3. self-attention vs recurrence (Table 1)
@@ -210,9 +254,20 @@ def table1_view(n: int, d: int, i: int, j: int, kernel: int, r: int) -> list[lab
     return lab.table1(n, d, i, j, kernel=kernel, neighbourhood=r)
 
 
-def paths_section() -> None:
+class Paths(NamedTuple):
+    """The Table 1 tab's controls: sequence length, width, kernel, neighbourhood, the two positions."""
+
+    n: int
+    d: int
+    kernel: int
+    r: int
+    i: int
+    j: int
+
+
+def paths_controls() -> Paths:
     st.header(t("cross_attention.paths_title"))
-    st.markdown(lesson("cross_attention/paths"))
+    st.markdown(lesson_text("cross_attention/paths"))
     c1, c2, c3, c4 = st.columns(4)
     lo, hi, default = PATH_N
     n = int(c1.slider(t("cross_attention.paths_n"), lo, hi, default, key="pl_n", bind="query-params"))
@@ -226,10 +281,17 @@ def paths_section() -> None:
     j = int(c2.slider(t("cross_attention.paths_j"), 0, hi - 1, default - 1, key="pl_j", bind="query-params"))
     if i >= n or j >= n:
         st.caption(t("cross_attention.paths_clamped", n=n))
-    i, j = min(i, n - 1), min(j, n - 1)
+    return Paths(n, d, kernel, r, min(i, n - 1), min(j, n - 1))
+
+
+def paths_question(n: int) -> None:
     anatomy.exercise("paths_ex", t("cross_attention.paths_ex_q", n=n, last=n - 1),
                      [t("cross_attention.paths_ex_a0", last=n - 1), t("cross_attention.paths_ex_a1"),
                       t("cross_attention.paths_ex_a2")], 0, t("cross_attention.paths_ex_why"))
+
+
+def paths_section(paths: Paths) -> None:
+    n, d, kernel, r, i, j = paths
     rows = table1_view(n, d, i, j, kernel, r)
     frame = pd.DataFrame([{
         t("cross_attention.paths_c_kind"): t(f"cross_attention.paths_{row.kind}"),
@@ -268,21 +330,43 @@ def gate_demo(n_words: int, gate_shape: tuple[int, ...] | None) -> None:
 
 # ------------------------------------------------------------------ the page
 anatomy.header(NS)
-anatomy.intuition(NS)
-anatomy.formula(r"\mathrm{CrossAttention}(X_{tgt}, X_{src}) = \mathrm{softmax}\!\left("
-                r"\frac{(X_{tgt}W_Q)\,(X_{src}W_K)^{\top}}{\sqrt{d_k}}\right) X_{src}W_V",
-                t("cross_attention.formula_caption"))
-seed = controls.seed()
-decoder_section(seed)
-shown = crossmodal_section(seed)
-paths_section()
-
-anatomy.exercise("xa_ex", t("cross_attention.ex_question"),
-                 [t("cross_attention.ex_a"), t("cross_attention.ex_b"), t("cross_attention.ex_c")], 1,
-                 t("cross_attention.ex_explain"))
-anatomy.pitfall(t("cross_attention.pit_title"), t("cross_attention.pit_body"),
-                code=t("cross_attention.pit_code"),
-                demo=lambda: gate_demo(len(shown[1]) if shown else 7, shown[2] if shown else None))
+lesson = presenter.Lesson(NS)          # presenter mode (?present=1) shows one step at a time
+with lesson.step("intuition"):
+    anatomy.intuition(NS)
+    anatomy.formula(r"\mathrm{CrossAttention}(X_{tgt}, X_{src}) = \mathrm{softmax}\!\left("
+                    r"\frac{(X_{tgt}W_Q)\,(X_{src}W_K)^{\top}}{\sqrt{d_k}}\right) X_{src}W_V",
+                    t("cross_attention.formula_caption"))
+with lesson.step("seed", keep=True):
+    seed = controls.seed()
+decoder_tab, crossmodal_tab, paths_tab = st.tabs([t(f"cross_attention.tab_{k}") for k in TABS], key="tab",
+                                                 bind="query-params")
+with decoder_tab:                          # no exercise here: the translation, then what to notice
+    with lesson.step("decoder controls", keep=True):
+        translation = decoder_controls()
+    if translation is not None:
+        with lesson.step("decoder evidence"):
+            decoder_section(translation, seed)
+with crossmodal_tab:                       # the "green" question before the weights over the picture
+    with lesson.step("crossmodal controls", keep=True):
+        scene = crossmodal_controls()
+    with lesson.step("crossmodal question"):
+        crossmodal_question()
+    seen = None
+    if scene is not None:
+        with lesson.step("crossmodal evidence"):
+            seen = crossmodal_section(scene, seed)
+    with lesson.step("crossmodal pitfall"):
+        anatomy.pitfall(t("cross_attention.pit_title"), t("cross_attention.pit_body"),
+                        code=t("cross_attention.pit_code"),
+                        demo=lambda: gate_demo(seen.n_words if seen else 7, seen.shape if seen else None))
+with paths_tab:                            # the path-length question before Table 1
+    with lesson.step("paths controls", keep=True):
+        paths = paths_controls()
+    with lesson.step("paths question"):
+        paths_question(paths.n)
+    with lesson.step("paths evidence"):
+        paths_section(paths)
 anatomy.show_code(lab.decoder_cross_attention, modules.MultiHeadAttention.forward,
                   crossmodal.CrossModalAttention.forward, crossmodal.grounded_features, lab.layer_connections,
                   lab.path_lengths, lab.table1)
+lesson.end()

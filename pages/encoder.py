@@ -10,11 +10,12 @@ import torch
 
 from attention_core import analysis, text, transformer
 from attention_core.labs import encoder as lab
-from ui import anatomy, charts, controls
+from ui import anatomy, charts, controls, presenter
 from ui import encoder_charts as ec
 from ui import format as fmt
 from ui.cache import MB, shared_arrays
-from ui.i18n import lesson, t
+from ui.i18n import lesson as lesson_text
+from ui.i18n import t
 
 NS = "encoder"
 MAX_TOKENS = 24
@@ -22,6 +23,7 @@ MAX_LAYERS = 12              # the stack is always computed 12 deep; the slider 
 D_CHOICES = (16, 24, 32, 48, 64)
 H_CHOICES = (1, 2, 3, 4, 6, 8)
 ACTS = ("relu", "gelu")
+TABS = ("layer", "prepost", "stack", "dropout")   # the page's tabs, in lesson order
 HALF_NUMBERS = 8             # two heatmaps side by side: numbers in the cells only up to 8 tokens
 
 
@@ -164,16 +166,20 @@ def controls_section() -> Choice | None:
     return Choice(lab.EncoderSetup(tuple(tokens), act, d, h, seed), variant, n_layers)
 
 
-def layer_section(choice: Choice) -> int:
-    """1. One layer, live: the diagram of its sublayers with their tensors. Returns the layer index drawn."""
-    setup, variant, n_layers = choice
+def layer_controls(n_layers: int) -> int:
+    """1. One layer, live: which layer of the stack to draw. Returns its index."""
     st.header(t("encoder.layer_title"))
-    st.markdown(lesson("encoder/layer"))
+    st.markdown(lesson_text("encoder/layer"))
     if st.session_state.get("l", 1) > n_layers:    # the stack got shallower than the layer drawn
         st.session_state["l"] = n_layers
     layer_no = int(st.slider(t("encoder.layer_pick"), 1, n_layers, key="l", bind="query-params")) \
         if n_layers > 1 else 1
-    li = min(layer_no, n_layers) - 1
+    return min(layer_no, n_layers) - 1
+
+
+def layer_section(choice: Choice, li: int) -> None:
+    """The diagram of the layer's sublayers with their tensors, and what to notice."""
+    setup, variant, _ = choice
     steps = run_stacks(setup)[variant].steps[li]
     rms_of = {k: float(np.sqrt(np.mean(v ** 2))) for k, v in steps.items()}
     n, d = len(setup.tokens), setup.d_model
@@ -195,17 +201,26 @@ def layer_section(choice: Choice) -> int:
         ffn_notice(steps["ffn_hidden"], setup.activation, 4 * d),
         t(f"encoder.notice_out_{variant}", out=fmt.fixed(rms_of["norm2" if variant == "post" else "residual2"])),
     ])
-    return li
 
 
-def prepost_section(choice: Choice, li: int) -> None:
-    """2. post-LN vs pre-LN: the residual stream's scale per layer, and the two pitfalls."""
+def prepost_question(choice: Choice) -> None:
+    """2. post-LN vs pre-LN: the question before the residual stream's scale."""
+    runs = run_stacks(choice.setup)
+    pre_s, post_s, f2 = runs["pre"].stream, runs["post"].stream, fmt.fixed
+    st.header(t("encoder.prepost_title"))
+    st.markdown(lesson_text("encoder/post_pre"))
+    anatomy.exercise("ex_scale", t("encoder.ex_scale_q"),
+                     [t("encoder.ex_scale_a0"), t("encoder.ex_scale_a1"), t("encoder.ex_scale_a2")], 1,
+                     t("encoder.ex_scale_expl", r1=f2(pre_s[1]), r6=f2(pre_s[6]), r12=f2(pre_s[MAX_LAYERS]),
+                       post=f2(post_s[MAX_LAYERS])))
+
+
+def prepost_section(choice: Choice) -> None:
+    """The residual stream's scale per layer in both variants, and what to notice."""
     setup, _, n_layers = choice
     runs = run_stacks(setup)
     pre_s, post_s = runs["pre"].stream, runs["post"].stream
     pre_final = runs["pre"].final_rms[n_layers - 1]
-    st.header(t("encoder.prepost_title"))
-    st.markdown(lesson("encoder/post_pre"))
     stream = {t(f"encoder.series_{v}"): runs[v].stream[:n_layers + 1] for v in lab.VARIANTS}
     anatomy.show_chart(ec.residual_scale(stream, (t("encoder.series_pre_final"), n_layers, pre_final),
                                          x_title=t("encoder.scale_x"), y_title=t("encoder.scale_y"),
@@ -218,10 +233,13 @@ def prepost_section(choice: Choice, li: int) -> None:
           ratio=f2(pre_s[n_layers] / pre_s[1]), x0=f2(pre_s[0])),
         t("encoder.notice_scale_final", last=f2(pre_s[n_layers]), after=f2(pre_final)),
     ])
-    anatomy.exercise("ex_scale", t("encoder.ex_scale_q"),
-                     [t("encoder.ex_scale_a0"), t("encoder.ex_scale_a1"), t("encoder.ex_scale_a2")], 1,
-                     t("encoder.ex_scale_expl", r1=f2(pre_s[1]), r6=f2(pre_s[6]), r12=f2(pre_s[MAX_LAYERS]),
-                       post=f2(post_s[MAX_LAYERS])))
+
+
+def prepost_pitfalls(choice: Choice, li: int) -> None:
+    """The two pitfalls: the second tutorial's double residual, and pre-LN without a final LayerNorm."""
+    setup, _, n_layers = choice
+    runs = run_stacks(setup)
+    pre_s, pre_final, f2 = runs["pre"].stream, runs["pre"].final_rms[n_layers - 1], fmt.fixed
 
     def double_residual_demo() -> None:
         right_u, wrong_u = double_residual(setup, li)[:2]
@@ -247,7 +265,7 @@ def stack_section(choice: Choice) -> int:
     run = run_stacks(setup)[variant]
     labels = charts.unique_labels(tokens)
     st.header(t("encoder.stack_title", n=n_layers, variant=t(f"encoder.variant_{variant}")))
-    st.markdown(lesson("encoder/stack"))
+    st.markdown(lesson_text("encoder/stack"))
     weights = run.weights[:n_layers]                                           # (L, h, n, n)
     sharpest = np.unravel_index(int(np.argmax(weights.max(-1).mean(-1))), weights.shape[:2])
     default_tile = (int(sharpest[0]) + 1, int(sharpest[1]) + 1)
@@ -280,7 +298,7 @@ def stack_section(choice: Choice) -> int:
     st.caption(t("encoder.rollout_row", q=anatomy.md_escape(labels[q]), n=n_layers))
     anatomy.show_chart(charts.bars(rollout[q], tokens, value_title=t("encoder.rollout_value"),
                                    label_title=t("encoder.rollout_x"), domain=None, highlight=q), key="rollout_bars")
-    st.warning(lesson("encoder/rollout_caveat"), icon=":material/report:")
+    st.warning(lesson_text("encoder/rollout_caveat"), icon=":material/report:")
     top_q = int(np.argmax(w_tile.max(-1)))
     deviation = np.abs(run.rollout[:n_layers] - 1.0 / n).max(axis=(-1, -2))
     f2 = fmt.fixed
@@ -295,17 +313,26 @@ def stack_section(choice: Choice) -> int:
     return tile[1] - 1
 
 
-def dropout_section(choice: Choice, head: int) -> None:
-    """4. Dropout on the weights: train vs eval mode, and the row sums."""
-    setup, variant, _ = choice
-    tokens, n = setup.tokens, len(setup.tokens)
+def dropout_controls() -> float:
+    """4. Dropout on the weights: the rate p."""
+    st.header(t("encoder.dropout_title"))
+    st.markdown(lesson_text("encoder/dropout"))
+    return round(float(st.slider(t("encoder.p"), 0.0, 0.9, 0.2, 0.05, key="p", bind="query-params",
+                                 help=t("encoder.p_help"))), 2)
+
+
+def dropout_question(drop: lab.DropoutWeights, head: int) -> None:
+    sums_train = drop.train[head].sum(-1)
+    anatomy.exercise("ex_drop", t("encoder.ex_drop_q"),
+                     [t("encoder.ex_drop_a0"), t("encoder.ex_drop_a1"), t("encoder.ex_drop_a2")], 1,
+                     t("encoder.ex_drop_expl", lo=fmt.fixed(sums_train.min(), 3), hi=fmt.fixed(sums_train.max(), 3)))
+
+
+def dropout_section(choice: Choice, head: int, p: float, drop: lab.DropoutWeights) -> None:
+    """Train vs eval mode weights of one head, their row sums, and what to notice."""
+    tokens, n = choice.setup.tokens, len(choice.setup.tokens)
     labels = charts.unique_labels(tokens)
     f2 = fmt.fixed
-    st.header(t("encoder.dropout_title"))
-    st.markdown(lesson("encoder/dropout"))
-    p = round(float(st.slider(t("encoder.p"), 0.0, 0.9, 0.2, 0.05, key="p", bind="query-params",
-                              help=t("encoder.p_help"))), 2)
-    drop = dropout_demo(setup, variant, p)
     ev, tr = drop.eval[head], drop.train[head]
     numbers = n <= HALF_NUMBERS
     left, right = st.columns(2)
@@ -335,24 +362,47 @@ def dropout_section(choice: Choice, head: int) -> None:
     else:
         items.append(t("encoder.notice_p0"))
     anatomy.notice(items)
-    anatomy.exercise("ex_drop", t("encoder.ex_drop_q"),
-                     [t("encoder.ex_drop_a0"), t("encoder.ex_drop_a1"), t("encoder.ex_drop_a2")], 1,
-                     t("encoder.ex_drop_expl", lo=fmt.fixed(sums_train.min(), 3), hi=fmt.fixed(sums_train.max(), 3)))
-    anatomy.pitfall(t("encoder.pit_dropout_title"), t("encoder.pit_dropout_body"), code=t("encoder.pit_dropout_code"))
 
 
 # ------------------------------------------------------------------ page
 anatomy.header(NS)
-anatomy.intuition(NS)
-anatomy.formula(LATEX, t("encoder.formula_caption"))
-choice = controls_section()
-if choice is None:
-    st.stop()
-layer_index = layer_section(choice)
-prepost_section(choice, layer_index)
-head_shown = stack_section(choice)
-dropout_section(choice, head_shown)
-anatomy.show_code(transformer.TransformerEncoderLayer.forward_trace, transformer.PositionWiseFFN,
-                  transformer.TransformerEncoder.trace_embeddings, lab.encoder_for, lab.residual_stream_rms,
-                  analysis.attention_rollout, lab.attention_dropout, lab.TutorialEncoderLayer,
-                  lab.double_residual_effect)
+lesson = presenter.Lesson(NS)          # presenter mode (?present=1) shows one step at a time
+with lesson.step("intuition"):
+    anatomy.intuition(NS)
+    anatomy.formula(LATEX, t("encoder.formula_caption"))
+with lesson.step("controls", keep=True):
+    choice = controls_section()
+if choice is not None:
+    layer_tab, prepost_tab, stack_tab, dropout_tab = st.tabs([t(f"encoder.tab_{k}") for k in TABS], key="tab",
+                                                             bind="query-params")
+    with layer_tab:                    # no exercise: the layer's tensors, then what to notice
+        with lesson.step("layer controls", keep=True):
+            layer_index = layer_controls(choice.n_layers)
+        with lesson.step("layer evidence"):
+            layer_section(choice, layer_index)
+    with prepost_tab:                  # the question before the stream's scale that answers it
+        with lesson.step("post/pre question"):
+            prepost_question(choice)
+        with lesson.step("post/pre evidence"):
+            prepost_section(choice)
+        with lesson.step("post/pre pitfalls"):
+            prepost_pitfalls(choice, layer_index)
+    with stack_tab:
+        with lesson.step("stack evidence"):
+            head_shown = stack_section(choice)
+    with dropout_tab:                  # the question before the weights and row sums that answer it
+        with lesson.step("dropout controls", keep=True):
+            p = dropout_controls()
+        drop = dropout_demo(choice.setup, choice.variant, p)
+        with lesson.step("dropout question"):
+            dropout_question(drop, head_shown)
+        with lesson.step("dropout evidence"):
+            dropout_section(choice, head_shown, p, drop)
+        with lesson.step("dropout pitfall"):
+            anatomy.pitfall(t("encoder.pit_dropout_title"), t("encoder.pit_dropout_body"),
+                            code=t("encoder.pit_dropout_code"))
+    anatomy.show_code(transformer.TransformerEncoderLayer.forward_trace, transformer.PositionWiseFFN,
+                      transformer.TransformerEncoder.trace_embeddings, lab.encoder_for, lab.residual_stream_rms,
+                      analysis.attention_rollout, lab.attention_dropout, lab.TutorialEncoderLayer,
+                      lab.double_residual_effect)
+lesson.end()

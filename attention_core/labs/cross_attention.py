@@ -40,7 +40,13 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from ..crossmodal import CrossModalAttention, align_text_to_image_, grounded_features, synthetic_scene
+from ..crossmodal import (
+    CrossModalAttention,
+    align_text_to_image_,
+    grounded_features,
+    identity_attention_,
+    synthetic_scene,
+)
 from ..modules import MultiHeadAttention
 from ..text import embed_tokens
 
@@ -96,19 +102,6 @@ def translation_features(source: Sequence[str], target: Sequence[str], d: int,
     keys = [m if m is not None else f"\x00zh:{tok}" for m, tok in zip(meaning, target)]
     tgt = embed_tokens(keys, d, seed)                                           # (n_t, d)
     return TranslationFeatures(src, tgt, meaning)
-
-
-def identity_attention_(mha: MultiHeadAttention, sharpness: float = 1.0) -> MultiHeadAttention:
-    """W_Q = sharpness * I, W_K = W_V = W_O = I, zero biases, in place: per head the score is
-    sharpness * <q_h, k_h> / sqrt(d_k) on the raw vectors (the "trained" stand-in)."""
-    eye = torch.eye(mha.d_model)
-    with torch.no_grad():
-        for lin, scale in ((mha.W_query, sharpness), (mha.W_key, 1.0), (mha.W_value, 1.0),
-                           (mha.W_output, 1.0)):
-            lin.weight.copy_(eye * scale)
-            if lin.bias is not None:
-                lin.bias.zero_()
-    return mha
 
 
 class CrossAttentionResult(NamedTuple):

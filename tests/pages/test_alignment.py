@@ -12,17 +12,7 @@ from attention_core.labs.alignment import date_forms, part_focus
 from attention_core.models.recipes import load_model
 from attention_core.models.seq2seq import decode_as_tutorial, translate
 from attention_core.models.tasks import normalize_date_text
-from tests.apptest_util import (
-    all_text,
-    chart_data,
-    chart_spec,
-    charts,
-    exceptions,
-    label_parts,
-    label_pattern,
-    open_page,
-    shows_label,
-)
+from tests import apptest_util as au
 from ui.alignment_charts import visible_chars
 from ui.anatomy import md_escape
 from ui.i18n import catalog
@@ -37,19 +27,19 @@ def oracle(text: str):
 
 
 def frame(chart):
-    return chart_data(chart)["data"]
+    return au.chart_data(chart)["data"]
 
 
 def title_of(chart):
     """A chart's title; a title of several lines as one text, its lines joined by newlines."""
-    got = chart_spec(chart).get("title")
+    got = au.chart_spec(chart).get("title")
     got = got.get("text") if isinstance(got, dict) else got
     return "\n".join(got) if isinstance(got, list) else got
 
 
 def titled(at, title: str):
-    found = [c for c in charts(at) if title_of(c) == title]
-    assert found, f"no chart titled {title!r}: {[title_of(c) for c in charts(at)]}"
+    found = [c for c in au.charts(at) if title_of(c) == title]
+    assert found, f"no chart titled {title!r}: {[title_of(c) for c in au.charts(at)]}"
     return found[0]
 
 
@@ -69,8 +59,8 @@ def warnings(at) -> str:
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_heatmap_is_the_models_alignment(lang):
     cat = catalog(lang)
-    at = open_page("alignment", lang)
-    assert exceptions(at) == []
+    at = au.open_page("alignment", lang)
+    assert au.exceptions(at) == []
     assert cat["alignment.title"] in [x.value for x in at.title]
     text = normalize_date_text(cat["alignment.default_date"])
     out, w = oracle(text)
@@ -89,16 +79,16 @@ def test_heatmap_is_the_models_alignment(lang):
 
 
 def test_clicked_row_and_notices_quote_the_numbers():
-    at = open_page("alignment", "en", {"row_map": "2"})                # a click on row 3 keeps ?row_map=2
+    at = au.open_page("alignment", "en", {"row_map": "2"})                # a click on row 3 keeps ?row_map=2
     out, w = oracle(EN["alignment.default_date"])
     row = frame(titled(at, EN["alignment.row_chart"].format(ch="1", t=3)))
     assert np.allclose(row.sort_values("pos")["value"], w[2], atol=1e-6)
     text = notices(at)
     best = int(w[2].argmax())
-    m = re.search(label_pattern("alignment.notice_row", ch="1", w=r"[\d.]+", src=".+?"), text)
+    m = re.search(au.label_pattern("alignment.notice_row", ch="1", w=r"[\d.]+", src=".+?"), text)
     assert m and float(m.group("w")) == pytest.approx(w[2, best], abs=0.005)
     assert m.group("src").split("·")[0] == visible_chars(normalize_date_text(EN["alignment.default_date"]))[best]
-    m = re.search(label_pattern("alignment.notice_peaks", mean=r"[\d.]+"), text)
+    m = re.search(au.label_pattern("alignment.notice_peaks", mean=r"[\d.]+"), text)
     assert m and float(m.group("mean")) == pytest.approx(w.max(1).mean(), abs=0.005)
     table = at.dataframe[0].value
     assert table[EN["alignment.col_weight"]].tolist() == pytest.approx(np.round(w.max(1), 3).tolist())
@@ -107,10 +97,10 @@ def test_clicked_row_and_notices_quote_the_numbers():
 # ---------------------------------------------------------------- the gallery and the forms
 @pytest.mark.parametrize("fmt", ["en_weekday_ordinal", "zh_numerals", "num_compact", "zh_zhou"])
 def test_gallery_loads_a_form_and_the_answer_is_verified(fmt):
-    at = open_page("alignment", "zh")
+    at = au.open_page("alignment", "zh")
     gallery = next(b for b in at.get("button_group") if b.key == "gallery")
     gallery.set_value(fmt).run()
-    assert exceptions(at) == []
+    assert au.exceptions(at) == []
     text = dict(date_forms(dt.date(2017, 3, 5), [fmt]))[fmt]
     assert at.text_input(key="date").value == text
     assert next(b for b in at.get("button_group") if b.key == "gallery").value is None   # ready for another
@@ -122,8 +112,8 @@ def test_gallery_loads_a_form_and_the_answer_is_verified(fmt):
 
 
 def test_one_date_in_several_forms():
-    at = open_page("alignment", "en", params={"day": "1998-11-23"})
-    assert exceptions(at) == [] and at.date_input(key="day").value == dt.date(1998, 11, 23)
+    at = au.open_page("alignment", "en", params={"day": "1998-11-23"})
+    assert au.exceptions(at) == [] and at.date_input(key="day").value == dt.date(1998, 11, 23)
     patterns = {"en_mdy_long": "Month D, YYYY", "en_dmy_abbr_yy": "D Mon YY", "num_ymd_slash": "YYYY/MM/DD",
                 "zh_numerals": "YYYY年M月D日 · 〇一二三"}
     forms = tuple(patterns)
@@ -132,10 +122,10 @@ def test_one_date_in_several_forms():
     spans = {"year": range(0, 4), "month": range(5, 7), "day": range(8, 10)}
     moves = at.dataframe[1].value
     for (fmt, text), o in zip(rendered, outs):
-        charts_ = [c for c in charts(at) if f"“{text}” → {o.output}" in (title_of(c) or "")]
+        charts_ = [c for c in au.charts(at) if f"“{text}” → {o.output}" in (title_of(c) or "")]
         assert len(charts_) == 1
         # two lines, the pattern above the date: one line was cut off with "…" in the narrow column
-        assert chart_spec(charts_[0])["title"] == [patterns[fmt], f"“{text}” → {o.output}"]
+        assert au.chart_spec(charts_[0])["title"] == [patterns[fmt], f"“{text}” → {o.output}"]
         g = grid(frame(charts_[0]))
         assert np.allclose(g, o.alignment.numpy(), atol=1e-6) and np.allclose(g.sum(1), 1, atol=1e-5)
         column = next(c for c in moves.columns if c.endswith(f": {text}"))
@@ -143,7 +133,7 @@ def test_one_date_in_several_forms():
         want = [" ".join(visible_chars(text)[j] for j in focus[k][0]) + f"  ({focus[k][1]:.2f})" for k in spans]
         assert moves[column].tolist() == want
     at.multiselect(key="forms").set_value([]).run()
-    assert exceptions(at) == [] and EN["alignment.err_no_forms"] in warnings(at)
+    assert au.exceptions(at) == [] and EN["alignment.err_no_forms"] in warnings(at)
 
 
 # ---------------------------------------------------------------- bad input
@@ -154,17 +144,18 @@ def test_one_date_in_several_forms():
     ("2017年3月5日 你好", "«你», «好»"),
 ])
 def test_unknown_characters_are_named(text, expect):
-    at = open_page("alignment", "en")
+    at = au.open_page("alignment", "en")
     at.text_input(key="date").set_value(text).run()
-    assert exceptions(at) == []
+    assert au.exceptions(at) == []
     shown = warnings(at)
-    assert shows_label(shown, "alignment.err_unknown") and expect in shown
-    assert not [c for c in charts(at) if (title_of(c) or "").startswith(label_parts("alignment.map_chart")[0])]
+    assert au.shows_label(shown, "alignment.err_unknown") and expect in shown
+    assert not [c for c in au.charts(at) if (title_of(c) or "").startswith(au.label_parts("alignment.map_chart")[0])]
 
 
 def test_unknown_characters_in_chinese():
-    at = open_page("alignment", "zh", params={"date": "2017年3月5日 😀"})
-    assert exceptions(at) == [] and "模型从没见过 " + catalog("zh")["common.quoted"].format(text="😀") in warnings(at)
+    at = au.open_page("alignment", "zh", params={"date": "2017年3月5日 😀"})
+    assert au.exceptions(at) == []
+    assert "模型从没见过 " + catalog("zh")["common.quoted"].format(text="😀") in warnings(at)
 
 
 @pytest.mark.parametrize("text, key, fields", [
@@ -174,60 +165,60 @@ def test_unknown_characters_in_chinese():
     ("1" * 300, "err_long", {"n": 300, "max": 40}),
 ])
 def test_empty_and_overlong_input(text, key, fields):
-    at = open_page("alignment", "en")
+    at = au.open_page("alignment", "en")
     at.text_input(key="date").set_value(text).run()
-    assert exceptions(at) == []
+    assert au.exceptions(at) == []
     assert EN[f"alignment.{key}"].format(**fields) in warnings(at)
 
 
 def test_text_that_is_not_a_date_gets_an_honest_message():
-    at = open_page("alignment", "en")
+    at = au.open_page("alignment", "en")
     at.text_input(key="date").set_value("the moon").run()           # every character is known
-    assert exceptions(at) == []
+    assert au.exceptions(at) == []
     out, w = oracle("the moon")
     assert at.metric[0].value == (out or "—")
-    shown = all_text(at)
-    assert EN["alignment.unconfirmed"].format(out=out) in shown or shows_label(shown, "alignment.not_a_date")
+    shown = au.all_text(at)
+    assert EN["alignment.unconfirmed"].format(out=out) in shown or au.shows_label(shown, "alignment.not_a_date")
 
 
 # ---------------------------------------------------------------- URL, exercise, pitfall
 def test_url_reproduces_date_and_forms():
-    at = open_page("alignment", "zh", params={"date": "5 MAR 17", "day": "2049-12-31"})
-    assert exceptions(at) == []
+    at = au.open_page("alignment", "zh", params={"date": "5 MAR 17", "day": "2049-12-31"})
+    assert au.exceptions(at) == []
     out, w = oracle("5 mar 17")
     assert at.metric[0].value == out
     assert np.allclose(grid(frame(titled(at, ZH["alignment.map_chart"].format(n_out=10, n_in=8)))), w, atol=1e-6)
-    assert any("→ 2049-12-31" in (title_of(c) or "") for c in charts(at))
+    assert any("→ 2049-12-31" in (title_of(c) or "") for c in au.charts(at))
 
 
 def test_exercise_answer_is_where_the_model_looks():
     _, w = oracle("5 mar 17")
     mass = {"day": w[0, [0]].sum(), "month": w[0, [2, 3, 4]].sum(), "year": w[0, [6, 7]].sum()}
     answer = ["day", "month", "year"].index(max(mass, key=mass.get)) if w[0].max() >= 0.3 else 3
-    at = open_page("alignment", "en")
+    at = au.open_page("alignment", "en")
     at.radio(key="al_ex_guess").set_value(answer).run()
     at.button(key="al_ex_reveal").click().run()
-    assert at.success and shows_label(all_text(at), "alignment.ex_explain", year=f"{mass['year']:.2f}")
+    assert at.success and au.shows_label(au.all_text(at), "alignment.ex_explain", year=f"{mass['year']:.2f}")
 
 
 def test_pitfall_batches_the_learners_date_the_tutorials_way():
-    at = open_page("alignment", "en", params={"date": "5 mar 17"})
+    at = au.open_page("alignment", "en", params={"date": "5 mar 17"})
     batched = decode_as_tutorial(M.model, ["5 mar 17", "wednesday, september 27th 2017"], M.src_vocab,
                                  M.tgt_vocab, 12)[0]
     pad = float(batched.alignment[:, 8:].sum(-1).mean())
-    text = all_text(at)
-    assert shows_label(text, "alignment.pit_result", batched=md_escape(batched.output), pad=f"{100 * pad:.0f}%")
+    text = au.all_text(at)
+    assert au.shows_label(text, "alignment.pit_result", batched=md_escape(batched.output), pad=f"{100 * pad:.0f}%")
 
 
 def test_more_forms_than_the_multiselect_allows_are_cut_with_a_message():
     """Issue 10: a client sending all 17 forms (the multiselect allows 6) raised
     StreamlitSelectionCountExceedsMaxError in the session; now the first 6 are used and the learner is told. 4 s."""
-    at = open_page("alignment", "en")
+    at = au.open_page("alignment", "en")
     box = at.multiselect(key="forms")
     every = list(box.options)
     assert len(every) == 17 and box.max_selections == 6
     box.set_value(every).run()
-    assert exceptions(at) == []
+    assert au.exceptions(at) == []
     assert EN["common.err_too_many"].format(n=17, max=6) in warnings(at)
     assert at.multiselect(key="forms").value == every[:6]
-    assert sum(1 for c in charts(at) if " → " in (title_of(c) or "")) >= 6
+    assert sum(1 for c in au.charts(at) if " → " in (title_of(c) or "")) >= 6
