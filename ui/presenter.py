@@ -54,7 +54,7 @@ class Lesson:
     """The steps of one page run. Create it after ``anatomy.header`` and close it with ``end()``."""
 
     def __init__(self, ns: str):
-        self.ns, self.on, self.count = ns, active(), 0
+        self.ns, self.on, self.count, self.kept = ns, active(), 0, 0
         self.known = int(st.session_state.get(f"_present_steps_{ns}", 99))   # steps counted by the last run
         self.current = _current(self.known)
         self.bar = st.empty() if self.on else None
@@ -62,8 +62,12 @@ class Lesson:
     @contextlib.contextmanager
     def step(self, name: str, *, keep: bool = False):
         """One step of the lesson (``name`` only documents it); ``keep``: shown under every step."""
-        self.count += 1
-        key = f"present_keep_{self.count}" if keep else _KEY.format(self.count)
+        if keep:                      # not a step of its own: shown under every step
+            self.kept += 1
+            key = f"present_keep_{self.kept}"
+        else:
+            self.count += 1
+            key = _KEY.format(self.count)
         with st.container(key=key):
             yield
 
