@@ -173,11 +173,10 @@ def size_controls() -> Size:
                                   bind="query-params")
     with b:
         kv_heads = st.slider(t(f"{NS}.ctl_kv_heads"), 1, 128, 8, key="kv_heads", bind="query-params")
-        dtype = st.selectbox(t(f"{NS}.ctl_dtype"), DTYPES, index=1, key="dtype", bind="query-params",
-                             format_func=lambda d: t(f"{NS}.dtype_label", name=d, b=lab.DTYPE_BYTES[d]))
+        dtype = st.selectbox(t(f"{NS}.ctl_dtype"), DTYPES, index=1, key="dtype", bind="query-params")
     with c:
         tokens = st.select_slider(t(f"{NS}.ctl_tokens"), options=TOKENS, value=32768, key="tokens",
-                                  bind="query-params", format_func=lambda n: t(f"{NS}.tokens_label", k=n // 1024))
+                                  bind="query-params")     # no format_func: the URL holds the number itself
     return Size(int(layers), int(kv_heads), int(d_head), str(dtype), int(tokens))
 
 
