@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -158,13 +157,15 @@ def timing_section() -> None:
           n1=count(last["context"]), r1=fixed(last["plain_s"] / last["cached_s"], 1),
           plain=fixed(1e3 * last["plain_s"], 1), cached=fixed(1e3 * last["cached_s"], 2)),
         t(f"{NS}.notice_growth", grow_plain=fixed(last["plain_s"] / first["plain_s"], 1),
-          grow_cached=fixed(last["cached_s"] / first["cached_s"], 1), times=fixed(last["context"] / first["context"], 0)),
+          grow_cached=fixed(last["cached_s"] / first["cached_s"], 1),
+          times=fixed(last["context"] / first["context"], 0)),
     ])
 
 
 def size_controls() -> Size:
     st.subheader(t(f"{NS}.size_heading"))
-    anatomy.formula(r"\text{bytes} = 2 \times L \times h_{kv} \times d_{head} \times b \times n",
+    bytes_word = r"\text{" + t(f"{NS}.formula_bytes") + "}"
+    anatomy.formula(bytes_word + r" = 2 \times L \times h_{kv} \times d_{head} \times b \times n",
                     t(f"{NS}.size_caption"))
     a, b, c = st.columns(3)
     with a:
@@ -203,7 +204,7 @@ def size_section(size: Size) -> None:
            for i, n in enumerate(lab.TABLE_TOKENS)},
     })
     st.dataframe(table, hide_index=True)
-    st.caption(t(f"{NS}.table_caption") + " " + " · ".join(f"[{m.name}]({m.source})" for m, _ in rows))
+    st.caption(t(f"{NS}.table_caption") + " " + " · ".join(f"`{m.source.removeprefix('https://')}`" for m, _ in rows))
     llama2, mistral = rows[1], rows[2]
     anatomy.notice([t(f"{NS}.notice_gqa", a=llama2[0].name, b=mistral[0].name, ga=gib(llama2[1][1]),
                       gb=gib(mistral[1][1]), ratio=fixed(llama2[1][1] / mistral[1][1], 0))])

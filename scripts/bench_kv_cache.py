@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -38,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     contexts = CONTEXTS[:3] if args.quick else CONTEXTS
     started = time.perf_counter()
     rows = lab.timing_curve(contexts, **settings)
-    doc = {"machine": {**machine(), "threads": torch.get_num_threads()}, "settings": {**settings, "contexts": list(contexts)},
+    doc = {"machine": {**machine(), "threads": torch.get_num_threads(), "load_avg_1min": os.getloadavg()[0]},
+           "settings": {**settings, "contexts": list(contexts)},
            "results": [{"context": r.context, "plain_s": r.plain_s, "cached_s": r.cached_s} for r in rows],
            "wall_s": round(time.perf_counter() - started, 1), "date": time.strftime("%Y-%m-%d")}
     args.out.parent.mkdir(parents=True, exist_ok=True)

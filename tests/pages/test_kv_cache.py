@@ -86,7 +86,8 @@ def test_the_recorded_curve_is_the_shipped_file():
     frame = next(iter(chart_data(charts[1]).values()))
     rows = sorted(doc["results"], key=lambda r: r["context"])
     assert frame["context"].tolist() == [r["context"] for r in rows] * 2
-    assert frame["ms"].tolist() == pytest.approx([1e3 * r["plain_s"] for r in rows] + [1e3 * r["cached_s"] for r in rows])
+    expected = [1e3 * r["plain_s"] for r in rows] + [1e3 * r["cached_s"] for r in rows]
+    assert frame["ms"].tolist() == pytest.approx(expected)
 
 
 @pytest.mark.parametrize("content, key", [(None, "common.file_missing"), ("{damaged", "common.file_damaged"),
