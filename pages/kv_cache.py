@@ -48,13 +48,50 @@ class Size(NamedTuple):
 
 # ------------------------------------------------------------------ computation: cached on plain arguments
 @cache_data(max_entries=64, max_bytes=1 * MB)
-def generation(prompt: int, new: int, seed: int) -> lab.Report:
-    return lab.report(prompt, new, seed)
+def comparison(prompt: int, seed: int) -> lab.Report:
+    return lab.report(prompt, lab.MAX_NEW, seed)
+
+
+def generation(prompt: int, new: int, seed: int) -> lab.Summary:
+    return comparison(prompt, seed).upto(new)     # greedy: every length is a prefix of the longest run
 
 
 @cache_data(max_entries=2, max_bytes=1 * MB)
 def live_timing(contexts: tuple[int, ...]) -> list:
     return [tuple(r) for r in lab.timing_curve(contexts, repeats=5)]
+
+
+@cache_data(max_entries=64, max_bytes=2 * MB)
+def grid_data(inputs: Inputs, labels: tuple[str, ...], statuses: tuple[str, ...]) -> pd.DataFrame:
+    """The chart's frame: built once per inputs and language, like the generation itself."""
+    run = generation(*inputs)
+    return grid_frame(run.steps, inputs.prompt + inputs.new - 1, labels, statuses)   # the last token is not fed
+
+
+@cache_data(max_entries=8, max_bytes=1 * MB)
+def live_frame(methods: tuple[str, str]) -> tuple[pd.DataFrame, tuple]:
+    contexts, plain, cached = (list(col) for col in zip(*live_timing(LIVE_CONTEXTS)))
+    return timing_frame(contexts, plain, cached, methods), (contexts[-1], plain[-1], cached[-1])
+
+
+@cache_data(max_entries=8, max_bytes=1 * MB)
+def recorded_frame(rows: tuple, methods: tuple[str, str]) -> pd.DataFrame:
+    return timing_frame([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], methods)
+
+
+@cache_data(max_entries=8, max_bytes=1 * MB)
+def published_table(columns: tuple[str, ...], at_columns: tuple[str, ...], gib_label: str) -> pd.DataFrame:
+    rows = lab.published_sizes()
+    values = [[m.name for m, _ in rows], [m.layers for m, _ in rows], [m.heads for m, _ in rows],
+              [m.kv_heads for m, _ in rows], [m.d_head for m, _ in rows], [m.dtype for m, _ in rows],
+              [count(m.context) for m, _ in rows]]
+    sizes = [[gib_label.format(v=gib(s[i])) for _, s in rows] for i in range(len(lab.TABLE_TOKENS))]
+    return pd.DataFrame(dict(zip(columns + at_columns, values + sizes)))
+
+
+@cache_data(max_entries=2, max_bytes=1 * MB)
+def offset_demo(context: int) -> lab.OffsetDemo:
+    return lab.forgotten_offset(context=context)
 
 
 @cache_data(max_entries=4, max_bytes=1 * MB)
@@ -85,7 +122,8 @@ def controls_section() -> Inputs:
         prompt = st.select_slider(t(f"{NS}.ctl_prompt"), options=PROMPTS, value=6, key="prompt",
                                   bind="query-params")
     with mid:
-        new = st.slider(t(f"{NS}.ctl_new"), min_value=1, max_value=24, value=10, key="new", bind="query-params")
+        new = st.slider(t(f"{NS}.ctl_new"), min_value=1, max_value=lab.MAX_NEW, value=10, key="new",
+                        bind="query-params")
     with right:
         seed = controls.seed()
     return Inputs(int(prompt), int(new), seed)
@@ -96,12 +134,11 @@ def question_section() -> None:
                      answer=1, explanation=t(f"{NS}.ex_explain"))
 
 
-def evidence_section(inputs: Inputs) -> lab.Report:
+def evidence_section(inputs: Inputs) -> lab.Summary:
     run = generation(*inputs)
     labels = [t(f"{NS}.pass_prefill")] + [t(f"{NS}.pass_step", k=k) for k in range(1, len(run.steps))]
     statuses = [t(f"{NS}.status_reused"), t(f"{NS}.status_computed"), t(f"{NS}.status_future")]
-    total = inputs.prompt + inputs.new - 1                       # the last chosen token is never fed back
-    frame = grid_frame(run.steps, total, labels, statuses)
+    frame = grid_data(inputs, tuple(labels), tuple(statuses))
     anatomy.show_chart(cache_grid(frame, x_title=t(f"{NS}.axis_position"), y_title=t(f"{NS}.axis_pass"),
                                   status_title=t(f"{NS}.axis_status"), order=labels, statuses=statuses,
                                   height=max(160, 22 * len(labels) + 90),
@@ -111,7 +148,7 @@ def evidence_section(inputs: Inputs) -> lab.Report:
     return run
 
 
-def notice_section(inputs: Inputs, run: lab.Report) -> None:
+def notice_section(inputs: Inputs, run: lab.Summary) -> None:
     same = t(f"{NS}.same_yes") if run.same_tokens else t(f"{NS}.same_no")
     anatomy.notice([
         t(f"{NS}.notice_diff", diff=sig(run.max_abs_diff), new=inputs.new, same=same),
@@ -126,13 +163,12 @@ def timing_section() -> None:
     st.subheader(t(f"{NS}.timing_heading"))
     st.markdown(t(f"{NS}.timing_intro"))
     methods = [t(f"{NS}.method_plain"), t(f"{NS}.method_cached")]
-    live = live_timing(LIVE_CONTEXTS)
-    contexts, plain, cached = (list(col) for col in zip(*live))
-    anatomy.show_chart(timing_lines(timing_frame(contexts, plain, cached, methods), x_title=t(f"{NS}.axis_context"),
+    frame, (n, plain, cached) = live_frame(tuple(methods))
+    anatomy.show_chart(timing_lines(frame, x_title=t(f"{NS}.axis_context"),
                                     y_title=t(f"{NS}.axis_ms"), method_title=t(f"{NS}.axis_method"),
                                     methods=methods, title=t(f"{NS}.live_title")), key="live")
-    st.caption(t(f"{NS}.live_caption", n=contexts[-1], plain=fixed(1e3 * plain[-1], 2),
-                 cached=fixed(1e3 * cached[-1], 2), ratio=fixed(plain[-1] / cached[-1], 1)))
+    st.caption(t(f"{NS}.live_caption", n=n, plain=fixed(1e3 * plain, 2), cached=fixed(1e3 * cached, 2),
+                 ratio=fixed(plain / cached, 1)))
     doc = recorded_curve()
     if isinstance(doc, Unavailable):
         if doc.missing:
@@ -142,8 +178,8 @@ def timing_section() -> None:
                             detail=anatomy.md_escape(doc.detail))
         return
     rows = sorted(doc["results"], key=lambda r: r["context"])
-    anatomy.show_chart(timing_lines(timing_frame([r["context"] for r in rows], [r["plain_s"] for r in rows],
-                                                 [r["cached_s"] for r in rows], methods),
+    recorded = recorded_frame(tuple((r["context"], r["plain_s"], r["cached_s"]) for r in rows), tuple(methods))
+    anatomy.show_chart(timing_lines(recorded,
                                     x_title=t(f"{NS}.axis_context"), y_title=t(f"{NS}.axis_ms"),
                                     method_title=t(f"{NS}.axis_method"), methods=methods,
                                     title=t(f"{NS}.recorded_title")), key="recorded")
@@ -192,17 +228,9 @@ def size_section(size: Size) -> None:
     st.markdown(t(f"{NS}.size_explain", L=size.layers, h=size.kv_heads, d=size.d_head, b=lab.DTYPE_BYTES[size.dtype],
                   per=count(per_token), n=count(size.tokens), total=count(total)))
     rows = lab.published_sizes()
-    table = pd.DataFrame({
-        t(f"{NS}.col_model"): [m.name for m, _ in rows],
-        t(f"{NS}.col_layers"): [m.layers for m, _ in rows],
-        t(f"{NS}.col_heads"): [m.heads for m, _ in rows],
-        t(f"{NS}.col_kv_heads"): [m.kv_heads for m, _ in rows],
-        t(f"{NS}.col_d_head"): [m.d_head for m, _ in rows],
-        t(f"{NS}.col_dtype"): [m.dtype for m, _ in rows],
-        t(f"{NS}.col_context"): [count(m.context) for m, _ in rows],
-        **{t(f"{NS}.col_at", k=n // 1024): [t(f"{NS}.gib", v=gib(s[i])) for _, s in rows]
-           for i, n in enumerate(lab.TABLE_TOKENS)},
-    })
+    names = ("model", "layers", "heads", "kv_heads", "d_head", "dtype", "context")
+    table = published_table(tuple(t(f"{NS}.col_{c}") for c in names),
+                            tuple(t(f"{NS}.col_at", k=n // 1024) for n in lab.TABLE_TOKENS), t(f"{NS}.gib"))
     st.dataframe(table, hide_index=True)
     st.caption(t(f"{NS}.table_caption") + " " + " · ".join(f"`{m.source.removeprefix('https://')}`" for m, _ in rows))
     llama2, mistral = rows[1], rows[2]
@@ -211,7 +239,7 @@ def size_section(size: Size) -> None:
 
 
 def forgotten_offset_demo() -> None:
-    demo = lab.forgotten_offset(context=32)
+    demo = offset_demo(32)
     st.markdown(t(f"{NS}.pit_demo", n=demo.context, diff=fixed(demo.max_weight_diff, 3), moved=pct(demo.moved, 1)))
 
 

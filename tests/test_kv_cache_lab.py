@@ -31,8 +31,12 @@ def test_each_pass_computes_what_the_page_says():
     assert [s[:2] for s in c.cached.steps] == [(0, 5)] + [(5 + k, 1) for k in range(6)]
     assert [s[:2] for s in c.plain.steps] == [(0, 5 + k) for k in range(7)]
     assert c.rows_plain == 7 * 5 + 7 * 6 // 2 and c.rows_cached == 5 + 6      # closed forms
-    r = lab.report(5, 7, 0)
-    assert r.same_tokens and r.max_abs_diff < 1e-5 and r.rows_plain == c.rows_plain
+    full = lab.report(5, 16, 0)
+    r = full.upto(7)                                     # a prefix of the longer run is the shorter run
+    assert r.steps == [s[:2] for s in c.cached.steps] and r.tokens == c.cached.tokens
+    assert r.same_tokens and r.max_abs_diff == pytest.approx(c.max_abs_diff, abs=1e-6) and r.max_abs_diff < 1e-5
+    assert (r.rows_plain, r.rows_cached) == (c.rows_plain, c.rows_cached)
+    assert r.cache_bytes == c.cached.cache_bytes == full.cache_bytes[6]
 
 
 @pytest.mark.parametrize("layers, heads, kv_heads, d_model, dtype", [(2, 4, 2, 32, torch.float32),

@@ -13,6 +13,7 @@ values never change.
 """
 from __future__ import annotations
 
+import functools
 import json
 import time
 from pathlib import Path
@@ -65,6 +66,11 @@ class TinyDecoder(nn.Module):
         return self.head(self.ln_f(x))
 
 
+@functools.lru_cache(maxsize=4)             # a few seeds' models (~0.4 MB each), never changed after building
+def demo_model(seed: int) -> TinyDecoder:
+    return build_model(**DEMO, seed=seed)
+
+
 def build_model(layers: int = 2, d_model: int = 64, num_heads: int = 4, num_kv_heads: int = 2,
                 seed: int = 0) -> TinyDecoder:
     """An untrained TinyDecoder with seeded random weights, in eval mode."""
@@ -83,6 +89,7 @@ class Step(NamedTuple):
     cached_before: int      # rows of K/V read from the cache (0 without one)
     computed: int           # rows of K/V (and of q, the MLP ...) computed in this pass
     token: int              # the token this pass chose
+    cache_bytes: int = 0    # bytes held by all layers' caches after this pass (0 without a cache)
 
 
 class Generation(NamedTuple):
@@ -92,7 +99,7 @@ class Generation(NamedTuple):
     cache_bytes: int        # bytes held by all layers' caches at the end (0 without a cache)
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def generate_without_cache(model: TinyDecoder, prompt: list[int], new_tokens: int) -> Generation:
     """Each step runs the model over the whole sequence so far: every K/V row is recomputed."""
     tokens, rows, steps = list(prompt), [], []
@@ -105,7 +112,7 @@ def generate_without_cache(model: TinyDecoder, prompt: list[int], new_tokens: in
     return Generation(tokens, torch.stack(rows), steps, 0)
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def generate_with_cache(model: TinyDecoder, prompt: list[int], new_tokens: int) -> Generation:
     """Prefill the prompt once, then feed only the newest token; its k, v are appended to each layer's cache."""
     caches = model.new_caches()
@@ -115,7 +122,7 @@ def generate_with_cache(model: TinyDecoder, prompt: list[int], new_tokens: int) 
         before = len(caches[0])
         logits = model(torch.tensor([new]), caches)[0, -1]
         token = int(logits.argmax())
-        steps.append(Step(before, len(new), token))
+        steps.append(Step(before, len(new), token, sum(c.nbytes() for c in caches)))
         rows.append(logits)
         tokens.append(token)
         new = [token]                                           # the next step computes only this token
@@ -133,7 +140,7 @@ class Comparison(NamedTuple):
 
 def compare(prompt_len: int, new_tokens: int, seed: int = 0) -> Comparison:
     """Generate ``new_tokens`` after a random prompt both ways with the same model (DEMO)."""
-    model = build_model(**DEMO, seed=seed)
+    model = demo_model(seed)
     prompt = prompt_ids(prompt_len, seed)
     plain = generate_without_cache(model, prompt, new_tokens)
     cached = generate_with_cache(model, prompt, new_tokens)
@@ -143,20 +150,43 @@ def compare(prompt_len: int, new_tokens: int, seed: int = 0) -> Comparison:
 
 
 class Report(NamedTuple):
-    """What the page shows of a comparison, as plain values (picklable, cacheable)."""
+    """What the page shows of a comparison, as plain values (picklable, cacheable), for the first ``new`` tokens.
+
+    Greedy generation of k tokens is the first k steps of generating more, so one comparison at the largest
+    length serves every shorter one (``report(prompt, MAX_NEW, seed).upto(new)``)."""
     steps: list             # (rows read from the cache, rows computed) of each pass with the cache
-    tokens: list            # prompt + generated
+    plain_computed: list    # rows computed by each pass without it
+    tokens_plain: list      # prompt + generated, both ways
+    tokens_cached: list
+    step_diffs: list        # max |logit difference| of each generated position
+    cache_bytes: list       # bytes held by all layers' caches after each pass
+
+    def upto(self, new: int) -> Summary:
+        prompt = len(self.tokens_cached) - len(self.steps)
+        return Summary(self.steps[:new], self.tokens_cached[:prompt + new],
+                       self.tokens_plain[:prompt + new] == self.tokens_cached[:prompt + new],
+                       max(self.step_diffs[:new]), sum(self.plain_computed[:new]),
+                       sum(c for _, c in self.steps[:new]), self.cache_bytes[new - 1])
+
+
+class Summary(NamedTuple):
+    steps: list
+    tokens: list
     same_tokens: bool
     max_abs_diff: float
-    rows_plain: int
+    rows_plain: int         # K/V rows computed per layer, without / with the cache
     rows_cached: int
-    cache_bytes: int
+    cache_bytes: int        # held at the end
 
 
-def report(prompt_len: int, new_tokens: int, seed: int = 0) -> Report:
+MAX_NEW = 16
+
+
+def report(prompt_len: int, new_tokens: int = MAX_NEW, seed: int = 0) -> Report:
     c = compare(prompt_len, new_tokens, seed)
-    return Report([(s.cached_before, s.computed) for s in c.cached.steps], c.cached.tokens, c.same_tokens,
-                  c.max_abs_diff, c.rows_plain, c.rows_cached, c.cached.cache_bytes)
+    return Report([(s.cached_before, s.computed) for s in c.cached.steps], [s.computed for s in c.plain.steps],
+                  c.plain.tokens, c.cached.tokens, (c.plain.logits - c.cached.logits).abs().amax(-1).tolist(),
+                  [s.cache_bytes for s in c.cached.steps])
 
 
 # ------------------------------------------------------------------ time per token
