@@ -112,3 +112,10 @@ def test_bad_url_values_get_a_message_not_a_traceback():
     assert at.warning and any("\u4e00" <= ch <= "\u9fff" for ch in at.warning[0].value)
     assert len(at.get("vega_lite_chart")) >= 2
     assert all("<b>" not in m.value for m in at.markdown)
+
+
+def test_presenter_mode_steps_through_the_lesson():
+    at = open_page("kv_cache", "en", {"present": "1", "step": "3"})
+    assert exceptions(at) == []
+    steps = at.session_state["_present_steps_kv_cache"]
+    assert steps == 7 and any(m.value == f"Step 3 of {steps}" for m in at.markdown)
