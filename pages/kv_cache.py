@@ -71,7 +71,8 @@ def grid_data(inputs: Inputs, labels: tuple[str, ...], statuses: tuple[str, ...]
 @cache_data(max_entries=8, max_bytes=1 * MB)
 def live_frame(methods: tuple[str, str]) -> tuple[pd.DataFrame, tuple]:
     contexts, plain, cached = (list(col) for col in zip(*live_timing(LIVE_CONTEXTS)))
-    return timing_frame(contexts, plain, cached, methods), (contexts[-1], plain[-1], cached[-1])
+    ends = (contexts[0], plain[0], cached[0], contexts[-1], plain[-1], cached[-1])
+    return timing_frame(contexts, plain, cached, methods), ends
 
 
 @cache_data(max_entries=8, max_bytes=1 * MB)
@@ -163,12 +164,12 @@ def timing_section() -> None:
     st.subheader(t(f"{NS}.timing_heading"))
     st.markdown(t(f"{NS}.timing_intro"))
     methods = [t(f"{NS}.method_plain"), t(f"{NS}.method_cached")]
-    frame, (n, plain, cached) = live_frame(tuple(methods))
+    frame, (n0, plain0, cached0, n, plain, cached) = live_frame(tuple(methods))
     anatomy.show_chart(timing_lines(frame, x_title=t(f"{NS}.axis_context"),
                                     y_title=t(f"{NS}.axis_ms"), method_title=t(f"{NS}.axis_method"),
                                     methods=methods, title=t(f"{NS}.live_title")), key="live")
     st.caption(t(f"{NS}.live_caption", n=n, plain=fixed(1e3 * plain, 2), cached=fixed(1e3 * cached, 2),
-                 ratio=fixed(plain / cached, 1)))
+                 ratio=fixed(plain / cached, 1), n0=n0, ratio0=fixed(plain0 / cached0, 1)))
     doc = recorded_curve()
     if isinstance(doc, Unavailable):
         if doc.missing:
@@ -191,7 +192,7 @@ def timing_section() -> None:
     anatomy.notice([
         t(f"{NS}.notice_recorded", n0=count(first["context"]), r0=fixed(first["plain_s"] / first["cached_s"], 1),
           n1=count(last["context"]), r1=fixed(last["plain_s"] / last["cached_s"], 1),
-          plain=fixed(1e3 * last["plain_s"], 1), cached=fixed(1e3 * last["cached_s"], 2)),
+          plain=sig(1e3 * last["plain_s"]), cached=sig(1e3 * last["cached_s"])),
         t(f"{NS}.notice_growth", grow_plain=fixed(last["plain_s"] / first["plain_s"], 1),
           grow_cached=fixed(last["cached_s"] / first["cached_s"], 1),
           times=fixed(last["context"] / first["context"], 0)),
