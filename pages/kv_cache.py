@@ -142,9 +142,10 @@ def evidence_section(inputs: Inputs) -> lab.Summary:
     frame = grid_data(inputs, tuple(labels), tuple(statuses))
     anatomy.show_chart(cache_grid(frame, x_title=t(f"{NS}.axis_position"), y_title=t(f"{NS}.axis_pass"),
                                   status_title=t(f"{NS}.axis_status"), order=labels, statuses=statuses,
-                                  height=max(160, 22 * len(labels) + 90),
+                                  height=max(160, 22 * len(labels) + 60),
                                   title=t(f"{NS}.grid_title", prompt=inputs.prompt, new=inputs.new)), key="grid")
-    st.caption(t(f"{NS}.grid_caption", L=lab.DEMO["layers"], d=lab.DEMO["d_model"], h=lab.DEMO["num_heads"],
+    st.caption(t(f"{NS}.grid_caption", prompt=inputs.prompt, new=inputs.new, L=lab.DEMO["layers"],
+                 d=lab.DEMO["d_model"], h=lab.DEMO["num_heads"],
                  h_kv=lab.DEMO["num_kv_heads"]))
     return run
 

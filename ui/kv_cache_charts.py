@@ -36,7 +36,7 @@ def cache_grid(frame, *, x_title: str, y_title: str, status_title: str, order=()
         y=alt.Y("pass:N", sort=order, title=y_title),
         color=alt.Color("status:N", title=status_title,
                         scale=alt.Scale(domain=statuses, range=list(STATUS_COLORS)),
-                        legend=alt.Legend(orient="bottom")),
+                        legend=alt.Legend(orient="bottom", direction="vertical")),   # fits a 390 px phone
         tooltip=[alt.Tooltip("pass:N", title=y_title), alt.Tooltip("position:O", title=x_title),
                  alt.Tooltip("status:N", title=status_title)],
     ).properties(height=height, autosize=FIT_X)
