@@ -189,6 +189,8 @@ def timing_section() -> None:
     settings, machine = doc["settings"], doc["machine"]
     st.caption(t(f"{NS}.recorded_caption", layers=settings.get("layers", "?"), d=settings.get("d_model", "?"),
                  cpu=anatomy.md_escape(str(machine.get("cpu", "?"))), date=anatomy.md_escape(str(doc.get("date", "?"))),
+                 load=anatomy.md_escape(str(round(machine["load_avg_1min"], 1)) if isinstance(
+                     machine.get("load_avg_1min"), (int, float)) else "?"),
                  command=BENCH_COMMAND))
     anatomy.notice([
         t(f"{NS}.notice_recorded", n0=count(first["context"]), r0=fixed(first["plain_s"] / first["cached_s"], 1),
