@@ -24,7 +24,7 @@ class PageSpec:
         return ROOT / self.path
 
 
-SECTIONS = ("start", "foundations", "transformer", "efficiency", "learned", "review")
+SECTIONS = ("start", "foundations", "transformer", "efficiency", "modern", "learned", "review")
 
 PAGES: tuple[PageSpec, ...] = (
     PageSpec("home", "start", ":material/home:"),
@@ -36,6 +36,7 @@ PAGES: tuple[PageSpec, ...] = (
     PageSpec("encoder", "transformer", ":material/layers:"),
     PageSpec("cross_attention", "transformer", ":material/compare_arrows:"),
     PageSpec("efficiency", "efficiency", ":material/speed:"),
+    PageSpec("kv_cache", "modern", ":material/memory:"),
     PageSpec("bottleneck", "learned", ":material/filter_alt:"),
     PageSpec("alignment", "learned", ":material/translate:"),
     PageSpec("pronoun", "learned", ":material/psychology:"),
