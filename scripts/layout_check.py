@@ -66,10 +66,10 @@ def launch_browser(playwright):
 
 
 # True once the script is idle, no skeleton is left and every visible chart has drawn its SVG.
-IDLE_JS = """() => {
+IDLE_JS = """(needTitle = true) => {
   const app = document.querySelector('[data-testid=stApp]');
   if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
-  if (!document.querySelector('[data-testid=stMain] h1')) return false;
+  if (needTitle && !document.querySelector('[data-testid=stMain] h1')) return false;
   if (document.querySelector('[data-testid=stSkeleton]')) return false;
   for (const c of document.querySelectorAll('[data-testid=stVegaLiteChart]')) {
     const r = c.getBoundingClientRect();
@@ -81,10 +81,12 @@ IDLE_JS = """() => {
 }"""
 
 
-def wait_idle(page, timeout_ms: int = 90_000, settle_ms: int = 300) -> None:
-    page.wait_for_function(IDLE_JS, timeout=timeout_ms, polling=50)
+def wait_idle(page, timeout_ms: int = 90_000, settle_ms: int = 300, title: bool = True) -> None:
+    """Until the script is idle, no skeleton is left and every visible chart is drawn (and the page's title is
+    shown, unless ``title`` is False), twice ``settle_ms`` apart."""
+    page.wait_for_function(IDLE_JS, arg=title, timeout=timeout_ms, polling=50)
     page.wait_for_timeout(settle_ms)
-    page.wait_for_function(IDLE_JS, timeout=timeout_ms, polling=50)
+    page.wait_for_function(IDLE_JS, arg=title, timeout=timeout_ms, polling=50)
 
 
 # ----------------------------------------------------------------------------------------------- the check
