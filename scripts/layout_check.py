@@ -218,9 +218,12 @@ CHECK_JS = r"""(args) => {
       const cs = getComputedStyle(e);
       if (!/(auto|scroll)/.test(cs.overflowX) || e.scrollWidth <= e.clientWidth + 1) continue;
       const host = e.closest('[data-testid]');
-      const what = host ? host.getAttribute('data-testid') : e.tagName.toLowerCase();
+      const tex = e.querySelector('annotation[encoding="application/x-tex"]');
+      const what = e === main ? 'main area' : tex ? 'formula' : e.querySelector('[role=tablist]') || e.getAttribute('role') === 'tablist' ? 'tab bar'
+                 : host ? host.getAttribute('data-testid') : e.tagName.toLowerCase();
+      const words = tex ? tex.textContent : (e.innerText || '');
       findings.push({tab: tabPath(e), chart: -1, title: '', kind: 'h-scroll', role: what,
-                     text: (e.innerText || '').trim().replace(/\s+/g, ' ').slice(0, 60),
+                     text: [...words.trim().replace(/\s+/g, ' ')].slice(0, 70).join(''),
                      detail: `${e.scrollWidth} px of content in ${e.clientWidth}`});
     }
   }
@@ -367,7 +370,7 @@ def main() -> None:
     print(f"\n{total} problems on {len(reports)} page views ({by_kind}); "
           f"{sum(bool(r.error) for r in reports)} page errors; {time.perf_counter() - t0:.0f} s")
     if a.json:
-        a.json.write_text(json.dumps([asdict(r) for r in reports], ensure_ascii=False, indent=1))
+        a.json.write_text(json.dumps([asdict(r) for r in reports], ensure_ascii=False, indent=1), errors="replace")
     sys.exit(1 if total or any(r.error for r in reports) else 0)
 
 
