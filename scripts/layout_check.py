@@ -13,7 +13,8 @@ too), and each Vega chart that is visible is read from its SVG (the app's charts
   text's own box in its rotated frame (getBBox through getScreenCTM, so rotated axis labels are compared as rotated
   rectangles, separating-axis test) with the height cut to the font size (the em box: Chromium's box adds line gap).
 - ``dropped-quoted``: Vega hid an axis/legend label for overlap (``labelOverlap``: opacity 0) and the page's text
-  (outside charts) quotes that label as a word; purely numeric labels are not matched (too many false hits).
+  (outside charts) quotes that label as a word (a Chinese label: as a substring); purely numeric labels are not
+  matched (too many false hits).
   Hidden labels that nobody quotes are counted per chart (``dropped`` in the chart record), not flagged.
 - ``h-scroll``: at 390 px, the page or the main area scrolls sideways, or an element inside the main area
   (a formula, a tab bar, a table) has content wider than itself and scrolls sideways; code blocks (``stCode``)
@@ -158,6 +159,7 @@ CHECK_JS = r"""(args) => {
   const esc = s => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
   const quoted = s => {
     if (!s || /^[-+−\d.,:%eE\s]+$/.test(s) || s.length < 2) return false;
+    if (/[\u3400-\u9fff]/.test(s)) return prose.includes(s);      // Chinese has no spaces between words
     return new RegExp('(^|[^\\p{L}\\p{N}_])' + esc(s) + '($|[^\\p{L}\\p{N}_])', 'u').test(prose);
   };
   const charts = [], findings = [];
