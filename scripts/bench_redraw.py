@@ -9,7 +9,8 @@ What is measured, in headless Chromium (1280x720) against a real ``streamlit run
    Vega chart drawn (twice, 300 ms apart), then 500 ms more.
 2. The control (main area or sidebar): the number input whose label says "seed" (else the first number input)
    is stepped with its "+" button (ArrowUp in the input when it is too narrow to show the button); a page with
-   neither gets its first slider moved one step with the arrow key (right, or left when there is no room). Each
+   neither gets its first slider moved one step with the arrow key (right, or left when there is no room); a page
+   with only a text input (alignment's date) gets a new date typed and Enter pressed (the clock starts at Enter). Each
    press is a value never used in this server's life, so no cache answers it. One press warms up (reported as
    ``first_ms``, not in the median), then ``-n`` presses are timed.
 3. Start: the ``click`` event of the press (a capturing listener, ``performance.now()`` in the page).
@@ -47,6 +48,10 @@ from scripts.server import start_server  # noqa: E402
 BUDGET_MS = 300
 FLOOR = pathlib.Path("/work/shared/reference/bare_floor_app.py")
 QUIET_MS = 600
+# the values typed into a text input (a page whose only control is text, e.g. alignment's date): new dates
+TEXT_VALUES = [f"{m} {d}, {y}" for m, d, y in zip(["June", "March", "October", "July", "May", "August", "April",
+                                                   "November", "February", "September"], range(3, 30, 2),
+                                                  range(2011, 2031, 2))]
 
 # Installed before any page script: marks the press, every chart mutation (and its next frame) and every script run.
 PROBE_JS = """(() => {
@@ -105,6 +110,8 @@ FIND_JS = r"""() => {
     const v = +th.getAttribute('aria-valuenow'), lo = +th.getAttribute('aria-valuemin'), hi = +th.getAttribute('aria-valuemax');
     return {kind: 'slider', index: j, label: label(sliders[j]), value: v, min: lo, max: hi};
   }
+  const texts = [...main.querySelectorAll('[data-testid=stTextInput]')].filter(e => e.getBoundingClientRect().width > 0);
+  if (texts.length) return {kind: 'text', index: 0, label: label(texts[0])};
   return null;
 }"""
 
@@ -130,7 +137,7 @@ def measure_page(browser, url: str, n: int, title: bool = True) -> dict:
         out["load_bytes"] = received[0]
         ctl = page.evaluate(FIND_JS)
         if ctl is None:
-            out["error"] = "no number input or slider to change"
+            out["error"] = "no number input, slider or text input to change"
             return out
         out["control"] = f"{ctl['kind']} “{ctl['label']}”"
         main = page.locator("[data-testid=stApp]")
@@ -144,7 +151,7 @@ def measure_page(browser, url: str, n: int, title: bool = True) -> dict:
             else:
                 out["control"] += " (ArrowUp: no + button at this width)"
                 press = lambda: box.press("ArrowUp")  # noqa: E731
-        else:
+        elif ctl["kind"] == "slider":
             target = main.locator("[data-testid=stSlider]").nth(ctl["index"])
             thumb = target.locator("[role=slider]")
             room_right = ctl["max"] - ctl["value"]
@@ -152,6 +159,14 @@ def measure_page(browser, url: str, n: int, title: bool = True) -> dict:
             value = lambda: thumb.get_attribute("aria-valuenow")  # noqa: E731
             thumb.focus()
             press = lambda: thumb.press(key)  # noqa: E731
+        elif ctl["kind"] == "text":
+            box = main.locator("[data-testid=stTextInput]").nth(ctl["index"]).locator("input")
+            value = lambda: box.input_value()  # noqa: E731
+            fresh = iter(TEXT_VALUES)
+
+            def press():
+                box.fill(next(fresh))       # no key events: the clock starts at Enter's keydown
+                box.press("Enter")
         times, scripts, redrawn, payloads = [], [], [], []
         for i in range(n + 1):
             wait_idle(page, title=title)
