@@ -72,6 +72,7 @@ IDLE_JS = """(needTitle = true) => {
   if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
   if (needTitle && !document.querySelector('[data-testid=stMain] h1')) return false;
   if (document.querySelector('[data-testid=stSkeleton]')) return false;
+  if (document.querySelector('[data-testid=stMain] [data-testid=stException]')) return true;   // crashed: report it
   for (const c of document.querySelectorAll('[data-testid=stVegaLiteChart]')) {
     const r = c.getBoundingClientRect();
     if (r.width === 0 && r.height === 0) continue;            // in a closed tab or expander
@@ -220,10 +221,10 @@ CHECK_JS = r"""(args) => {
       const cs = getComputedStyle(e);
       if (!/(auto|scroll)/.test(cs.overflowX) || e.scrollWidth <= e.clientWidth + 1) continue;
       const host = e.closest('[data-testid]');
-      const tex = e.querySelector('annotation[encoding="application/x-tex"]');
+      const tex = e === main ? null : e.querySelector('annotation[encoding="application/x-tex"]');
       const what = e === main ? 'main area' : tex ? 'formula' : e.querySelector('[role=tablist]') || e.getAttribute('role') === 'tablist' ? 'tab bar'
                  : host ? host.getAttribute('data-testid') : e.tagName.toLowerCase();
-      const words = tex ? tex.textContent : (e.innerText || '');
+      const words = tex ? tex.textContent : e === main ? '' : (e.innerText || '');
       findings.push({tab: tabPath(e), chart: -1, title: '', kind: 'h-scroll', role: what,
                      text: [...words.trim().replace(/\s+/g, ' ')].slice(0, 70).join(''),
                      detail: `${e.scrollWidth} px of content in ${e.clientWidth}`});

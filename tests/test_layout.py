@@ -3,13 +3,14 @@ dropped while the page quotes it, and nothing scrolling sideways on a phone (iss
 scripts/layout_check.py, which also prints the full list for a checkout).
 
 By default a representative subset of page views runs (about 2 minutes on a loaded 2-core machine): the pages with
-the densest charts, in both languages and at both sizes. ``LAYOUT=all`` checks every page in both languages at both
+the densest charts (cells with numbers, tabs, legends, formulas), each language at each size. ``LAYOUT=all`` checks every page in both languages at both
 sizes (64 page views, about 10 minutes). A planted app first shows that the checker finds each kind of problem
 and passes a clean chart.
 """
 import os
 import pathlib
 import shutil
+import subprocess
 import tempfile
 import textwrap
 
@@ -30,9 +31,8 @@ if shutil.which("chromium") is None:
 sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
 
 # (page, language, viewport): heatmaps with numbers in cells, many tabs, legends, long axis titles, formulas
-SUBSET = [("multihead", "en", "1280x720"), ("multihead", "zh", "390x844"),
-          ("efficiency", "zh", "1280x720"), ("efficiency", "en", "390x844"),
-          ("positional", "en", "1280x720"), ("pronoun", "zh", "390x844")]
+SUBSET = [("multihead", "en", "1280x720"), ("efficiency", "zh", "390x844"),
+          ("pronoun", "zh", "1280x720"), ("positional", "en", "390x844")]
 if os.environ.get("LAYOUT") == "all":
     VIEWS = [(k, lang, vp) for k in page_keys(ROOT) for lang in ("en", "zh") for vp in VIEWPORTS]
 else:
@@ -66,6 +66,15 @@ st.latex(r"\\mathrm{" + "+".join(["softmax(QK^T/\\\\sqrt{d_k})V"] * 6) + "}")   
 '''
 
 
+def stop(proc):
+    proc.terminate()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+
+
 @pytest.fixture(scope="module")
 def browser():
     with sync_playwright() as p:
@@ -82,8 +91,7 @@ def test_the_checker_finds_each_planted_problem_and_passes_a_clean_chart(browser
             wide = check_page(browser, proc.base, "home", "en", "1280x720")
             phone = check_page(browser, proc.base, "home", "en", "390x844")
         finally:
-            proc.terminate()
-            proc.wait(10)
+            stop(proc)
     assert wide.error == "" and phone.error == "", (wide.error, phone.error)
     kinds = {(f.chart, f.kind) for f in wide.findings}
     lines = "\n".join(f.line() for f in wide.findings)
@@ -102,8 +110,7 @@ def test_the_checker_finds_each_planted_problem_and_passes_a_clean_chart(browser
 def server():
     proc = start_server(ROOT)
     yield proc.base
-    proc.terminate()
-    proc.wait(10)
+    stop(proc)
 
 
 @pytest.mark.parametrize("key,lang,viewport", VIEWS)
