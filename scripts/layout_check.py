@@ -70,9 +70,9 @@ def launch_browser(playwright):
 IDLE_JS = """(needTitle = true) => {
   const app = document.querySelector('[data-testid=stApp]');
   if (!app || app.getAttribute('data-test-script-state') !== 'notRunning') return false;
+  if (document.querySelector('[data-testid=stMain] [data-testid=stException]')) return true;   // crashed: report it
   if (needTitle && !document.querySelector('[data-testid=stMain] h1')) return false;
   if (document.querySelector('[data-testid=stSkeleton]')) return false;
-  if (document.querySelector('[data-testid=stMain] [data-testid=stException]')) return true;   // crashed: report it
   for (const c of document.querySelectorAll('[data-testid=stVegaLiteChart]')) {
     const r = c.getBoundingClientRect();
     if (r.width === 0 && r.height === 0) continue;            // in a closed tab or expander
