@@ -2,9 +2,9 @@
 dropped while the page quotes it, and nothing scrolling sideways on a phone (issue 13 §2; the checks are defined in
 scripts/layout_check.py, which also prints the full list for a checkout).
 
-By default a representative subset of page views runs (about 2 minutes on a loaded 2-core machine): the pages with
+By default a representative subset of page views runs (about 2-2.5 minutes on a loaded 2-core machine): the pages with
 the densest charts (cells with numbers, tabs, legends, formulas), each language at each size. ``LAYOUT=all`` checks every page in both languages at both
-sizes (64 page views, about 10 minutes). A planted app first shows that the checker finds each kind of problem
+sizes (64 page views, about 15 minutes). A planted app first shows that the checker finds each kind of problem
 and passes a clean chart.
 """
 import os
