@@ -1,0 +1,121 @@
+"""Every chart legible at 1280x720 (projector) and 390x844 (phone): no chart text clipped, truncated, overlapping or
+dropped while the page quotes it, and nothing scrolling sideways on a phone (issue 13 §2; the checks are defined in
+scripts/layout_check.py, which also prints the full list for a checkout).
+
+By default a representative subset of page views runs (about 2-2.5 minutes on a loaded 2-core machine): the pages with
+the densest charts (cells with numbers, tabs, legends, formulas), each language at each size. ``LAYOUT=all`` checks every page in both languages at both
+sizes (64 page views, about 15 minutes). A planted app first shows that the checker finds each kind of problem
+and passes a clean chart.
+"""
+import os
+import pathlib
+import shutil
+import subprocess
+import tempfile
+import textwrap
+
+import pytest
+
+from scripts.layout_check import VIEWPORTS, check_page, launch_browser, page_keys
+from scripts.server import start_server
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+SHOTS = ROOT / "shots" / "layout"
+
+if shutil.which("chromium") is None:
+    if os.environ.get("CI"):
+        raise RuntimeError("CI must install Debian's chromium for the browser tests (.ci/run does)")
+    pytest.skip("no chromium on this machine: `apt-get install -y chromium` to run the layout tests",
+                allow_module_level=True)
+
+sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+
+# (page, language, viewport): heatmaps with numbers in cells, many tabs, legends, long axis titles, formulas
+SUBSET = [("multihead", "en", "1280x720"), ("efficiency", "zh", "390x844"),
+          ("pronoun", "zh", "1280x720"), ("positional", "en", "390x844")]
+if os.environ.get("LAYOUT") == "all":
+    VIEWS = [(k, lang, vp) for k in page_keys(ROOT) for lang in ("en", "zh") for vp in VIEWPORTS]
+else:
+    VIEWS = [v for v in SUBSET if (ROOT / "pages" / f"{v[0]}.py").exists()]
+
+PLANTED = '''
+import altair as alt
+import pandas as pd
+import streamlit as st
+
+st.title("planted")
+labels = [f"word{i}" for i in range(40)]
+st.markdown("The page quotes every label: " + " ".join(labels))
+n = 24                                            # 0: numbers in 24x24 cells of a 240 px heatmap overlap
+cells = pd.DataFrame([(f"t{i}", f"t{j}", (i * j % 7) / 7) for i in range(n) for j in range(n)], columns=list("qkw"))
+base = alt.Chart(cells, width=240, height=240).encode(x="k:N", y="q:N")
+st.altair_chart(base.mark_rect().encode(color="w:Q") + base.mark_text().encode(text=alt.Text("w:Q", format=".2f")),
+                use_container_width=False)
+legend = pd.DataFrame({"x": [1, 2], "y": [1, 2], "c": ["a very long legend label that will not fit", "b"]})
+st.altair_chart(alt.Chart(legend).mark_point().encode(x="x:Q", y="y:Q", color=alt.Color(
+    "c:N", legend=alt.Legend(labelLimit=60))), use_container_width=False)                       # 1: truncated
+outside = pd.DataFrame({"x": [50, 300], "t": ["inside", "far outside"]})
+st.altair_chart(alt.Chart(outside, width=150, height=60, autosize="none").mark_text(clip=False).encode(
+    x=alt.X("x:Q", scale=alt.Scale(domain=[0, 100]), axis=None), text="t:N"), use_container_width=False)  # 2: clipped
+many = pd.DataFrame({"k": labels, "v": range(40)})
+st.altair_chart(alt.Chart(many, width=120).mark_bar().encode(x=alt.X("k:N", sort=labels, axis=alt.Axis(
+    labelOverlap=True, labelAngle=0)), y="v:Q"), use_container_width=False)                     # 3: dropped, quoted
+clean = pd.DataFrame({"k": ["a", "b", "c"], "v": [1, 2, 3]})
+st.altair_chart(alt.Chart(clean, title="clean").mark_bar().encode(x="k:N", y="v:Q"))          # 4: nothing wrong
+st.latex(r"\\mathrm{" + "+".join(["softmax(QK^T/\\\\sqrt{d_k})V"] * 6) + "}")                  # sideways at 390
+'''
+
+
+def stop(proc):
+    proc.terminate()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as p:
+        b = launch_browser(p)
+        yield b
+        b.close()
+
+
+def test_the_checker_finds_each_planted_problem_and_passes_a_clean_chart(browser):
+    with tempfile.TemporaryDirectory() as d:
+        (pathlib.Path(d) / "app.py").write_text(textwrap.dedent(PLANTED))
+        proc = start_server(pathlib.Path(d))
+        try:
+            wide = check_page(browser, proc.base, "home", "en", "1280x720")
+            phone = check_page(browser, proc.base, "home", "en", "390x844")
+        finally:
+            stop(proc)
+    assert wide.error == "" and phone.error == "", (wide.error, phone.error)
+    kinds = {(f.chart, f.kind) for f in wide.findings}
+    lines = "\n".join(f.line() for f in wide.findings)
+    assert (0, "overlap") in kinds, lines
+    assert (1, "truncated") in kinds, lines
+    assert any(f.chart == 2 and f.kind == "clipped" and f.text == "far outside" for f in wide.findings), lines
+    assert not any(f.chart == 2 and f.text == "inside" for f in wide.findings), lines
+    assert (3, "dropped-quoted") in kinds, lines
+    assert not any(f.chart == 4 for f in wide.findings), lines            # the clean chart passes
+    assert len(wide.charts) == 5
+    assert not any(f.kind == "h-scroll" for f in wide.findings)           # sideways scrolling is a phone check
+    assert any(f.kind == "h-scroll" for f in phone.findings), "\n".join(f.line() for f in phone.findings)
+
+
+@pytest.fixture(scope="module")
+def server():
+    proc = start_server(ROOT)
+    yield proc.base
+    stop(proc)
+
+
+@pytest.mark.parametrize("key,lang,viewport", VIEWS)
+def test_no_chart_text_is_clipped_or_overlapping(server, browser, key, lang, viewport):
+    report = check_page(browser, server, key, lang, viewport, shots=SHOTS)
+    assert report.error == "", report.error
+    assert report.findings == [], f"{len(report.findings)} layout problems:\n" + "\n".join(
+        f.line() for f in report.findings)
