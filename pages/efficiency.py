@@ -15,7 +15,7 @@ from attention_core import efficient as eff
 from attention_core.labs import efficiency as lab
 from attention_core.labs import efficiency_bench as bench
 from attention_core.labs import seed_bugs
-from ui import anatomy, charts, controls, models
+from ui import anatomy, charts, controls, models, presenter
 from ui import efficiency_charts as ec
 from ui import format as fmt
 from ui.cache import MB, cache_data, shared_arrays
@@ -34,10 +34,14 @@ CK_N = (16, 32, 64)           # tokens of the checkpointing demo (a new setting 
 CK_LAYERS = (1, 4, 4)         # min, max, default encoder layers
 PREC_GAINS = (0.5, 1.0, 2.0, 4.0, 8.0)
 PREC_N, PREC_D = 64, 32
-FORMULA = (r"\underbrace{\operatorname{softmax}\!\Big(\tfrac{QK^\top}{\sqrt{d}}\Big)V}_{O(n^2 d)}"
-           r"\;\approx\;\frac{\phi(Q)\,\big(\phi(K)^\top V\big)}{\phi(Q)\,\phi(K)^\top\mathbf 1}"
-           r"\;\;\text{or}\;\;\operatorname{softmax}\!\Big(\tfrac{Q\,(EK)^\top}{\sqrt d}\Big)FV"
-           r"\;\;\text{or}\;\;\operatorname{softmax}\!\Big(\tfrac{QK^\top}{\sqrt d}+M_{\text{pattern}}\Big)V")
+PITFALL_N = 12           # n of the pitfall demos while there is no input
+# the approximations' integer knobs: Knobs field -> (URL key, label, min, max, default); each variant's, by column
+SLIDERS = {"k": ("k", "knob_k", 1, N_RANDOM[1], 4), "stride": ("stride", "knob_stride", 1, 32, 4),
+           "window": ("win", "knob_window", 0, 32, 2), "block": ("block", "knob_block", 1, 32, 4),
+           "n_global": ("glob", "n_global", 0, 4, 1), "n_random": ("rnd", "n_random", 0, 8, 2)}
+VARIANT_SLIDERS = {"linformer": ("k",), "strided": ("stride", "window"), "longformer": ("window", "n_global"),
+                   "bigbird": ("window", "n_global", "n_random"), "block_global": ("block", "n_global"),
+                   "flash": ("block",)}
 
 # ------------------------------------------------------------------ computations, cached on plain arguments
 variant_view = cache_data(max_entries=128, max_bytes=16 * MB)(lab.variant_view)
@@ -75,11 +79,10 @@ def metrics(items: list[tuple]) -> None:
         col.metric(label, value, help=help_text)
 
 
-def heatmap(matrix, labels: list[str], *, key: str, title: str, cols: list[str] | None = None, select=True,
-            **options) -> int | None:
+def heatmap(matrix, labels: list[str], *, key: str, title: str, **options) -> int | None:
     """An attention heatmap with its CSV download; returns the clicked query row."""
-    spec = charts.attention_heatmap(matrix, labels, cols, title=title, selectable=select, **options)
-    return anatomy.show_matrix(spec, matrix, labels, cols, key=key, selectable=select, file_name=f"{key}.csv")
+    spec = charts.attention_heatmap(matrix, labels, title=title, **options)
+    return anatomy.show_matrix(spec, matrix, labels, key=key, file_name=f"{key}.csv")
 
 
 def read_inputs() -> tuple[lab.LabInputs | None, list[str]]:
@@ -108,34 +111,20 @@ def knob_controls(variant: str, n: int, seed: int) -> tuple[lab.Knobs, list[str]
     """The variant's knob (and its secondary settings), clamped to n; notes about clamping."""
     kw, notes = {"seed": seed}, []
     cols = st.columns(3)
-
-    def slider(col: int, name: str, key: str, lo: int, hi: int, default: int, help_key: str) -> int:
-        with cols[col]:
-            return int(st.slider(t(f"efficiency.{name}"), lo, hi, default, key=key, bind="query-params",
-                                 help=t(f"efficiency.{help_key}")))
-
+    for col, field in zip(cols, VARIANT_SLIDERS.get(variant, ())):
+        key, label, lo, hi, default = SLIDERS[field]
+        helps = f"knob_block_help_{variant}" if field == "block" else f"{label}_help"
+        kw[field] = int(col.slider(t(f"efficiency.{label}"), lo, hi, default, key=key, bind="query-params",
+                                   help=t(f"efficiency.{helps}")))
     if variant == "performer":
-        with cols[0]:
-            kw["m"] = int(st.select_slider(t("efficiency.knob_m"), options=list(lab.FEATURES), value=16,
-                                           key="m", bind="query-params", help=t("efficiency.knob_m_help")))
+        kw["m"] = int(cols[0].select_slider(t("efficiency.knob_m"), options=list(lab.FEATURES), value=16, key="m",
+                                            bind="query-params", help=t("efficiency.knob_m_help")))
     elif variant == "linformer":
-        k = slider(0, "knob_k", "k", 1, N_RANDOM[1], 4, "knob_k_help")
-        with cols[1]:
-            kw["proj"] = st.segmented_control(t("efficiency.proj"), ["pool", "gauss"], default="pool",
-                                              required=True, format_func=lambda p: t(f"efficiency.proj_{p}"),
-                                              key="proj", bind="query-params", help=t("efficiency.proj_help"))
-        kw["k"] = min(k, n)
-        notes += [t("efficiency.note_clamped", what="k", value=k, n=n)] if k > n else []
-    elif variant in ("strided", "longformer", "bigbird"):
-        if variant == "strided":
-            kw["stride"] = min(slider(0, "knob_stride", "stride", 1, 32, 4, "knob_stride_help"), n)
-        kw["window"] = slider(1 if variant == "strided" else 0, "knob_window", "win", 0, 32, 2, "knob_window_help")
-    if variant in ("block_global", "flash"):
-        kw["block"] = slider(0, "knob_block", "block", 1, 32, 4, f"knob_block_help_{variant}")
-    if variant in ("block_global", "longformer", "bigbird"):
-        kw["n_global"] = slider(1, "n_global", "glob", 0, 4, 1, "n_global_help")
-    if variant == "bigbird":
-        kw["n_random"] = slider(2, "n_random", "rnd", 0, 8, 2, "n_random_help")
+        kw["proj"] = cols[1].segmented_control(t("efficiency.proj"), ["pool", "gauss"], default="pool", required=True,
+                                               format_func=lambda p: t(f"efficiency.proj_{p}"), key="proj",
+                                               bind="query-params", help=t("efficiency.proj_help"))
+        notes += [t("efficiency.note_clamped", what="k", value=kw["k"], n=n)] if kw["k"] > n else []
+    kw.update({field: min(kw[field], n) for field in ("k", "stride") if field in kw})      # at most n
     covered = {"longformer": "window", "bigbird": "window", "block_global": "block"}.get(variant)
     if covered and kw[covered] >= n - (covered == "window"):             # the pattern is the whole matrix
         notes.append(t("efficiency.note_covers", what=t(f"efficiency.knob_{covered}"), value=kw[covered], n=n))
@@ -143,17 +132,28 @@ def knob_controls(variant: str, n: int, seed: int) -> tuple[lab.Knobs, list[str]
 
 
 def approximations_section(inputs: lab.LabInputs, labels: list[str]) -> list:
-    """Exact weights beside a method's effective weights, the metrics, one row, error and cost vs the knob."""
-    st.markdown(lesson("efficiency/variants"))
-    variant = st.segmented_control(t("efficiency.variant"), list(lab.VARIANTS), default="performer",
-                                   required=True, format_func=lambda v: t(f"efficiency.v_{v}"), key="v",
-                                   bind="query-params")
-    variant = variant if variant in lab.VARIANTS else "performer"
-    st.caption(t(f"efficiency.about_{variant}"))
+    """The variant and its knob; the question; exact weights beside the method's, metrics, one row, the sweep."""
+    with steps.step("approx_lesson"):
+        st.markdown(lesson("efficiency/variants"))
+    with steps.step("approx_controls", keep=True):
+        variant = st.segmented_control(t("efficiency.variant"), list(lab.VARIANTS), default="performer",
+                                       required=True, format_func=lambda v: t(f"efficiency.v_{v}"), key="v",
+                                       bind="query-params")
+        variant = variant if variant in lab.VARIANTS else "performer"
+        st.caption(t(f"efficiency.about_{variant}"))
+        knobs, notes = knob_controls(variant, inputs.n, inputs.seed)
+        for note in notes:
+            st.caption(note)
+    with steps.step("approx_question"):
+        anatomy.exercise("approx_ex", t("efficiency.approx_ex_question"),
+                         [t(f"efficiency.approx_ex_opt{i}") for i in range(4)], answer=2,
+                         explanation=t("efficiency.approx_ex_explain"))
+    with steps.step("approx_evidence"):
+        return approximations_evidence(inputs, labels, variant, knobs)
+
+
+def approximations_evidence(inputs: lab.LabInputs, labels: list[str], variant: str, knobs: lab.Knobs) -> list:
     n, name = inputs.n, t(f"efficiency.v_{variant}")
-    knobs, notes = knob_controls(variant, n, inputs.seed)
-    for note in notes:
-        st.caption(note)
     view = variant_view(inputs, variant, knobs)
     signed = variant == "linformer" and knobs.proj == "gauss"     # an untrained projection: weights < 0
     left, right = st.columns(2)
@@ -177,8 +177,7 @@ def approximations_section(inputs: lab.LabInputs, labels: list[str]) -> list:
                                    title=t("efficiency.row_title"), label_title=t("common.key"),
                                    value_title=t("common.weight"), domain=None if signed else (0.0, 1.0)),
                            key="row_pair")
-        st.caption(t("efficiency.row_caption", q=escaped(labels)[row],
-                     tv=fmt.pct(tv[row], 1)))
+        st.caption(t("efficiency.row_caption", q=escaped(labels)[row], tv=fmt.pct(tv[row], 1)))
     with right:
         swept = knob_chart(inputs, variant, knobs, view)
     anatomy.notice(ec.approx_notes(variant, knobs, view, escaped(labels), lab.D))
@@ -200,35 +199,69 @@ def knob_chart(inputs: lab.LabInputs, variant: str, knobs: lab.Knobs, view: lab.
     return [lab.knob_sweep]
 
 
+def pitfall_first_tutorial(inputs: lab.LabInputs) -> None:
+    q, k, _ = inputs.qkv()
+    nan = lab.tutorial_nan_patch(q[0, 0], k[0, 0], eff.strided_sparse_mask(inputs.n, 4, 2))
+    st.markdown(ec.first_tutorial_note(inputs.n, loop_mask_matches(inputs.n, 4), nan))
+    if st.button(t("efficiency.pit1_time", n=256), key="time_masks", icon=":material/timer:"):
+        st.session_state["eff_masks"] = lab.time_mask_builders(256)
+    if st.session_state.get("eff_masks"):
+        st.markdown(ec.mask_timing_note(st.session_state["eff_masks"]))
+
+
+def sparse_pitfalls(inputs: lab.LabInputs | None) -> list:
+    """The tutorials' sparse attention layers, run as written on this input; returns the functions that ran."""
+    n, block = inputs.n if inputs is not None else PITFALL_N, int(st.session_state.get("block", 4) or 4)
+    anatomy.pitfall(t("efficiency.pit2_title"), t("efficiency.pit2_body"), t("efficiency.pit2_code"),
+                    demo=lambda: say(ec.second_tutorial_notes(n, block, lab.tutorial_chunks(n, block),
+                                                              lab.tutorial_chunks(100, 32),
+                                                              lab.tutorial_global_branch(n))))
+    if inputs is not None:
+        anatomy.pitfall(t("efficiency.pit1_title"), t("efficiency.pit1_body"), t("efficiency.pit1_code"),
+                        demo=lambda: pitfall_first_tutorial(inputs))
+    anatomy.pitfall(t("efficiency.pit_bm_title"), t("efficiency.pit_bm_body"), t("efficiency.pit_bm_code"),
+                    demo=lambda: say(ec.block_mask_notes(block_mask_demo(n, block), n, block)))
+    return [lab.tutorial_strided_mask_loops] * (inputs is not None) + [
+        lab.tutorial_chunks, lab.tutorial_global_branch, seed_bugs.tutorial_block_local_attention]
+
+
 # ------------------------------------------------------------------ 2. cost, measured
 def cost_section() -> list:
-    """The recorded benchmark (time and memory against n, the tutorial's table, the LRA paper), a live run."""
-    st.markdown(lesson("efficiency/cost"))
-    doc = models.bench()
-    if models.unavailable("bench"):
-        return []
+    """The question; the recorded run (time, memory against n), the tutorial's table, the LRA paper, a live run."""
+    with steps.step("cost_lesson"):
+        st.markdown(lesson("efficiency/cost"))
+        doc = models.bench()
+        if models.unavailable("bench"):
+            return []
+    with steps.step("cost_question"):
+        a, b, ratio = bench.doubling_ratios(doc)
+        anatomy.exercise("eff_ex", t("efficiency.ex_question", a=a, b=b),
+                         [t(f"efficiency.ex_opt{i}") for i in range(4)],
+                         1, t("efficiency.ex_explain", full=f"{ratio['full']:.1f}", lin=f"{ratio['linear']:.1f}"))
     sizes = bench.quoted_sizes(doc)
-    frame = ec.scaling_frame(doc, {m: t(f"efficiency.rs_{m}") for m in RECORDED}, t("efficiency.slope_label"))
-    for col, y, title in zip(st.columns(2), ("time_ms", "memory_mib"), ("rec_time", "rec_mem")):
-        with col:
-            anatomy.show_chart(ec.scaling(frame, y=y, title=t(f"efficiency.{title}"),
-                                          y_title=t(f"efficiency.{title}_y"), order=RECORDED), key=f"rec_{y}")
-    m = doc["machine"]
-    st.caption(t("efficiency.rec_caption", cpu=m["cpu"], cores=m["logical_cores"], torch=m["torch"],
-                 threads=m.get("torch_threads", 1), d=doc["settings"]["d"], mm=round(doc["wall_s"] / 60)))
-    st.subheader(t("efficiency.table_title"))
-    st.table(ec.complexity_table(doc, sizes))
-    st.caption(t("efficiency.table_caption"))
-    st.subheader(t("efficiency.lra_title"))
-    st.markdown(t("efficiency.lra_intro"))
-    if not models.unavailable("lra"):
-        lra = ec.lra_table(doc, models.lra(), LRA_NAMES, LRA_N)
-        st.dataframe(lra, hide_index=True, width="stretch", height=35 * (len(lra) + 1) + 3)
-    st.warning(lesson("efficiency/lra_caveat"), icon=":material/balance:")
-    st.subheader(t("efficiency.live_title"))
-    timed = live_section(doc)
-    anatomy.notice(ec.cost_notes(doc, sizes))
-    return [bench.measured_ratios, bench.lra_reference, bench.quoted_sizes, *timed]
+    with steps.step("cost_recorded"):
+        for col, (key, spec) in zip(st.columns(2), ec.recorded(doc, RECORDED).items()):
+            with col:
+                anatomy.show_chart(spec, key=key)
+        st.caption(ec.recorded_caption(doc))
+        anatomy.notice(ec.cost_notes(doc, sizes))
+    with steps.step("cost_table"):
+        st.subheader(t("efficiency.table_title"))
+        st.table(ec.complexity_table(doc, sizes))
+        st.caption(t("efficiency.table_caption"))
+        anatomy.pitfall(t("efficiency.pit3_title"), t("efficiency.pit3_body"), None,
+                        demo=lambda: st.markdown(ec.flash_space_note(doc, sizes.memory_rows)))
+    with steps.step("cost_lra"):
+        st.subheader(t("efficiency.lra_title"))
+        st.markdown(t("efficiency.lra_intro"))
+        if not models.unavailable("lra"):
+            lra = ec.lra_table(doc, models.lra(), LRA_NAMES, LRA_N)
+            st.dataframe(lra, hide_index=True, width="stretch", height=35 * (len(lra) + 1) + 3)
+        st.warning(lesson("efficiency/lra_caveat"), icon=":material/balance:")
+    with steps.step("cost_live"):
+        st.subheader(t("efficiency.live_title"))
+        timed = live_section(doc)
+    return [bench.doubling_ratios, bench.measured_ratios, bench.lra_reference, bench.quoted_sizes, *timed]
 
 
 def live_section(doc: dict) -> list:
@@ -254,197 +287,163 @@ def live_section(doc: dict) -> list:
 
 # ------------------------------------------------------------------ 3. flash attention, tile by tile
 def flash_section(inputs: lab.LabInputs, labels: list[str]) -> list:
-    st.markdown(lesson("efficiency/flash"))
+    """The tile sizes and the tile to look at; the question; the tiles, the running statistics, the result."""
+    with steps.step("flash_lesson"):
+        st.markdown(lesson("efficiency/flash"))
     n = inputs.n
-    c1, c2, c3 = st.columns([2, 2, 1.4], vertical_alignment="bottom")
-    bq = int(c1.slider(t("efficiency.bq"), 1, 16, 4, key="bq", bind="query-params", help=t("efficiency.bq_help")))
-    bk = int(c2.slider(t("efficiency.bk"), 1, 16, 4, key="bk", bind="query-params", help=t("efficiency.bk_help")))
-    causal = bool(c3.toggle(t("efficiency.causal"), value=False, key="fc", bind="query-params",
-                            help=t("efficiency.causal_help")))
-    bq, bk = min(bq, n), min(bk, n)
-    run = flash_run(inputs, bq, bk, causal)
-    total = len(run.trace)
-    step_no = int(st.slider(t("efficiency.tile"), 1, max(total, 2), min(2, total), key="tile",
-                            bind="query-params", help=t("efficiency.tile_help", total=total)))
-    step_no = min(max(step_no, 1), total)
-    if total > 400:
-        st.caption(t("efficiency.many_tiles", total=total))
-    view = flash_step_view(inputs, bq, bk, causal, step_no - 1)
-    qa = view.step.tile.q_start // bq + 1
-    where, after = ec.flash_step_notes(view, step_no, total, bq, bk, escaped(labels))
-    left, right = st.columns([1.1, 1])
-    with left:
-        anatomy.show_chart(ec.tiles(view.status, labels, bq, bk), key="tile_chart")
-    with right:
-        st.markdown(where)
-        st.dataframe(ec.flash_table(view.step, labels), hide_index=True, width="stretch")
-        st.caption(t("efficiency.flash_table_caption"))
-        say(after)
-        if view.last_of_block:
-            st.success(t("efficiency.step_block_done", a=qa), icon=":material/done_all:")
-    final_key = "efficiency.flash_final" if step_no == total else "efficiency.flash_final_preview"
-    st.success(t(final_key, total=total, diff=f"{run.max_diff:.2e}", torch=f"{run.max_diff_torch:.2e}"),
-               icon=":material/check_circle:")
-    anatomy.notice(ec.flash_notes(run, n, lab.flash_extra_floats(n, lab.D, bq, bk), causal))
+    with steps.step("flash_controls", keep=True):
+        c1, c2, c3 = st.columns([2, 2, 1.4], vertical_alignment="bottom")
+        bq = int(c1.slider(t("efficiency.bq"), 1, 16, 4, key="bq", bind="query-params", help=t("efficiency.bq_help")))
+        bk = int(c2.slider(t("efficiency.bk"), 1, 16, 4, key="bk", bind="query-params", help=t("efficiency.bk_help")))
+        causal = bool(c3.toggle(t("efficiency.causal"), value=False, key="fc", bind="query-params",
+                                help=t("efficiency.causal_help")))
+        bq, bk = min(bq, n), min(bk, n)
+        run = flash_run(inputs, bq, bk, causal)
+        total = len(run.trace)
+        step_no = int(st.slider(t("efficiency.tile"), 1, max(total, 2), min(2, total), key="tile",
+                                bind="query-params", help=t("efficiency.tile_help", total=total)))
+        step_no = min(max(step_no, 1), total)
+        if total > 400:
+            st.caption(t("efficiency.many_tiles", total=total))
+    with steps.step("flash_question"):
+        anatomy.exercise("flash_ex", t("efficiency.flash_ex_question"),
+                         [t(f"efficiency.flash_ex_opt{i}") for i in range(3)], answer=0,
+                         explanation=t("efficiency.flash_ex_explain"))
+    with steps.step("flash_evidence"):
+        view = flash_step_view(inputs, bq, bk, causal, step_no - 1)
+        where, after = ec.flash_step_notes(view, step_no, total, bq, bk, escaped(labels))
+        left, right = st.columns([1.1, 1])
+        with left:
+            anatomy.show_chart(ec.tiles(view.status, labels, bq, bk), key="tile_chart")
+        with right:
+            st.markdown(where)
+            st.dataframe(ec.flash_table(view.step, labels), hide_index=True, width="stretch")
+            st.caption(t("efficiency.flash_table_caption"))
+            say(after)
+            if view.last_of_block:
+                st.success(t("efficiency.step_block_done", a=view.step.tile.q_start // bq + 1),
+                           icon=":material/done_all:")
+        st.success(ec.flash_final(run, at_last_tile=step_no == total), icon=":material/check_circle:")
+        anatomy.notice(ec.flash_notes(run, n, lab.flash_extra_floats(n, lab.D, bq, bk), causal))
     return [eff.flash_attention, lab.flash_step, lab.tile_status, lab.flash_extra_floats]
 
 
 # ------------------------------------------------------------------ 4. causal linear attention as an RNN
 def rnn_section(inputs: lab.LabInputs, labels: list[str]) -> list:
-    st.markdown(lesson("efficiency/rnn"))
+    """The step i; the question; the state S_i, the normaliser z_i and the output both ways; the tutorial's mask."""
+    with steps.step("rnn_lesson"):
+        st.markdown(lesson("efficiency/rnn"))
     n = inputs.n
-    i = int(st.slider(t("efficiency.step"), 1, MAX_TOKENS if inputs.tokens is not None else N_RANDOM[1],
-                      min(4, n), key="step", bind="query-params", help=t("efficiency.step_help")))
-    i = min(max(i, 1), n)
+    with steps.step("rnn_controls", keep=True):
+        i = int(st.slider(t("efficiency.step"), 1, MAX_TOKENS if inputs.tokens is not None else N_RANDOM[1],
+                          min(4, n), key="step", bind="query-params", help=t("efficiency.step_help")))
+        i = min(max(i, 1), n)
+    with steps.step("rnn_question"):
+        anatomy.exercise("rnn_ex", t("efficiency.rnn_ex_question"), [t(f"efficiency.rnn_ex_opt{j}") for j in range(3)],
+                         answer=0, explanation=t("efficiency.rnn_ex_explain"))
+    with steps.step("rnn_evidence"):
+        rnn_evidence(inputs, labels, i)
+    with steps.step("rnn_pitfall"):
+        anatomy.pitfall(t("efficiency.pit_lin_title"), t("efficiency.pit_lin_body", tab=t("efficiency.tab_rnn")),
+                        t("efficiency.pit_lin_code"), demo=lambda: say(ec.linear_mask_notes(linear_mask_demo(inputs))))
+    return [eff.linear_attention_states, eff.linear_attention, eff.linear_attention_weights,
+            seed_bugs.tutorial_linear_attention, seed_bugs.linear_mask_demo]
+
+
+def rnn_evidence(inputs: lab.LabInputs, labels: list[str], i: int) -> None:
     rv = rnn_view(inputs)
-    S = rv.S[i - 1]
-    bound = round(float(np.abs(rv.S).max()) or 1.0, 6)
-    feat, dims = [f"φ{j + 1}" for j in range(S.shape[0])], [f"v{j + 1}" for j in range(S.shape[1])]
-    st.markdown(t("efficiency.rnn_now", i=i, tok=escaped(labels)[i - 1], n=n))
+    shown = ec.rnn_charts(rv, i)
+    st.markdown(t("efficiency.rnn_now", i=i, tok=escaped(labels)[i - 1], n=inputs.n))
     left, right = st.columns([1.2, 1])
     with left:
-        heatmap(S, feat, cols=dims, key="rnn_S", title=t("efficiency.rnn_S", i=i), kind="scores",
-                domain=(-bound, bound), select=False, x_title=t("efficiency.rnn_v"), y_title=t("efficiency.rnn_phi"),
-                value_title=t("common.value"), show_numbers=False)
+        anatomy.show_matrix(shown.state, rv.S[i - 1], shown.features, shown.dims, key="rnn_S", selectable=False,
+                            file_name="rnn_S.csv")
     with right:
-        anatomy.show_chart(charts.bars(rv.z[i - 1], feat, value_title=t("common.value"),
-                                       label_title=t("efficiency.rnn_phi"),
-                                       domain=(0.0, round(float(rv.z.max()) or 1.0, 6)),
-                                       title=t("efficiency.rnn_z", i=i), fit_x=True), key="rnn_z")
-        anatomy.show_chart(ec.pair(rv.y_rnn[i - 1], rv.y_par[i - 1], dims,
-                                   (t("efficiency.series_rnn"), t("efficiency.series_parallel")),
-                                   title=t("efficiency.rnn_y", i=i), label_title=t("efficiency.rnn_v"),
-                                   value_title=t("common.value")), key="rnn_y")
+        anatomy.show_chart(shown.z, key="rnn_z")
+        anatomy.show_chart(shown.y, key="rnn_y")
     anatomy.notice(ec.rnn_notes(rv, i))
-    return [eff.linear_attention_states, eff.linear_attention, eff.linear_attention_weights]
 
 
 # ------------------------------------------------------------------ 5. the tutorial's performance tips (10.2)
 def checkpointing_section() -> list:
-    st.subheader(t("efficiency.tips_ck_heading"))
-    anatomy.formula(r"\text{%s} \approx L \cdot A_{\text{layer}}\;\;\longrightarrow\;\;"
-                    r"L \cdot \underbrace{b\,n\,d}_{\text{%s}} + A_{\text{layer}}"
-                    % (t("efficiency.tips_ck_saved"), t("efficiency.tips_ck_input")),
-                    t("efficiency.tips_ck_formula_caption"))
-    c1, c2, c3 = st.columns([2, 2, 1.6], vertical_alignment="bottom")
-    n = c1.segmented_control(t("efficiency.tips_ck_n"), list(CK_N), default=32, required=True, key="ck_n",
-                             bind="query-params")
-    lo, hi, default = CK_LAYERS
-    layers = int(c2.slider(t("efficiency.tips_ck_layers"), lo, hi, default, key="ck_L", bind="query-params"))
-    bf16 = bool(c3.toggle(t("efficiency.tips_ck_bf16"), value=False, key="ck_bf16", bind="query-params",
-                          help=t("efficiency.tips_ck_bf16_help")))
-    n, layers = n if n in CK_N else 32, min(max(layers, lo), hi)
-    anatomy.exercise("tips_ck_ex", t("efficiency.tips_ck_ex_question", layers=layers, n=n),
-                     [t(f"efficiency.tips_ck_ex_opt{i}", layers=layers) for i in range(3)], answer=2,
-                     explanation=t("efficiency.tips_ck_ex_explain"))
-    r = checkpoint_report(int(n), layers, autocast=bf16)
-    metrics(ec.checkpoint_metrics(r))
-    anatomy.notice(ec.checkpoint_notes(r, layers))
+    with steps.step("ck_question"):
+        st.subheader(t("efficiency.tips_ck_heading"))
+        anatomy.formula(ec.checkpoint_formula(), t("efficiency.tips_ck_formula_caption"))
+        c1, c2, c3 = st.columns([2, 2, 1.6], vertical_alignment="bottom")
+        n = c1.segmented_control(t("efficiency.tips_ck_n"), list(CK_N), default=32, required=True, key="ck_n",
+                                 bind="query-params")
+        lo, hi, default = CK_LAYERS
+        layers = int(c2.slider(t("efficiency.tips_ck_layers"), lo, hi, default, key="ck_L", bind="query-params"))
+        bf16 = bool(c3.toggle(t("efficiency.tips_ck_bf16"), value=False, key="ck_bf16", bind="query-params",
+                              help=t("efficiency.tips_ck_bf16_help")))
+        n, layers = n if n in CK_N else 32, min(max(layers, lo), hi)
+        anatomy.exercise("tips_ck_ex", t("efficiency.tips_ck_ex_question", layers=layers, n=n),
+                         [t(f"efficiency.tips_ck_ex_opt{i}", layers=layers) for i in range(3)], answer=2,
+                         explanation=t("efficiency.tips_ck_ex_explain"))
+    with steps.step("ck_evidence"):
+        r = checkpoint_report(int(n), layers, autocast=bf16)
+        metrics(ec.checkpoint_metrics(r))
+        anatomy.notice(ec.checkpoint_notes(r, layers))
     return [lab.checkpoint_report, lab.saved_tensor_bytes, lab.run_encoder]
 
 
 def precision_section(seed: int) -> list:
-    st.subheader(t("efficiency.tips_mp_heading"))
-    gain = float(st.select_slider(t("efficiency.tips_mp_gain"), options=list(PREC_GAINS), value=1.0,
-                                  key="mp_gain", bind="query-params", help=t("efficiency.tips_mp_gain_help"),
-                                  format_func=lambda g: f"×{g:g}"))
-    anatomy.exercise("tips_mp_ex", t("efficiency.tips_mp_ex_question"),
-                     [t(f"efficiency.tips_mp_r_{name}") for name in lab.RECIPES[1:]], answer=0,
-                     explanation=t("efficiency.tips_mp_ex_explain"))
-    rows = precision_table(PREC_N, PREC_D, gain, seed)
-    st.dataframe(ec.precision_table(rows), hide_index=True, width="stretch")
-    st.caption(t("efficiency.tips_mp_caption", n=PREC_N, d=PREC_D, seed=seed))
-    anatomy.notice(ec.precision_notes(rows, gain, lab.largest_score(PREC_N, PREC_D, gain, seed)))
+    with steps.step("mp_question"):
+        st.subheader(t("efficiency.tips_mp_heading"))
+        gain = float(st.select_slider(t("efficiency.tips_mp_gain"), options=list(PREC_GAINS), value=1.0,
+                                      key="mp_gain", bind="query-params", help=t("efficiency.tips_mp_gain_help"),
+                                      format_func=lambda g: f"×{g:g}"))
+        anatomy.exercise("tips_mp_ex", t("efficiency.tips_mp_ex_question"),
+                         [t(f"efficiency.tips_mp_r_{name}") for name in lab.RECIPES[1:]], answer=0,
+                         explanation=t("efficiency.tips_mp_ex_explain"))
+    with steps.step("mp_evidence"):
+        rows = precision_table(PREC_N, PREC_D, gain, seed)
+        st.dataframe(ec.precision_table(rows), hide_index=True, width="stretch")
+        st.caption(t("efficiency.tips_mp_caption", n=PREC_N, d=PREC_D, seed=seed))
+        anatomy.notice(ec.precision_notes(rows, gain, lab.largest_score(PREC_N, PREC_D, gain, seed)))
     return [lab.precision_table, lab.attention_in, lab.largest_score]
 
 
 def tips_section(seed: int) -> list:
-    st.markdown(lesson("efficiency/tips"))
+    with steps.step("tips_lesson"):
+        st.markdown(lesson("efficiency/tips"))
     ran = checkpointing_section() + precision_section(seed)
-    anatomy.pitfall(t("efficiency.tips_pit_title"), t("efficiency.tips_pit_body"), t("efficiency.tips_pit_code"),
-                    demo=lambda: st.markdown(ec.underflow_note(lab.underflow())))
+    with steps.step("tips_pitfall"):
+        anatomy.pitfall(t("efficiency.tips_pit_title"), t("efficiency.tips_pit_body"), t("efficiency.tips_pit_code"),
+                        demo=lambda: st.markdown(ec.underflow_note(lab.underflow())))
     return ran + [lab.underflow]
-
-
-# ------------------------------------------------------------------ pitfalls, with live numbers
-def pitfall_first_tutorial(inputs: lab.LabInputs) -> None:
-    q, k, _ = inputs.qkv()
-    nan = lab.tutorial_nan_patch(q[0, 0], k[0, 0], eff.strided_sparse_mask(inputs.n, 4, 2))
-    st.markdown(ec.first_tutorial_note(inputs.n, loop_mask_matches(inputs.n, 4), nan))
-    if st.button(t("efficiency.pit1_time", n=256), key="time_masks", icon=":material/timer:"):
-        st.session_state["eff_masks"] = lab.time_mask_builders(256)
-    if st.session_state.get("eff_masks"):
-        st.markdown(ec.mask_timing_note(st.session_state["eff_masks"]))
-
-
-def pitfall_flash_space() -> None:
-    doc = models.bench()
-    if not models.unavailable("bench"):
-        st.markdown(ec.flash_space_note(doc, bench.quoted_sizes(doc).memory_rows))
-
-
-def pitfalls(inputs: lab.LabInputs | None) -> None:
-    n, block = inputs.n if inputs is not None else 12, int(st.session_state.get("block", 4) or 4)
-    anatomy.pitfall(t("efficiency.pit2_title"), t("efficiency.pit2_body"), t("efficiency.pit2_code"),
-                    demo=lambda: say(ec.second_tutorial_notes(n, block, lab.tutorial_chunks(n, block),
-                                                              lab.tutorial_chunks(100, 32),
-                                                              lab.tutorial_global_branch(n))))
-    if inputs is not None:
-        anatomy.pitfall(t("efficiency.pit1_title"), t("efficiency.pit1_body"), t("efficiency.pit1_code"),
-                        demo=lambda: pitfall_first_tutorial(inputs))
-    anatomy.pitfall(t("efficiency.pit3_title"), t("efficiency.pit3_body"), None, demo=pitfall_flash_space)
-    anatomy.pitfall(t("efficiency.pit_bm_title"), t("efficiency.pit_bm_body"), t("efficiency.pit_bm_code"),
-                    demo=lambda: say(ec.block_mask_notes(block_mask_demo(n, block), n, block)))
-    anatomy.pitfall(t("efficiency.pit_lin_title"), t("efficiency.pit_lin_body", tab=t("efficiency.tab_rnn")),
-                    t("efficiency.pit_lin_code"),
-                    demo=lambda: say(ec.linear_mask_notes(linear_mask_demo(inputs))))
-
-
-def doubling_exercise() -> None:
-    """Predict the time of one call at 2n, full and linear; the answer is in the recorded figures."""
-    found = None if models.bench() is None else bench.doubling_ratios(models.bench())
-    if found is None:
-        models.unavailable("bench")
-        return
-    a, b, ratio = found
-    anatomy.exercise("eff_ex", t("efficiency.ex_question", a=a, b=b), [t(f"efficiency.ex_opt{i}") for i in range(4)],
-                     answer=1, explanation=t("efficiency.ex_explain", full=f"{ratio['full']:.1f}",
-                                             lin=f"{ratio['linear']:.1f}"))
 
 
 # ------------------------------------------------------------------ the page
 anatomy.header(NS)
-anatomy.intuition(NS)
-anatomy.formula(FORMULA.replace(r"\text{or}", r"\text{%s}" % t("efficiency.formula_or"))
-                .replace(r"\text{pattern}", r"\text{%s}" % t("efficiency.formula_pattern")),
-                t("efficiency.formula_caption"))
-
-inputs, labels = read_inputs()
+steps = presenter.Lesson(NS)           # presenter mode (?present=1): one step at a time; a tab's steps when open
+with steps.step("intuition"):
+    anatomy.intuition(NS)
+    anatomy.formula(ec.formula(), t("efficiency.formula_caption"))
+with steps.step("inputs", keep=True):
+    inputs, labels = read_inputs()
 tabs = st.tabs([t(f"efficiency.tab_{x}") for x in ("approx", "cost", "flash", "rnn", "tips")], key="tab",
                bind="query-params")
 ran = []
-if inputs is None:
+if tabs[0].open is not False:
     with tabs[0]:
-        st.caption(t("efficiency.need_input"))
-else:
-    if tabs[0].open is not False:
-        with tabs[0]:
+        if inputs is None:
+            st.caption(t("efficiency.need_input"))
+        else:
             ran += approximations_section(inputs, labels)
-    if tabs[2].open:
-        with tabs[2]:
-            ran += flash_section(inputs, labels)
-    if tabs[3].open:
-        with tabs[3]:
-            ran += rnn_section(inputs, labels)
+        with steps.step("approx_pitfalls"):
+            ran += sparse_pitfalls(inputs)
 if tabs[1].open:
     with tabs[1]:
         ran += cost_section()
+if inputs is not None and tabs[2].open:
+    with tabs[2]:
+        ran += flash_section(inputs, labels)
+if inputs is not None and tabs[3].open:
+    with tabs[3]:
+        ran += rnn_section(inputs, labels)
 if tabs[4].open:
     with tabs[4]:
         ran += tips_section(inputs.seed if inputs is not None else 0)
-
-doubling_exercise()
-pitfalls(inputs)
-anatomy.show_code(*dict.fromkeys(ran), lab.tutorial_strided_mask_loops, lab.tutorial_chunks,
-                  lab.tutorial_global_branch, seed_bugs.tutorial_block_local_attention,
-                  seed_bugs.tutorial_linear_attention, seed_bugs.linear_mask_demo)
+anatomy.show_code(*dict.fromkeys(ran))
+steps.end()

@@ -178,16 +178,26 @@ def test_a_damaged_or_partial_benchmark_is_reported_on_efficiency(assets, conten
     assert_says(at, "en", "damaged", "assets/bench/efficient.json", "python -m attention_core.labs.efficiency_bench")
 
 
-def test_a_benchmark_of_a_quick_run_is_reported_not_crashed_on(assets):
-    """`python -m attention_core.labs.efficiency_bench --quick` stops at n = 2048: the page quotes n up to 16384."""
+def test_a_benchmark_of_a_quick_run_is_read_and_one_too_small_is_reported(assets):
+    """`python -m attention_core.labs.efficiency_bench --quick` stops at n = 2048: the page quotes the sizes it
+    finds in the data (the speed-up at 2048, not 16384). A run of one size has no n and 2n to quote: reported."""
     import json
-    doc = json.loads((assets.bench / "efficient.json").read_text(encoding="utf-8"))
-    doc["results"] = [r for r in doc["results"] if r["n"] <= 2048]
-    (assets.bench / "efficient.json").write_text(json.dumps(doc), encoding="utf-8")
+    path = assets.bench / "efficient.json"
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    results = doc["results"]
+    doc["results"] = [r for r in results if r["n"] <= 2048]
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    at = open_page("efficiency", "en", {"tab": COST_TAB["en"]})
+    assert exceptions(at) == [] and not at.error and at.table
+    text = all_text(at)
+    assert shows_label(text, "efficiency.notice_speedup", n=2048) and not shows_label(text, "efficiency.notice_speedup",
+                                                                                      n=16384)
+    doc["results"] = [r for r in results if r["n"] == 256]
+    path.write_text(json.dumps(doc), encoding="utf-8")
     at = open_page("efficiency", "en", {"tab": COST_TAB["en"]})
     detail = assert_says(at, "en", "damaged", "assets/bench/efficient.json",
                          "python -m attention_core.labs.efficiency_bench")
-    assert "4096" in detail
+    assert "n and 2n" in detail
 
 
 @pytest.mark.parametrize("damage", ["missing", "garbage"])

@@ -11,6 +11,7 @@ frame and return the finished spec. The tables (``complexity_table``, ``lra_tabl
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 import altair as alt
 import numpy as np
@@ -19,7 +20,7 @@ import pandas as pd
 from attention_core.labs import efficiency_bench as bench
 
 from . import format as fmt
-from .charts import MASKED_GREY, Spec, as_numpy, chart_kind, unique_labels
+from .charts import MASKED_GREY, Spec, as_numpy, attention_heatmap, bars, chart_kind, unique_labels
 from .i18n import t
 
 ERROR_COLOUR = "#5e3c99"      # purple / orange: a colour-blind-safe pair
@@ -40,6 +41,25 @@ FIT_X = alt.AutoSizeParams(type="fit-x", contains="padding")
 
 def mib(n_bytes: float) -> float:
     return n_bytes / 2 ** 20
+
+
+FORMULA = (r"\underbrace{\operatorname{softmax}\!\Big(\tfrac{QK^\top}{\sqrt{d}}\Big)V}_{O(n^2 d)}"
+           r"\;\approx\;\frac{\phi(Q)\,\big(\phi(K)^\top V\big)}{\phi(Q)\,\phi(K)^\top\mathbf 1}"
+           r"\;\;\text{or}\;\;\operatorname{softmax}\!\Big(\tfrac{Q\,(EK)^\top}{\sqrt d}\Big)FV"
+           r"\;\;\text{or}\;\;\operatorname{softmax}\!\Big(\tfrac{QK^\top}{\sqrt d}+M_{\text{pattern}}\Big)V")
+
+
+def formula() -> str:
+    """The page's formula (exact attention against the three families of shortcuts), words translated."""
+    return (FORMULA.replace(r"\text{or}", r"\text{%s}" % t("efficiency.formula_or"))
+            .replace(r"\text{pattern}", r"\text{%s}" % t("efficiency.formula_pattern")))
+
+
+def checkpoint_formula() -> str:
+    """What gradient checkpointing keeps for the backward pass: L layers' activations -> L inputs + one layer."""
+    return (r"\text{%s} \approx L \cdot A_{\text{layer}}\;\;\longrightarrow\;\;"
+            r"L \cdot \underbrace{b\,n\,d}_{\text{%s}} + A_{\text{layer}}"
+            % (t("efficiency.tips_ck_saved"), t("efficiency.tips_ck_input")))
 
 
 # --- error against the knob -------------------------------------------------------------------------
@@ -222,6 +242,44 @@ def live(frame: pd.DataFrame, order: Sequence[str]) -> Spec:
                          x_title=t("efficiency.n_axis"), y_title=t("efficiency.rec_time_y"),
                          method_title=t("efficiency.method"), labels=labels, colours=colours, ticks=ticks,
                          legend_columns=3)
+
+
+def recorded(doc: Mapping, order: Sequence[str]) -> dict[str, Spec]:
+    """The recorded run's two log-log charts, time and peak extra memory against n, by chart key."""
+    frame = scaling_frame(doc, {m: t(f"efficiency.rs_{m}") for m in order}, t("efficiency.slope_label"))
+    return {f"rec_{y}": scaling(frame, y=y, title=t(f"efficiency.{title}"), y_title=t(f"efficiency.{title}_y"),
+                                order=order) for y, title in (("time_ms", "rec_time"), ("memory_mib", "rec_mem"))}
+
+
+def recorded_caption(doc: Mapping) -> str:
+    m = doc["machine"]
+    return t("efficiency.rec_caption", cpu=m["cpu"], cores=m["logical_cores"], torch=m["torch"],
+             threads=m.get("torch_threads", 1), d=doc["settings"]["d"], mm=round(doc["wall_s"] / 60))
+
+
+class RnnCharts(NamedTuple):
+    """Step i of ``labs.efficiency.RnnView``: the state S_i (heatmap, rows φ features, columns v dimensions),
+    the normaliser z_i (bars) and the output y_i computed both ways (pairs); fixed colour domains over all i."""
+
+    state: Spec
+    z: Spec
+    y: Spec
+    features: list[str]
+    dims: list[str]
+
+
+def rnn_charts(view, i: int) -> RnnCharts:
+    S = view.S[i - 1]
+    bound = round(float(np.abs(view.S).max()) or 1.0, 6)
+    feat, dims = [f"φ{j + 1}" for j in range(S.shape[0])], [f"v{j + 1}" for j in range(S.shape[1])]
+    state = attention_heatmap(S, feat, dims, title=t("efficiency.rnn_S", i=i), kind="scores", domain=(-bound, bound),
+                              selectable=False, x_title=t("efficiency.rnn_v"), y_title=t("efficiency.rnn_phi"),
+                              value_title=t("common.value"), show_numbers=False)
+    z = bars(view.z[i - 1], feat, value_title=t("common.value"), label_title=t("efficiency.rnn_phi"),
+             domain=(0.0, round(float(view.z.max()) or 1.0, 6)), title=t("efficiency.rnn_z", i=i), fit_x=True)
+    y = pair(view.y_rnn[i - 1], view.y_par[i - 1], dims, (t("efficiency.series_rnn"), t("efficiency.series_parallel")),
+             title=t("efficiency.rnn_y", i=i), label_title=t("efficiency.rnn_v"), value_title=t("common.value"))
+    return RnnCharts(state, z, y, feat, dims)
 
 
 # --- flash attention tiles --------------------------------------------------------------------------
@@ -538,6 +596,12 @@ def flash_notes(run, n: int, memory, causal: bool) -> list[str]:
     if causal:
         items.append(t("efficiency.notice_skipped", skipped=sum(tl.skipped for tl in run.trace), total=total))
     return items
+
+
+def flash_final(run, *, at_last_tile: bool) -> str:
+    """A ``labs.efficiency.FlashRun``'s output against exact attention and torch's (a preview before the end)."""
+    key = "efficiency.flash_final" if at_last_tile else "efficiency.flash_final_preview"
+    return t(key, total=len(run.trace), diff=f"{run.max_diff:.2e}", torch=f"{run.max_diff_torch:.2e}")
 
 
 def approx_metrics(view, n: int) -> list[tuple[str, str, str]]:

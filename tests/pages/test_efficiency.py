@@ -356,8 +356,22 @@ def test_pitfalls_quote_live_numbers():
     assert shows_label(text, "efficiency.pit2_now", n=N, block=5, k=N // 5, sizes=", ".join(map(str, sizes)))
     assert "34, 34, 32" in text and "must match the existing size" in text   # the docstring and the error
     assert shows_label(text, "efficiency.pit1_now", same=EN["efficiency.yes"])
+    text = all_text(open_page("efficiency", "en", {"tab": TAB["cost"]}))     # beside the complexity table
     recorded = f"{DOC['slopes']['flash']['time_slope']:.2f}"                          # from the recorded run
     assert shows_label(text, "efficiency.pit3_numbers", tslope=recorded)
+
+
+def test_each_tab_carries_its_own_exercise_and_pitfalls():
+    """Issue 13 §5: an exercise and the pitfalls of a tab appear under that tab only (no SparseAttention
+    pitfall under the flash tab, no doubling question under the approximations)."""
+    own = {"approx": ("approx_ex", ("pit2_title", "pit1_title", "pit_bm_title")), "cost": ("eff_ex", ("pit3_title",)),
+           "flash": ("flash_ex", ()), "rnn": ("rnn_ex", ("pit_lin_title",))}
+    pitfalls = {p for _, titles in own.values() for p in titles}
+    for tab, (exercise, titles) in own.items():
+        at = open_page("efficiency", "en", {"tab": TAB[tab]})
+        text = all_text(at)
+        assert exceptions(at) == [] and [r.key for r in at.radio if r.key.endswith("_guess")] == [f"{exercise}_guess"]
+        assert {p for p in pitfalls if EN[f"efficiency.{p}"] in text} == set(titles), tab
 
 
 # ---------------------------------------------------------------- bad input, extremes
