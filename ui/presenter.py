@@ -57,6 +57,11 @@ class Lesson:
         self.ns, self.on, self.count, self.kept = ns, active(), 0, 0
         self.known = int(st.session_state.get(f"_present_steps_{ns}", 99))   # steps counted by the last run
         self.current = _current(self.known)
+        tab, seen = st.session_state.get("tab"), st.session_state.get(f"_present_tab_{ns}")
+        if self.on and seen is not None and tab != seen:      # another tab opened: its lesson starts at step 1
+            self.current = 1
+            st.query_params[STEP_PARAM] = "1"
+        st.session_state[f"_present_tab_{ns}"] = tab
         self.bar = st.empty() if self.on else None
 
     @contextlib.contextmanager
