@@ -401,14 +401,13 @@ def seed_pitfall(c: lab.Batch) -> None:
 
 anatomy.header(NS)
 steps = presenter.Lesson(NS)
-with steps.step("intuition"):
+with steps.step("intuition and formula"):
     anatomy.intuition(NS)
-if models.unavailable("pronoun"):
-    st.stop()
-with steps.step("formula"):
     st.markdown(lesson(f"{NS}/analyser"))
     anatomy.formula(FORMULA.replace(r"\text{row}", r"\text{%s}" % t(f"{NS}.formula_row")).replace(
         r"\text{sparsity}", r"\text{%s}" % t(f"{NS}.formula_sparsity")), t(f"{NS}.formula_caption"))
+if models.unavailable("pronoun"):
+    st.stop()
 with steps.step("controls", keep=True):
     choice = batch_controls()
 with steps.step("question"):
