@@ -19,7 +19,7 @@ from attention_core.labs import analysis as lab
 from attention_core.labs import pronoun as sentences
 from attention_core.models.tasks import PronounExample, pronoun_text
 from ui import analysis_charts as ac
-from ui import anatomy, models
+from ui import anatomy, models, presenter
 from ui import format as fmt
 from ui import multihead_charts as mc
 from ui.cache import MB, cache_data, shared_arrays
@@ -41,9 +41,7 @@ FORMULA = (r"\begin{gathered}H(\text{row}) = -\sum_j p_j \log p_j \quad(0\log 0 
            r"\hat A_\ell = \mathrm{rownorm}\Big(\frac{1}{h}\sum_i A_\ell^{(i)} + I\Big)\end{gathered}")
 
 
-# ---------------------------------------------------------------------------------------------
-# the model and the cached computations
-# ---------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------ the model and the cached computations
 
 def shipped_model():
     return models.shipped_model("pronoun")
@@ -108,9 +106,7 @@ def sentence(seed_: int, mix: str, idx: int) -> lab.SentenceView:
         return lab.sentence_view(lm.model, chunk_examples(seed_, mix, idx // CHUNK)[idx % CHUNK], lm.src_vocab)
 
 
-# ---------------------------------------------------------------------------------------------
-# labels
-# ---------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------ labels
 
 def head_label(layer: int, head: int) -> str:
     return t(f"{NS}.head_label", layer=layer + 1, head=head + 1)
@@ -120,9 +116,7 @@ def pattern_name(p: str) -> str:
     return t(f"{NS}.pattern_{p}")
 
 
-# ---------------------------------------------------------------------------------------------
-# the sections
-# ---------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------ the sections
 
 def batch_controls() -> lab.Batch:
     c1, c2, c3 = st.columns([3, 2, 3])
@@ -363,8 +357,10 @@ def quoted(facts: dict) -> dict:
     return {k: anatomy.md_escape(v) if k in WORDS else v for k, v in facts.items()}
 
 
-def notices_and_exercise(s_: lab.BatchStats, q: dict) -> None:
-    anatomy.notice([t(f"{NS}.notice_{k}", **q) for k in ("entropy", "sparsity", "patterns", "rollout")])
+def sparsity_exercise(c: lab.Batch) -> None:
+    """Before the heatmaps: the sparsity of a perfectly even head on this batch (the notice below quotes it too)."""
+    s_ = batch_stats(c)
+    q = {"tau": fmt.fixed(c.tau), "inv_tau": f"{1 / c.tau:.3g}", "uniform_spa": fmt.fixed(s_.uniform_rows)}
     answer = 0 if s_.uniform_rows == 0 else 2 if s_.uniform_rows == 1 else 1
     anatomy.exercise("an_ex", t(f"{NS}.ex_question", **q), [t(f"{NS}.ex_opt_{k}") for k in ("zero", "between", "all")],
                      answer=answer, explanation=t(f"{NS}.ex_explain", **q))
@@ -401,42 +397,49 @@ def seed_pitfall(c: lab.Batch) -> None:
                     code=t(f"{NS}.pit_code"), demo=demo)
 
 
-# ---------------------------------------------------------------------------------------------
-# the page
-# ---------------------------------------------------------------------------------------------
+# ------------------------------------------------------------------ the page
 
 anatomy.header(NS)
-anatomy.intuition(NS)
+steps = presenter.Lesson(NS)
+with steps.step("intuition and formula"):
+    anatomy.intuition(NS)
+    st.markdown(lesson(f"{NS}/analyser"))
+    anatomy.formula(FORMULA.replace(r"\text{row}", r"\text{%s}" % t(f"{NS}.formula_row")).replace(
+        r"\text{sparsity}", r"\text{%s}" % t(f"{NS}.formula_sparsity")), t(f"{NS}.formula_caption"))
 if models.unavailable("pronoun"):
     st.stop()
-st.markdown(lesson(f"{NS}/analyser"))
-anatomy.formula(FORMULA.replace(r"\text{row}", r"\text{%s}" % t(f"{NS}.formula_row"))
-                .replace(r"\text{sparsity}", r"\text{%s}" % t(f"{NS}.formula_sparsity")), t(f"{NS}.formula_caption"))
-
-choice = batch_controls()
-stats_section(choice)
-pats = patterns(choice.b, choice.seed, choice.mix)
-patterns_section(pats, choice)
-
-st.subheader(t(f"{NS}.sentence_heading"))
-idx = sentence_choice(choice.b, choice.seed, choice.mix)
-heads_section(choice.seed, choice.mix, idx)
-
-st.subheader(t(f"{NS}.geometry_heading"))
-st.markdown(lesson(f"{NS}/geometry"))
-# the default head: the one whose attention from "it" most often prefers the referent over the batch
-layer, head, query = head_and_query(sentence(choice.seed, choice.mix, idx), int(pats.agree.argmax()))
-left, right = st.columns([3, 2])
-with left:
-    anatomy.show_chart(geometry_chart(choice.seed, choice.mix, idx, layer, head, query, current_lang()), key="an_geo",
-                       width="content")
-facts = quoted(facts_of(choice, idx, layer, head, query))
-with right:
-    st.markdown(t(f"{NS}.geo_caption", **facts))
-
-rollout_section(choice.seed, choice.mix, idx)
-notices_and_exercise(batch_stats(choice), facts)
-seed_pitfall(choice)
+with steps.step("controls", keep=True):
+    choice = batch_controls()
+with steps.step("question"):
+    sparsity_exercise(choice)
+with steps.step("entropy and sparsity"):
+    stats_section(choice)
+with steps.step("patterns"):
+    pats = patterns(choice.b, choice.seed, choice.mix)
+    patterns_section(pats, choice)
+with steps.step("one sentence"):
+    st.subheader(t(f"{NS}.sentence_heading"))
+    idx = sentence_choice(choice.b, choice.seed, choice.mix)
+    heads_section(choice.seed, choice.mix, idx)
+with steps.step("geometry"):
+    st.subheader(t(f"{NS}.geometry_heading"))
+    st.markdown(lesson(f"{NS}/geometry"))
+    # the default head: the one whose attention from "it" most often prefers the referent over the batch
+    layer, head, query = head_and_query(sentence(choice.seed, choice.mix, idx), int(pats.agree.argmax()))
+    left, right = st.columns([3, 2])
+    with left:
+        anatomy.show_chart(geometry_chart(choice.seed, choice.mix, idx, layer, head, query, current_lang()),
+                           key="an_geo", width="content")
+    facts = quoted(facts_of(choice, idx, layer, head, query))
+    with right:
+        st.markdown(t(f"{NS}.geo_caption", **facts))
+with steps.step("rollout"):
+    rollout_section(choice.seed, choice.mix, idx)
+with steps.step("notice"):
+    anatomy.notice([t(f"{NS}.notice_{k}", **facts) for k in ("entropy", "sparsity", "patterns", "rollout")])
+with steps.step("pitfall"):
+    seed_pitfall(choice)
 anatomy.show_code(lab.head_stats, lab.seed_analyzer_stats, analysis.head_entropy, analysis.head_sparsity,
                   lab.sentence_labels, analysis.classify_heads, lab.head_qk, analysis.qk_geometry,
                   analysis.attention_rollout)
+steps.end()

@@ -16,7 +16,7 @@ import torch
 from attention_core.labs import pronoun as lab
 from attention_core.models import pronoun as resolver
 from attention_core.models import tasks
-from ui import anatomy, controls, models
+from ui import anatomy, controls, models, presenter
 from ui import format as fmt
 from ui import pronoun_charts as pc
 from ui.cache import MB, cache_data, shared_arrays
@@ -39,8 +39,15 @@ STAR = "★ "
 # the model and the cached computations (plain parameters in, named tuples of numpy out)
 # ---------------------------------------------------------------------------------------------
 
+THIS_RUN: dict = {}     # the page's namespace is new on every run, so is this: one lookup per run
+
+
 def shipped_model():
-    return models.shipped_model("pronoun")
+    """The checkpoint, looked up once per run (each lookup stats the file and hashes a cache key: ~0.3 ms, and
+    the labels of a run ask ~20 times)."""
+    if "model" not in THIS_RUN:
+        THIS_RUN["model"] = models.shipped_model("pronoun")
+    return THIS_RUN["model"]
 
 
 def resolving_head() -> lab.ResolvingHead:
@@ -281,16 +288,20 @@ def one_head_section(e: tasks.PronounExample, r: lab.Reading, drilled: int) -> N
     st.caption(t(f"{NS}.one_head_caption", it=it))
 
 
-def fresh_section() -> lab.FreshFigures:
-    st.subheader(t(f"{NS}.fresh_heading"))
-    st.markdown(lesson(f"{NS}/fresh"))
+def fresh_choice() -> tuple[int, int]:
+    """(seed, sentences per language) of the fresh sentences the question and the last chart are about."""
     c1, c2 = st.columns(2)
     with c1:
         seed_ = controls.seed("seed")
     with c2:
         n_per_lang = int(st.slider(t(f"{NS}.n_per_lang"), N_MIN, N_MAX, N_DEFAULT, step=10, key="n",
                                    bind="query-params", help=t(f"{NS}.n_help")))
-    f = fresh(seed_, n_per_lang)
+    return seed_, n_per_lang
+
+
+def fresh_section(f: lab.FreshFigures, seed_: int) -> None:
+    st.subheader(t(f"{NS}.fresh_heading"))
+    st.markdown(lesson(f"{NS}/fresh"))
     L, h = f.agreement.shape
     measures = [t(f"{NS}.col_{m}") for m in ("agree", "referent", "other", "adjective")]
     anatomy.show_chart(pc.fresh_heatmap(f, row_labels(L, h), measures, title=t(f"{NS}.fresh_title", n=f.n, seed=seed_),
@@ -302,7 +313,6 @@ def fresh_section() -> lab.FreshFigures:
     m1.metric(t(f"{NS}.best_metric", head=head_label(best.layer, best.head), n=f.n),
               fmt.pct(float(f.agreement[best.layer, best.head]), 1))
     m2.metric(t(f"{NS}.best_metric_meta", n=best.n), fmt.pct(best.fraction, 1))
-    return f
 
 
 def facts_of(e: tasks.PronounExample, r: lab.Reading, e2: tasks.PronounExample, r2: lab.Reading,
@@ -392,7 +402,9 @@ def readout_pitfall(facts: dict) -> None:
 # ---------------------------------------------------------------------------------------------
 
 anatomy.header(NS)
-anatomy.intuition(NS)
+steps = presenter.Lesson(NS)
+with steps.step("intuition"):
+    anatomy.intuition(NS)
 if models.unavailable("pronoun"):
     st.stop()
 try:
@@ -400,24 +412,36 @@ try:
 except (ValueError, TypeError, KeyError) as err:       # a readable checkpoint whose meta lacks the evaluation
     anatomy.problem(f"{NS}.err_no_model", detail=anatomy.md_escape(str(err)))
     st.stop()
-model_card()
-st.markdown(lesson(f"{NS}/tutorial"))
-anatomy.formula(FORMULA, t(f"{NS}.formula_caption", V=len(shipped_model().src_vocab)))
-
-source, example = sentence_section()
+with steps.step("model and formula"):
+    model_card()
+    st.markdown(lesson(f"{NS}/tutorial"))
+    anatomy.formula(FORMULA, t(f"{NS}.formula_caption", V=len(shipped_model().src_vocab)))
+with steps.step("controls", keep=True):
+    source, example = sentence_section()
+    if example is not None:
+        other = contrast_choice(example)
+        fresh_seed, n_per_lang = fresh_choice()
 code = [tasks.parse_pronoun_sentence] if source == "type" else []     # the code that ran, shown below
 if example is not None:
-    other = contrast_choice(example)
-    result, result2 = run(example), run(other)
-    answers_section(example, result, other, result2)
-    drilled = from_it_section(example, result, other, result2)
-    flip_section(example, result, other, result2)
-    one_head_section(example, result, drilled)
-    figures = fresh_section()
+    result, result2, figures = run(example), run(other), fresh(fresh_seed, n_per_lang)
     facts = facts_of(example, result, other, result2, figures)
-    what_to_notice(facts)
-    agreement_exercise(facts)
-    readout_pitfall(facts)
+    with steps.step("question"):
+        agreement_exercise(facts)
+    with steps.step("answers"):
+        answers_section(example, result, other, result2)
+    with steps.step("from it"):
+        drilled = from_it_section(example, result, other, result2)
+    with steps.step("flip"):
+        flip_section(example, result, other, result2)
+    with steps.step("one head"):
+        one_head_section(example, result, drilled)
+    with steps.step("fresh sentences"):
+        fresh_section(figures, fresh_seed)
+    with steps.step("notice"):
+        what_to_notice(facts)
+    with steps.step("pitfall"):
+        readout_pitfall(facts)
     code = [resolver.PronounResolver.forward, resolver.resolve, lab.build_example, lab.flipped, *code,
             lab.pronoun_rows, lab.fresh_figures]
 anatomy.show_code(*code)
+steps.end()

@@ -1,24 +1,16 @@
-"""Training live: a short, capped training run of a small model in the app, with the loss curve and
-attention snapshots, so the learner watches attention learn where to look.
+"""Training live: a short, capped training run of a small model in the app (the second tutorial's
+TransformerTrainer, fixed), with the loss curve and attention snapshots: attention learns where to look.
 
-Second tutorial's TransformerTrainer (fixed: AdamW, a schedule that ends with the run, seeded) on
-the first tutorial's Seq2Seq with Bahdanau attention (dates, reversal: the snapshot is the alignment)
-or on the "it" page's encoder with its word readout (pronoun: the snapshot is the attention from "it"
-in every layer and head, and nothing but the answer's word is supervised). A run starts only when the
-button is pressed, never on a rerun; its results stay in the session so the page stays responsive. Runs go
-through the server's queue (ui.training_queue): one at a time, identical trainings of different sessions
-shared, a live place in the queue for everyone waiting.
+Tasks: the first tutorial's Seq2Seq with Bahdanau attention (dates, reversal: the snapshot is the alignment) or the
+"it" page's encoder (the snapshot is the attention from "it"). A run starts only on the button, goes through the
+server's queue (ui.training_queue: one at a time, identical trainings shared) and stays in the session.
 """
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 import torch
-from streamlit.runtime import Runtime
-from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from attention_core.labs import seed_bugs
 from attention_core.labs import training as lab
@@ -26,7 +18,7 @@ from attention_core.labs.bottleneck import clean_digits
 from attention_core.models import recipes, tasks, trainer
 from attention_core.models.pronoun import pronoun_loss
 from attention_core.models.seq2seq import seq2seq_loss
-from ui import anatomy
+from ui import anatomy, presenter
 from ui import format as fmt
 from ui import pronoun_charts as pc
 from ui import training_charts as tc
@@ -118,9 +110,8 @@ def quoted(chars: list[str], limit: int = 8) -> str:
 
 def axis(task: str, which: str) -> str:
     """Axis titles of the snapshot heatmaps: input x output characters, or tokens x heads."""
-    if task == "pronoun":
-        return t(f"{NS}.token_axis") if which == "x" else t(f"{NS}.head_axis")
-    return t(f"{NS}.input_axis") if which == "x" else t(f"{NS}.output_axis")
+    x, y = ("token_axis", "head_axis") if task == "pronoun" else ("input_axis", "output_axis")
+    return t(f"{NS}.{x if which == 'x' else y}")
 
 
 def run_name(cfg: lab.RunSettings, number: int) -> str:
@@ -152,15 +143,6 @@ def untrained(task: str, seed: int, probe: str) -> lab.StartingPoint:
 
 
 # ------------------------------------------------------------------ the run (only on the button; in the server's queue)
-def session_alive() -> Callable[[], bool]:
-    """True while this browser session is connected: closing the tab frees its place in the queue."""
-    ctx = get_script_run_ctx()
-    if ctx is None or not Runtime.exists():
-        return lambda: True                 # no server (AppTest): the queue's lease alone decides
-    runtime, session = Runtime.instance(), ctx.session_id
-    return lambda: runtime.is_active_session(session)
-
-
 def job_of(cfg: lab.RunSettings) -> tuple[tq.TrainingSpec, tq.View]:
     """What the server's queue shares (the training) and what this session watches (its probe)."""
     return (tq.TrainingSpec(cfg.task, cfg.attention, cfg.seed, cfg.steps, LRS[cfg.task], WARMUP, TIME_CAP),
@@ -181,7 +163,7 @@ def start(cfg: lab.RunSettings) -> None:
     # a run this session already has is trained again (pressing twice shows that a seeded run is reproducible);
     # a run another session finished is shared
     again = any(job_of(r.settings)[0] == spec for r in runs())
-    ticket = tq.submit_training(spec, view, alive=session_alive(), reuse_done=not again)
+    ticket = tq.submit_training(spec, view, alive=tq.session_alive(), reuse_done=not again)
     if ticket is None:
         anatomy.problem(f"{NS}.err_queue_full", n=tq.QUEUE.max_waiting, s=fmt.fixed(tq.WALL_CAP, 0))
         return
@@ -431,19 +413,33 @@ def pitfalls(steps: int) -> None:
 
 
 # ------------------------------------------------------------------ the page
-anatomy.header(NS)
-anatomy.intuition(NS)
-st.markdown(lesson(f"{NS}/run"))
-anatomy.formula(FORMULA, t(f"{NS}.formula_caption"))
+def code_that_ran() -> list:
+    """The trainer and a task's loss run in the queue's worker: listed once a run of this session has finished."""
+    trained = {r.settings.task for r in runs()}
+    fit = [trainer.TransformerTrainer.fit, trainer.TransformerTrainer.train_step] if trained else []
+    fit += ([pronoun_loss] if "pronoun" in trained else []) + ([seq2seq_loss] if trained - {"pronoun"} else [])
+    return [recipes.live_run, *fit, trainer.warmup_cosine, seed_bugs.tutorial_loss_on_encoder_states,
+            seed_bugs.weight_decay_effect]
 
-settings = controls()
-task_now = settings.task if settings else None
-st.caption(t(f"{NS}.facts_pronoun" if task_now == "pronoun" else f"{NS}.facts", cap=fmt.fixed(TIME_CAP, 0),
-             lr=LRS.get(task_now, LR), warmup=WARMUP))
-train_section(settings)
-results_section()
-start_exercise(settings)
-pitfalls(settings.steps if settings else STEPS[2])
-anatomy.show_code(recipes.live_run, trainer.TransformerTrainer.fit, trainer.TransformerTrainer.train_step,
-                  trainer.warmup_cosine, pronoun_loss if task_now == "pronoun" else seq2seq_loss,
-                  seed_bugs.tutorial_loss_on_encoder_states, seed_bugs.weight_decay_effect)
+
+anatomy.header(NS)
+lesson_steps = presenter.Lesson(NS)
+with lesson_steps.step("intuition"):
+    anatomy.intuition(NS)
+    st.markdown(lesson(f"{NS}/run"))
+    anatomy.formula(FORMULA, t(f"{NS}.formula_caption"))
+with lesson_steps.step("controls", keep=True):
+    settings = controls()
+    task_now = settings.task if settings else None
+    st.caption(t(f"{NS}.facts_pronoun" if task_now == "pronoun" else f"{NS}.facts", cap=fmt.fixed(TIME_CAP, 0),
+                 lr=LRS.get(task_now, LR), warmup=WARMUP))
+with lesson_steps.step("question"):
+    start_exercise(settings)           # before any run: how sharp is attention at step 0?
+with lesson_steps.step("train"):
+    train_section(settings)
+with lesson_steps.step("results"):
+    results_section()
+with lesson_steps.step("pitfalls"):
+    pitfalls(settings.steps if settings else STEPS[2])
+anatomy.show_code(*code_that_ran())
+lesson_steps.end()

@@ -419,6 +419,19 @@ def training_work(spec: TrainingSpec, *, wall_cap: float = WALL_CAP) -> Callable
 QUEUE = RunQueue()     # the one queue of this server process (module state: no client message resets it)
 
 
+def session_alive() -> Callable[[], bool]:
+    """For the session running this script: True while its browser is connected (closing the tab frees its
+    place in the queue). Streamlit is imported here only: the queue itself knows nothing of sessions."""
+    from streamlit.runtime import Runtime
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    if ctx is None or not Runtime.exists():
+        return lambda: True                 # no server (AppTest): the queue's lease alone decides
+    runtime, session = Runtime.instance(), ctx.session_id
+    return lambda: runtime.is_active_session(session)
+
+
 def submit_training(spec: TrainingSpec, view: View, *, alive: Callable[[], bool] | None = None,
                     reuse_done: bool = True, queue: RunQueue | None = None) -> Ticket | None:
     queue = queue or QUEUE

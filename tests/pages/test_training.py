@@ -61,6 +61,15 @@ def press_train(at, timeout=120.0):
     return at
 
 
+def shown_code(at) -> set[str]:
+    """The qualified names listed under "Show the code"."""
+    return {c.value.strip("`") for c in at.caption if c.value.startswith("`attention_core.")}
+
+
+TRAINER_CODE = {"attention_core.models.trainer.TransformerTrainer.fit",
+                "attention_core.models.trainer.TransformerTrainer.train_step"}
+
+
 def short_run(at, steps=STEPS, every=EVERY):
     at.slider(key="steps").set_value(steps).run()
     at.slider(key="every").set_value(every).run()
@@ -82,6 +91,11 @@ def test_opens_without_training(lang):
     assert exceptions(at) == []
     assert "_train_runs" not in at.session_state or at.session_state["_train_runs"] == []
     assert [title_of(c) for c in charts(at)] == [cat["training.sched_chart"].format(steps=10)]
+    # nothing trained in this session: the trainer and the losses are not shown as code that ran; the schedule is
+    code = shown_code(at)
+    assert "attention_core.models.trainer.warmup_cosine" in code and "attention_core.models.recipes.live_run" in code
+    assert not code & (TRAINER_CODE | {"attention_core.models.seq2seq.seq2seq_loss",
+                                       "attention_core.models.pronoun.pronoun_loss"})
 
 
 # ---------------------------------------------------------------- a short run
@@ -109,6 +123,9 @@ def test_a_short_run_lowers_the_loss_and_is_reproducible(monkeypatch):
         part = panels[panels["step"] == s]
         assert np.allclose(part.pivot(index="row", columns="col", values="weight").to_numpy(),
                            snap.alignment.numpy(), atol=1e-6)
+    # the run trained with the trainer and the Seq2Seq loss: now they are shown (the pronoun loss is not)
+    assert TRAINER_CODE | {"attention_core.models.seq2seq.seq2seq_loss"} <= shown_code(at)
+    assert "attention_core.models.pronoun.pronoun_loss" not in shown_code(at)
     text = notices(at)
     assert f"fell from **{np.mean(losses[:10]):.3f}** (mean of the first 10 steps) to **{np.mean(losses[-10:]):.3f}**" \
            in text
