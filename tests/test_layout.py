@@ -4,8 +4,8 @@ scripts/layout_check.py, which also prints the full list for a checkout).
 
 With LAYOUT=subset a representative subset of page views runs (about 2-2.5 minutes on a loaded 2-core machine):
 the pages with the densest charts (cells with numbers, tabs, legends, formulas), each language at each size.
-``LAYOUT=all`` checks every page in both languages at both sizes (64 page views, about 15 minutes). A planted app first shows that the checker finds each kind of problem
-and passes a clean chart.
+``LAYOUT=all`` checks every page in both languages at both sizes (64 page views, about 15 minutes). A planted app
+first shows that the checker finds each kind of problem and passes a clean chart.
 """
 import os
 import pathlib
