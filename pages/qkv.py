@@ -41,15 +41,21 @@ sentence_lesson = cache_data(max_entries=64, max_bytes=8 * MB)(lab.sentence_less
 similarity_lesson = cache_data(max_entries=64, max_bytes=16 * MB)(lab.similarity_lesson)
 
 
-def draw_heatmap(matrix: np.ndarray, rows, cols, *, key: str, csv_name: str | None = None, selectable: bool = True,
-                 **options) -> None:
+def draw_heatmap(matrix: np.ndarray, rows, cols, *, key: str, csv_name: str | None = None, selectable=True, **options):
     """A heatmap (a CSV download with ``csv_name``); a click picks its query row (``qkv_state.clicked_row``)."""
     spec = heatmap(matrix, list(rows), list(cols), selectable=selectable, **options)
     if csv_name:
-        anatomy.show_matrix(spec, matrix, list(rows), list(cols), key=key, selectable=selectable,
-                            file_name=csv_name)
+        anatomy.show_matrix(spec, matrix, list(rows), list(cols), key=key, selectable=selectable, file_name=csv_name)
     else:
         show_chart(spec, key=key, select=selectable)
+
+
+def tab_intro(lesson: presenter.Lesson, name: str, latex: str | None = None, caption: str = "") -> None:
+    """A tab's first step: its lesson (assets/lessons/<lang>/qkv/<name>.md) and its formula."""
+    with lesson.step(f"{name}: intro"):
+        st.markdown(i18n.lesson(f"qkv/{name}"))
+        if latex:
+            formula(latex, caption)
 
 
 # --- tab 1: Nadaraya-Watson kernel regression ------------------------------------------------------------------
@@ -111,10 +117,8 @@ def kernel_evidence(k: KernelChoice) -> None:
 
 
 def kernel_tab(lesson: presenter.Lesson) -> None:
-    with lesson.step("kernel regression"):
-        st.markdown(i18n.lesson("qkv/kernel"))
-        formula(r"f(x) = \sum_{i=1}^{n} \underbrace{\operatorname{softmax}_i\!"
-                r"\Big(-\frac{(x - x_i)^2}{2h^2}\Big)}_{\alpha(x,\,x_i)}\; y_i", t("qkv.k_formula_caption"))
+    tab_intro(lesson, "kernel", r"f(x) = \sum_{i=1}^{n} \underbrace{\operatorname{softmax}_i\!\Big(-\frac{(x - x_i)^2}"
+              r"{2h^2}\Big)}_{\alpha(x,\,x_i)}\; y_i", t("qkv.k_formula_caption"))
     with lesson.step("kernel: controls", keep=True):
         chosen = kernel_controls()
     with lesson.step("kernel: question"):
@@ -184,10 +188,8 @@ def library_evidence(books: qkv_state.Books, query: np.ndarray, r: lab.LibraryRe
 
 
 def library_tab(lesson: presenter.Lesson) -> None:
-    with lesson.step("the library"):
-        st.markdown(i18n.lesson("qkv/library"))
-        formula(r"s_i = q \cdot k_i, \qquad \alpha_i = \operatorname{softmax}_i(s), \qquad "
-                r"o = \sum_i \alpha_i\, v_i", t("qkv.l_formula_caption"))
+    tab_intro(lesson, "library", r"s_i = q \cdot k_i, \qquad \alpha_i = \operatorname{softmax}_i(s), \qquad "
+              r"o = \sum_i \alpha_i\, v_i", t("qkv.l_formula_caption"))
     with lesson.step("library: controls", keep=True):
         edited = qkv_state.book_table(LIMIT)
         query = query_sliders()
@@ -313,7 +315,6 @@ def tokens_evidence(c: TokenChoice) -> None:
     st.caption(t(f"qkv.t_stage{c.stage}_caption", dk=d_k, sqrt=fmt.fixed(sqrt_dk, 3), dm=c.d_model))
     stage_charts(s, c.stage, qi, labels, c.d_model, d_k)
     neuron_view(s, qi, labels)
-
     w_row = s.weights[qi].numpy()
     top = int(np.argmax(w_row))
     raw, scaled = (fmt.fixed(float(m.numpy().std()) if n > 1 else 0.0) for m in (s.scores, s.scaled))  # population
@@ -327,8 +328,7 @@ def tokens_evidence(c: TokenChoice) -> None:
 
 
 def tokens_tab(lesson: presenter.Lesson) -> None:
-    with lesson.step("a sentence, step by step"):
-        st.markdown(i18n.lesson("qkv/tokens"))
+    tab_intro(lesson, "tokens")
     with lesson.step("sentence: controls", keep=True):
         chosen = tokens_controls()
     if chosen is None:
@@ -340,12 +340,13 @@ def tokens_tab(lesson: presenter.Lesson) -> None:
         tokens_evidence(chosen)
     with lesson.step("pitfall: normalisation"):
         anatomy.pitfall(t("qkv.p_title"), t("qkv.p_body"), t("qkv.p_code"),
-                        demo=lambda: normalisation_demo(chosen.run.pitfalls, chosen.query, chosen.labels,
-                                                        chosen.d_model, chosen.run.steps.d_k))
+                        demo=lambda: normalisation_demo(chosen))
     anatomy.show_code(lab.qkv_step_through, lab.neuron_view, lab.normalisation_pitfalls)
 
 
-def normalisation_demo(p: lab.NormalisationPitfalls, qi: int, labels: list[str], d_model: int, d_k: int) -> None:
+def normalisation_demo(c: TokenChoice) -> None:
+    """The query's row of weights computed right, with √d_model, and softmax applied twice."""
+    p, qi, labels, d_model, d_k = c.run.pitfalls, c.query, c.labels, c.d_model, c.run.steps.d_k
     rows = {t("qkv.p_correct", dk=d_k): p.correct[qi].numpy(), t("qkv.p_sqrt", dm=d_model): p.sqrt_d_model[qi].numpy(),
             t("qkv.p_twice"): p.softmax_twice[qi].numpy()}
     show_chart(qkv_charts.grouped_rows(rows, labels, key_title=t("common.key"), weight_title=t("common.weight"),
@@ -388,8 +389,7 @@ def similarity_evidence(res: lab.SimilarityLesson, labels: list[str], d_k: int, 
 
 
 def similarity_tab(lesson: presenter.Lesson) -> None:
-    with lesson.step("three similarity functions"):
-        st.markdown(i18n.lesson("qkv/similarity"))
+    tab_intro(lesson, "similarity")
     with lesson.step("similarity: controls", keep=True):
         tokens, d_k, hidden, seed = sentence_controls("qkv.s_d_k", CMP_DIMS, 64, "cdk", "qkv.s_hidden", DIMS, 16, "hid")
         if tokens is not None and len(tokens) == 1:
