@@ -120,3 +120,13 @@ def label_pattern(key: str, lang: str = "en", **groups: str) -> str:
         else:
             pattern += ".*?"
     return pattern
+
+
+def chart_titled(at: AppTest, title: str):
+    """The (first) chart whose title, plain or ``{"text": ...}``, is ``title``; fails listing the titles shown."""
+    def text(spec):
+        got = spec.get("title")
+        return got.get("text") if isinstance(got, dict) else got
+    found = [c for c in charts(at) if text(chart_spec(c)) == title]
+    assert found, f"no chart titled {title!r}: {[chart_spec(c).get('title') for c in charts(at)]}"
+    return found[0]

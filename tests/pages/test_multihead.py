@@ -14,9 +14,9 @@ from attention_core.modules import MultiHeadAttention
 from attention_core.text import tokenize
 from tests.apptest_util import (
     all_text,
-    assert_same_spec,
     chart_data,
     chart_spec,
+    chart_titled,
     charts,
     exceptions,
     label_pattern,
@@ -48,15 +48,6 @@ def pieces(chart) -> dict:
         for piece in frame["piece"].unique():
             out[piece] = frame[frame["piece"] == piece].dropna(axis=1, how="all").reset_index(drop=True)
     return out
-
-
-def chart_titled(at, title: str):
-    def text(spec):
-        got = spec.get("title")
-        return got.get("text") if isinstance(got, dict) else got
-    found = [c for c in charts(at) if text(chart_spec(c)) == title]
-    assert found, f"no chart titled {title!r}: {[chart_spec(c).get('title') for c in charts(at)]}"
-    return found[0]
 
 
 def grid_chart(at):

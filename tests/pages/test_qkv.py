@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from attention_core.labs import qkv as lab
 from attention_core.text import embed_tokens, projection, tokenize
-from tests.apptest_util import all_text, assert_same_spec, chart_data, chart_spec, charts, exceptions, open_page
+from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page
 from ui.i18n import catalog
 
 EN, ZH = catalog("en"), catalog("zh")
