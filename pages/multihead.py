@@ -16,13 +16,13 @@ import torch
 from attention_core.analysis import PATTERNS, classify_heads, head_similarity, qk_geometry, synthetic_pattern
 from attention_core.labs import multihead as lab
 from attention_core.modules import HeadDivisibilityError, MultiHeadAttention
-from ui import anatomy, controls
+from ui import anatomy, controls, i18n, presenter
 from ui import format as fmt
 from ui import multihead_charts as mc
 from ui.anatomy import md_escape, show_chart
 from ui.cache import MB, cache_data
 from ui.charts import ROW_SELECTION, attention_heatmap, heatmap, unique_labels
-from ui.i18n import LANGS, catalog, current_lang, lesson, t
+from ui.i18n import t
 from ui.registry import ROOT
 
 NS = "multihead"
@@ -90,9 +90,9 @@ def keep_choice_across_languages(key: str, options, prefix: str) -> None:
     asked = st.query_params.get(key)
     if asked is None or key in st.session_state:
         return
-    for lang in LANGS:
-        labels = [str(catalog(lang).get(f"{NS}.{prefix}_{o}")) for o in options]
-        if asked in labels and lang != current_lang():
+    for lang in i18n.LANGS:
+        labels = [str(i18n.catalog(lang).get(f"{NS}.{prefix}_{o}")) for o in options]
+        if asked in labels and lang != i18n.current_lang():
             st.session_state[key] = options[labels.index(asked)]
             return
 
@@ -127,7 +127,7 @@ def divisibility_problem(d_model: int, num_heads: int) -> None:
 
 
 def shapes_section(r: lab.HeadsLesson, v: View) -> None:
-    st.markdown(lesson(f"{NS}/split"))
+    st.markdown(i18n.lesson(f"{NS}/split"))
     s, d_model, h = r.shapes, v.d_model, v.num_heads
     table = pd.DataFrame({
         t(f"{NS}.col_step"): [t(f"{NS}.step_{name}") for name, _ in STEPS],
@@ -227,7 +227,7 @@ def compare_section(r: lab.HeadsLesson, v: View) -> None:
 
 def gallery_section(r: lab.HeadsLesson, v: View) -> None:
     """The synthetic patterns and the classifier's verdict on each head."""
-    st.markdown(lesson(f"{NS}/gallery"))
+    st.markdown(i18n.lesson(f"{NS}/gallery"))
     n, h = len(v.tokens), v.num_heads
     show_chart(mc.small_multiples(
         gallery(n), v.tokens, titles=[pattern_name(p) for p in PATTERNS], columns=6, x_title=t("common.key"),
@@ -256,7 +256,7 @@ def gallery_section(r: lab.HeadsLesson, v: View) -> None:
 
 def geometry_section(r: lab.HeadsLesson, v: View) -> None:
     head, query, labels = v.head, v.query, v.labels
-    st.markdown(lesson(f"{NS}/geometry"))
+    st.markdown(i18n.lesson(f"{NS}/geometry"))
     g = qk_geometry(*(torch.from_numpy(m[head]) for m in (r.q, r.k, r.v)))
     w_row = r.weights[head, query]
     var = g.explained_variance_ratio.numpy()
@@ -265,7 +265,8 @@ def geometry_section(r: lab.HeadsLesson, v: View) -> None:
     with left:
         show_chart(mc.geometry_chart(
             g.queries, g.keys, v.tokens, w_row, query, title=t(f"{NS}.geo_chart", head=head + 1, q=labels[query]),
-            x_title=t(f"{NS}.pc", i=1, pct=fmt.fixed(100 * var[0], 0)), y_title=t(f"{NS}.pc", i=2, pct=fmt.fixed(100 * var[1], 0)),
+            x_title=t(f"{NS}.pc", i=1, pct=fmt.fixed(100 * var[0], 0)),
+            y_title=t(f"{NS}.pc", i=2, pct=fmt.fixed(100 * var[1], 0)),
             key_name=t("common.key"), query_name=t("common.query"), **words), key="mh_geo", width="content")
     with right:
         show_chart(mc.values_chart(
@@ -359,38 +360,58 @@ def model_controls() -> tuple[int, int, int, str]:
     return int(d_model), int(num_heads), seed, mode
 
 
+def run_heads(tokens: list[str] | None, d_model: int, num_heads: int, seed: int, mode: str) -> lab.HeadsLesson | None:
+    """The model's forward pass and its analysis; None (after a message) when the sentence or the sizes are bad."""
+    if tokens is None:
+        return None
+    try:
+        return heads_lesson(tuple(tokens), d_model, num_heads, seed, mode)
+    except HeadDivisibilityError as err:
+        divisibility_problem(err.d_model, err.num_heads)
+        return None
+
+
+def tabs_section(r: lab.HeadsLesson, v: View) -> list:
+    """The five tabs; only the open one runs. Returns the sections that ran."""
+    tabs = st.tabs(controls.tab_labels(NS, TABS), key="tab", bind="query-params")
+    ran = []
+    for tab, body in zip(tabs, (heads_section, shapes_section, compare_section, gallery_section, geometry_section)):
+        if tab.open or tab.open is None:          # lazy: only the open tab runs
+            with tab:
+                body(r, v)
+            ran.append(body)
+    return ran
+
+
 # ---------------------------------------------------------------------------------------------
 # the page
 # ---------------------------------------------------------------------------------------------
 
 anatomy.header(NS)
-anatomy.intuition(NS)
-anatomy.formula(FORMULA, t(f"{NS}.formula_caption"))
-
-tokens = controls.sentence("text")
-d_model, num_heads, seed, mode = model_controls()
-result, ran = None, []
-if tokens is not None:
-    try:
-        result = heads_lesson(tuple(tokens), d_model, num_heads, seed, mode)
-    except HeadDivisibilityError as err:
-        divisibility_problem(err.d_model, err.num_heads)
-
+lesson = presenter.Lesson(NS)          # presenter mode (?present=1): one step at a time
+with lesson.step("intuition"):
+    anatomy.intuition(NS)
+    anatomy.formula(FORMULA, t(f"{NS}.formula_caption"))
+with lesson.step("controls", keep=True):
+    tokens = controls.sentence("text")
+    d_model, num_heads, seed, mode = model_controls()
+    result = run_heads(tokens, d_model, num_heads, seed, mode)
+    if result is not None:
+        view = View(tokens, d_model, num_heads, seed, mode, *pick_head_and_query(tokens, num_heads))
+ran = []
 if result is not None:
-    view = View(tokens, d_model, num_heads, seed, mode, *pick_head_and_query(tokens, num_heads))
-    tabs = st.tabs(controls.tab_labels(NS, TABS), key="tab", bind="query-params")
-    for tab, body in zip(tabs, (heads_section, shapes_section, compare_section, gallery_section,
-                                geometry_section)):
-        if tab.open or tab.open is None:          # lazy: only the open tab runs
-            with tab:
-                body(result, view)
-            ran.append(body)
+    with lesson.step("question"):                 # asked before the tabs and the notice that answer it
+        parameter_exercise(result, view)
+    with lesson.step("evidence"):
+        ran = tabs_section(result, view)
     facts = lab.averaging_facts(result, view.head, view.query)
-    what_to_notice(result, view, facts)
-    parameter_exercise(result, view)
-    averaging_pitfall(view, facts)
-
-anatomy.pitfall(t(f"{NS}.pit_div_title"), t(f"{NS}.pit_div_body"), code=t(f"{NS}.pit_div_code"))
+    with lesson.step("notice"):
+        what_to_notice(result, view, facts)
+    with lesson.step("pitfall: averaging"):
+        averaging_pitfall(view, facts)
+with lesson.step("pitfall: divisibility"):
+    anatomy.pitfall(t(f"{NS}.pit_div_title"), t(f"{NS}.pit_div_body"), code=t(f"{NS}.pit_div_code"))
 anatomy.show_code(MultiHeadAttention, lab.build_mha, lab.structured_mha if mode == "structured" else lab.random_mha,
                   lab.model_input, lab.trace_mha, lab.parameter_count, classify_heads, head_similarity,
                   *([qk_geometry] if geometry_section in ran else []))     # the code that ran, the open tab's too
+lesson.end()

@@ -6,9 +6,9 @@ Four steps, one tab each: kernel regression (attention pooling with no learning)
 functions side by side.
 """
 import math
+from typing import NamedTuple
 
 import numpy as np
-import pandas as pd
 import streamlit as st
 import torch
 
@@ -17,12 +17,12 @@ from attention_core.functional import masked_softmax
 from attention_core.labs import qkv as lab
 from attention_core.labs import seed_bugs
 from attention_core.modules import AdditiveAttention
-from ui import anatomy, controls, qkv_charts, qkv_state
+from ui import anatomy, controls, i18n, presenter, qkv_charts, qkv_state
 from ui import format as fmt
 from ui.anatomy import exercise, formula, md_escape, notice, problem, show_chart
 from ui.cache import MB, cache_data
 from ui.charts import bars, heatmap, unique_labels
-from ui.i18n import lesson, t
+from ui.i18n import t
 
 NS = "qkv"
 TABS = ("tab_kernel", "tab_library", "tab_tokens", "tab_similarity")
@@ -35,53 +35,40 @@ STAGES = {1: "① X → Q, K, V", 2: "② Q Kᵀ", 3: "③ ÷ √d_k", 4: "④ s
 DIMS = (2, 4, 8, 16, 32, 64)
 CMP_DIMS = (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 CMP_D_MODEL = 32
-STAGE_LATEX = {
-    1: r"X \in \mathbb{R}^{%N \times %D},\quad Q = X W_Q,\; K = X W_K,\; V = X W_V "
-       r"\in \mathbb{R}^{%N \times %K}",
-    2: r"S = Q K^\top \in \mathbb{R}^{%N \times %N}, \qquad S_{ij} = q_i \cdot k_j "
-       r"= \sum_{m=1}^{%K} q_{im} k_{jm}",
-    3: r"S' = \frac{Q K^\top}{\sqrt{d_k}} = \frac{S}{\sqrt{%K}}",
-    4: r"A = \operatorname{softmax}(S'), \qquad A_{ij} = \frac{e^{S'_{ij}}}{\sum_{l} e^{S'_{il}}}, \qquad "
-       r"\sum_j A_{ij} = 1",
-    5: r"O = A V \in \mathbb{R}^{%N \times %K}, \qquad o_i = \sum_j A_{ij}\, v_j",
-}
-SIM_LATEX = {
-    "additive": r"a(q, k) = v^\top \tanh(W_q q + W_k k)",
-    "dot": r"a(q, k) = q \cdot k",
-    "scaled": r"a(q, k) = \frac{q \cdot k}{\sqrt{d_k}}",
-}
 
 kernel_lesson = cache_data(max_entries=64, max_bytes=8 * MB)(lab.kernel_lesson)
 sentence_lesson = cache_data(max_entries=64, max_bytes=8 * MB)(lab.sentence_lesson)
 similarity_lesson = cache_data(max_entries=64, max_bytes=16 * MB)(lab.similarity_lesson)
 
 
-@cache_data(max_entries=64, max_bytes=2 * MB)
-def additive_pairing(tokens: tuple[str, ...], d_k: int, hidden: int, seed: int) -> dict:
-    s = lab.qkv_step_through(tokens, CMP_D_MODEL, d_k, seed=seed)
-    return seed_bugs.additive_pairing_demo(lab.make_additive(d_k, d_k, hidden, seed), s.q[None], s.k[None])
-
-
-def draw_heatmap(matrix: np.ndarray, rows, cols, *, key: str, csv_name: str | None = None, selectable: bool = True,
-                 **options) -> None:
-    """A heatmap stretched to its column; with a CSV download when ``csv_name`` is given. A click on a cell picks
-    its query row (read back by ``qkv_state.clicked_row``)."""
+def draw_heatmap(matrix: np.ndarray, rows, cols, *, key: str, csv_name: str | None = None, selectable=True, **options):
+    """A heatmap (a CSV download with ``csv_name``); a click picks its query row (``qkv_state.clicked_row``)."""
     spec = heatmap(matrix, list(rows), list(cols), selectable=selectable, **options)
     if csv_name:
-        anatomy.show_matrix(spec, matrix, list(rows), list(cols), key=key, selectable=selectable,
-                            file_name=csv_name)
+        anatomy.show_matrix(spec, matrix, list(rows), list(cols), key=key, selectable=selectable, file_name=csv_name)
     else:
         show_chart(spec, key=key, select=selectable)
 
 
-# ---------------------------------------------------------------------------------------------
-# tab 1: Nadaraya-Watson kernel regression
-# ---------------------------------------------------------------------------------------------
+def tab_intro(lesson: presenter.Lesson, name: str, latex: str | None = None, caption: str = "") -> None:
+    """A tab's first step: its lesson (assets/lessons/<lang>/qkv/<name>.md) and its formula."""
+    with lesson.step(f"{name}: intro"):
+        st.markdown(i18n.lesson(f"qkv/{name}"))
+        if latex:
+            formula(latex, caption)
 
-def kernel_tab() -> None:
-    st.markdown(lesson("qkv/kernel"))
-    formula(r"f(x) = \sum_{i=1}^{n} \underbrace{\operatorname{softmax}_i\!"
-            r"\Big(-\frac{(x - x_i)^2}{2h^2}\Big)}_{\alpha(x,\,x_i)}\; y_i", t("qkv.k_formula_caption"))
+
+# --- tab 1: Nadaraya-Watson kernel regression ------------------------------------------------------------------
+
+class KernelChoice(NamedTuple):
+    """The kernel tab's controls and the regression they computed."""
+    run: lab.KernelLesson
+    bandwidth: float
+    n_train: int
+    row: int               # the query: its row of the heatmap (grid position)
+
+
+def kernel_controls() -> KernelChoice:
     c1, c2, c3, c4 = st.columns(4)
     h = c1.slider(t("qkv.k_bandwidth"), 0.05, 3.0, 0.4, 0.05, key="h", bind="query-params")
     n_train = c2.slider(t("qkv.k_n_train"), 2, 100, 40, key="n", bind="query-params")
@@ -93,11 +80,15 @@ def kernel_tab() -> None:
     if clicked is not None:
         st.session_state["x"] = float(d.grid[min(clicked, N_GRID - 1)])
     xq = st.slider(t("qkv.k_query"), 0.0, 5.0, 2.5, GRID_STEP, key="x", bind="query-params")
-    row = min(N_GRID - 1, max(0, int(round(float(xq) / GRID_STEP))))
+    return KernelChoice(d, float(h), int(n_train), min(N_GRID - 1, max(0, int(round(float(xq) / GRID_STEP)))))
+
+
+def kernel_evidence(k: KernelChoice) -> None:
+    """The weights of every grid query, the fit with the chosen query's weights, what to notice."""
+    d, row, h = k.run, k.row, k.bandwidth
     w_row = d.weights[row]
     q_labels = [f"{g:g}" for g in d.grid]
     k_labels = [f"{x:.2f}" for x in d.x]
-
     left, right = st.columns(2)
     top_w = max(0.05, float(d.weights.max()))  # stretch the colours: a wide band has small weights
     with left:
@@ -114,82 +105,43 @@ def kernel_tab() -> None:
                                          query_weights=w_row, query_pred=float(d.pred[row]), labels=labels,
                                          height=480, weight_max=top_w), key="k_fit")
         st.caption(t("qkv.k_fit_caption"))
-
     top = int(np.argmax(w_row))
     truth_at = float(lab.true_function(torch.tensor([float(d.grid[row])]))[0])
     notice([
         t("qkv.k_notice_weights", x=q_labels[row], xi=k_labels[top], w=fmt.fixed(w_row[top], 3),
-          neff=fmt.fixed(d.neighbours[row], 1), n=n_train),
+          neff=fmt.fixed(d.neighbours[row], 1), n=k.n_train),
         t("qkv.k_notice_pred", x=q_labels[row], pred=fmt.fixed(d.pred[row]), truth=fmt.fixed(truth_at),
           rmse=fmt.fixed(d.rmse, 3)),
         t("qkv.k_notice_rows", dev=f"{float(np.abs(d.weights.sum(axis=1) - 1).max()):.1e}", h=fmt.fixed(h)),
     ])
-    exercise("qkv_ex_kernel", t("qkv.k_ex_q"), [t("qkv.k_ex_a0"), t("qkv.k_ex_a1"), t("qkv.k_ex_a2")], 1,
-             t("qkv.k_ex_why", mean=fmt.fixed(float(np.mean(d.y)))))
+
+
+def kernel_tab(lesson: presenter.Lesson) -> None:
+    tab_intro(lesson, "kernel", r"f(x) = \sum_{i=1}^{n} \underbrace{\operatorname{softmax}_i\!\Big(-\frac{(x - x_i)^2}"
+              r"{2h^2}\Big)}_{\alpha(x,\,x_i)}\; y_i", t("qkv.k_formula_caption"))
+    with lesson.step("kernel: controls", keep=True):
+        chosen = kernel_controls()
+    with lesson.step("kernel: question"):
+        exercise("qkv_ex_kernel", t("qkv.k_ex_q"), [t("qkv.k_ex_a0"), t("qkv.k_ex_a1"), t("qkv.k_ex_a2")], 1,
+                 t("qkv.k_ex_why", mean=fmt.fixed(float(np.mean(chosen.run.y)))))
+    with lesson.step("kernel: evidence"):
+        kernel_evidence(chosen)
     anatomy.show_code(lab.nadaraya_watson, lab.gaussian_kernel_scores, masked_softmax)
 
 
-# ---------------------------------------------------------------------------------------------
-# tab 2: the library
-# ---------------------------------------------------------------------------------------------
+# --- tab 2: the library ----------------------------------------------------------------------------------------
 
-def default_books() -> pd.DataFrame:
-    numbers = np.hstack(lab.library_arrays())                  # key features, then value features
-    return pd.DataFrame({"title": [t(f"qkv.book_{b.id}") for b in lab.LIBRARY],
-                         **dict(zip(lab.KEY_AXES + lab.VALUE_AXES, numbers.T))})
-
-
-def reset_books() -> None:
-    st.session_state["_qkv_books_v"] = st.session_state.get("_qkv_books_v", 0) + 1
-
-
-def book_table() -> pd.DataFrame:
-    """The editable table of books (title, key features, value features) and its reset button."""
-    cols = {"title": st.column_config.TextColumn(t("qkv.l_col_title"), max_chars=60, width="medium")}
-    for axes, name, step, form in ((lab.KEY_AXES, "key", 0.1, "%.2f"), (lab.VALUE_AXES, "value", 0.5, "%.1f")):
-        for axis in axes:
-            prefix = "axis" if name == "key" else "vaxis"
-            cols[axis] = st.column_config.NumberColumn(t(f"qkv.l_col_{name}", axis=t(f"qkv.{prefix}_{axis}")),
-                                                       min_value=-LIMIT, max_value=LIMIT, step=step, format=form,
-                                                       width="small")
-    version = st.session_state.get("_qkv_books_v", 0)
-    edited = st.data_editor(default_books(), key="books" if version == 0 else f"books{version}",
-                            column_config=cols, num_rows="dynamic", hide_index=True, width="stretch")
-    st.button(t("qkv.l_reset"), on_click=reset_books, key="books_reset", icon=":material/restart_alt:",
-              type="tertiary")
-    return edited
-
-
-def library_tab() -> None:
-    st.markdown(lesson("qkv/library"))
-    formula(r"s_i = q \cdot k_i, \qquad \alpha_i = \operatorname{softmax}_i(s), \qquad "
-            r"o = \sum_i \alpha_i\, v_i", t("qkv.l_formula_caption"))
-    edited = book_table()
+def query_sliders() -> np.ndarray:
     st.markdown(f"**{t('qkv.l_query')}**")
     defaults = {"science": 2.0, "cooking": 2.0, "history": 0.0}
-    query = np.array([col.slider(t(f"qkv.axis_{axis}"), -3.0, 3.0, defaults[axis], 0.1,
-                                 key=f"q{axis[0]}", bind="query-params")
-                      for col, axis in zip(st.columns(3), lab.KEY_AXES)])
+    return np.array([col.slider(t(f"qkv.axis_{axis}"), -3.0, 3.0, defaults[axis], 0.1,
+                                key=f"q{axis[0]}", bind="query-params")
+                     for col, axis in zip(st.columns(3), lab.KEY_AXES)])
 
-    if len(edited) == 0:
-        problem("qkv.err_no_books")
-        return
-    if len(edited) > MAX_BOOKS:
-        problem("qkv.err_many_books", n=len(edited), max=MAX_BOOKS)
-        edited = edited.iloc[:MAX_BOOKS]
-    titles = [str(x).strip() if isinstance(x, str) and x.strip() else t("qkv.l_untitled", i=i + 1)
-              for i, x in enumerate(edited["title"].tolist())]
-    columns = list(lab.KEY_AXES) + list(lab.VALUE_AXES)
-    numbers, bad = qkv_state.parse_number_table(edited[columns].astype(object).values.tolist(), LIMIT)
-    if bad:
-        names = {a: t(f"qkv.axis_{a}") for a in lab.KEY_AXES}
-        names |= {a: t(f"qkv.vaxis_{a}") for a in lab.VALUE_AXES}
-        cells = ", ".join(f"{md_escape(titles[i])} · {names[columns[j]]}" for i, j in bad[:8])
-        problem("qkv.err_cells", n=len(bad), cells=cells + (" …" if len(bad) > 8 else ""),
-                limit=f"{LIMIT:g}")
-        return
-    keys, values = numbers[:, :len(lab.KEY_AXES)], numbers[:, len(lab.KEY_AXES):]
-    r = lab.library_attention(query, keys, values)
+
+def library_evidence(books: qkv_state.Books, query: np.ndarray, r: lab.LibraryResult) -> None:
+    """Scores, weights, the key plane and the weighted mix of the values, then what to notice."""
+    titles, keys, values = books
     scores, weights = r.scores.numpy(), r.weights.numpy()
     best = int(np.argmax(weights))
     labels = unique_labels(titles)
@@ -233,17 +185,30 @@ def library_tab() -> None:
         t("qkv.l_notice_range", smin=fmt.fixed(scores.min()), smax=fmt.fixed(scores.max()),
           wmin=fmt.fixed(weights.min(), 3), wmax=fmt.fixed(weights.max()), wsum=fmt.fixed(weights.sum(), 4)),
     ])
-    exercise("qkv_ex_library", t("qkv.l_ex_q", book=md_escape(titles[best])),
-             [t("qkv.l_ex_a0"), t("qkv.l_ex_a1"), t("qkv.l_ex_a2")], 2, t("qkv.l_ex_why"))
+
+
+def library_tab(lesson: presenter.Lesson) -> None:
+    tab_intro(lesson, "library", r"s_i = q \cdot k_i, \qquad \alpha_i = \operatorname{softmax}_i(s), \qquad "
+              r"o = \sum_i \alpha_i\, v_i", t("qkv.l_formula_caption"))
+    with lesson.step("library: controls", keep=True):
+        edited = qkv_state.book_table(LIMIT)
+        query = query_sliders()
+        books = qkv_state.read_books(edited, LIMIT, MAX_BOOKS)
+    if books is None:
+        return
+    r = lab.library_attention(query, books.keys, books.values)
+    best = int(np.argmax(r.weights.numpy()))
+    with lesson.step("library: question"):
+        exercise("qkv_ex_library", t("qkv.l_ex_q", book=md_escape(books.titles[best])),
+                 [t("qkv.l_ex_a0"), t("qkv.l_ex_a1"), t("qkv.l_ex_a2")], 2, t("qkv.l_ex_why"))
+    with lesson.step("library: evidence"):
+        library_evidence(books, query, r)
     anatomy.show_code(lab.library_attention, qkv_state.parse_number_table)
 
 
-# ---------------------------------------------------------------------------------------------
-# tab 3: a sentence, step by step
-# ---------------------------------------------------------------------------------------------
+# --- tab 3: a sentence, step by step ---------------------------------------------------------------------------
 
-def sentence_controls(label_a: str, dims_a, value_a: int, key_a: str, label_b: str, dims_b, value_b: int,
-                      key_b: str):
+def sentence_controls(label_a: str, dims_a, value_a: int, key_a: str, label_b: str, dims_b, value_b: int, key_b: str):
     """The sentence, two dimension sliders and the seed in one row (tokens None after a message)."""
     c1, c2, c3, c4 = st.columns([4, 1, 1, 1])
     with c1:
@@ -280,11 +245,10 @@ def stage_charts(s: lab.StepThrough, stage: int, qi: int, labels: list[str], d_m
         show_chart(bars(matrix[qi], cols_labels, value_title=t(f"qkv.t_value{stage}"), label_title=col_title,
                         domain=(0.0, 1.0) if stage == 4 else None,
                         highlight=int(np.argmax(matrix[qi])) if stage < 5 else None, height=260), key="t_row")
-        st.caption(row_caption(stage, s, qi, labels))
+        st.caption(row_caption(stage, matrix[qi], s, qi, labels))
 
 
-def row_caption(stage: int, s: lab.StepThrough, qi: int, labels: list[str]) -> str:
-    row = {2: s.scores, 3: s.scaled, 4: s.weights, 5: s.output}[stage][qi].numpy()
+def row_caption(stage: int, row: np.ndarray, s: lab.StepThrough, qi: int, labels: list[str]) -> str:
     if stage == 2:
         return t("qkv.t_row2", lo=fmt.fixed(row.min()), hi=fmt.fixed(row.max()))
     if stage == 3:
@@ -318,46 +282,71 @@ def neuron_view(s: lab.StepThrough, qi: int, labels: list[str]) -> None:
                   w=fmt.fixed(s.weights[qi, kj], 3)))
 
 
-def tokens_tab() -> None:
-    st.markdown(lesson("qkv/tokens"))
+class TokenChoice(NamedTuple):
+    """The sentence tab's controls and the step-through they computed."""
+    run: lab.SentenceLesson
+    labels: list[str]      # the tokens, made unique for the axes
+    d_model: int
+    stage: int             # 1..5, the keys of STAGES
+    query: int             # the query token's position
+
+
+def tokens_controls() -> TokenChoice | None:
     tokens, d_model, d_k, seed = sentence_controls("qkv.t_d_model", DIMS, 32, "dm", "qkv.t_d_k", DIMS, 8, "dk")
     if tokens is None:
-        return
+        return None
     run = sentence_lesson(tuple(tokens), d_model, d_k, seed)
-    s = run.steps
-    n, labels = len(tokens), unique_labels(tokens)
-    if n == 1:
+    labels = unique_labels(tokens)
+    if len(tokens) == 1:
         problem("qkv.t_one_token")
     default_q = next((i for i, tok in enumerate(tokens) if tok.lower() in ("it", "它")), 0)
     stage = st.segmented_control(t("qkv.t_stage"), list(STAGES), default=1, format_func=STAGES.get,
                                  key="stage", bind="query-params", required=True) or 1
     clicked = qkv_state.clicked_row(("t_heat", "t_x", "t_q", "t_k", "t_v"))
     qi = qkv_state.pick_token("q", t("qkv.t_query"), labels, default_q, clicked)
+    return TokenChoice(run, labels, d_model, int(stage), qi)
 
+
+def tokens_evidence(c: TokenChoice) -> None:
+    """The chosen stage's formula and matrices, the neuron view, what to notice."""
+    s, labels, qi, n, d_k = c.run.steps, c.labels, c.query, len(c.labels), c.run.steps.d_k
     sqrt_dk = math.sqrt(d_k)
-    st.latex(STAGE_LATEX[stage].replace("%N", str(n)).replace("%D", str(d_model)).replace("%K", str(d_k)))
-    st.caption(t(f"qkv.t_stage{stage}_caption", dk=d_k, sqrt=fmt.fixed(sqrt_dk, 3), dm=d_model))
-    stage_charts(s, stage, qi, labels, d_model, d_k)
+    st.latex(qkv_charts.stage_formula(c.stage, n, c.d_model, d_k))
+    st.caption(t(f"qkv.t_stage{c.stage}_caption", dk=d_k, sqrt=fmt.fixed(sqrt_dk, 3), dm=c.d_model))
+    stage_charts(s, c.stage, qi, labels, c.d_model, d_k)
     neuron_view(s, qi, labels)
-
     w_row = s.weights[qi].numpy()
     top = int(np.argmax(w_row))
-    spread = (lambda m: fmt.fixed(float(m.numpy().std()) if n > 1 else 0.0))   # numpy: population std
+    raw, scaled = (fmt.fixed(float(m.numpy().std()) if n > 1 else 0.0) for m in (s.scores, s.scaled))  # population
     notice([
         t("qkv.t_notice_row", q=md_escape(labels[qi]), sum=fmt.fixed(w_row.sum(), 4), k=md_escape(labels[top]),
           w=fmt.fixed(w_row[top], 3), n=n, uniform=fmt.fixed(1 / n, 3)),
-        t("qkv.t_notice_scale", raw=spread(s.scores), scaled=spread(s.scaled), sqrt=fmt.fixed(sqrt_dk, 3), dk=d_k),
+        t("qkv.t_notice_scale", raw=raw, scaled=scaled, sqrt=fmt.fixed(sqrt_dk, 3), dk=d_k),
         t("qkv.t_notice_random"),
-        t("qkv.t_notice_ref", err=f"{run.reference_error:.1e}"),
+        t("qkv.t_notice_ref", err=f"{c.run.reference_error:.1e}"),
     ])
-    exercise("qkv_ex_tokens", t("qkv.t_ex_q"), [t("qkv.t_ex_a0"), t("qkv.t_ex_a1"), t("qkv.t_ex_a2")], 0,
-             t("qkv.t_ex_why"))
-    anatomy.pitfall(t("qkv.p_title"), t("qkv.p_body"), t("qkv.p_code"),
-                    demo=lambda: normalisation_demo(run.pitfalls, qi, labels, d_model, d_k))
+
+
+def tokens_tab(lesson: presenter.Lesson) -> None:
+    tab_intro(lesson, "tokens")
+    with lesson.step("sentence: controls", keep=True):
+        chosen = tokens_controls()
+    if chosen is None:
+        return
+    with lesson.step("sentence: question"):
+        exercise("qkv_ex_tokens", t("qkv.t_ex_q"), [t("qkv.t_ex_a0"), t("qkv.t_ex_a1"), t("qkv.t_ex_a2")], 0,
+                 t("qkv.t_ex_why"))
+    with lesson.step("sentence: evidence"):
+        tokens_evidence(chosen)
+    with lesson.step("pitfall: normalisation"):
+        anatomy.pitfall(t("qkv.p_title"), t("qkv.p_body"), t("qkv.p_code"),
+                        demo=lambda: normalisation_demo(chosen))
     anatomy.show_code(lab.qkv_step_through, lab.neuron_view, lab.normalisation_pitfalls)
 
 
-def normalisation_demo(p: lab.NormalisationPitfalls, qi: int, labels: list[str], d_model: int, d_k: int) -> None:
+def normalisation_demo(c: TokenChoice) -> None:
+    """The query's row of weights computed right, with √d_model, and softmax applied twice."""
+    p, qi, labels, d_model, d_k = c.run.pitfalls, c.query, c.labels, c.d_model, c.run.steps.d_k
     rows = {t("qkv.p_correct", dk=d_k): p.correct[qi].numpy(), t("qkv.p_sqrt", dm=d_model): p.sqrt_d_model[qi].numpy(),
             t("qkv.p_twice"): p.softmax_twice[qi].numpy()}
     show_chart(qkv_charts.grouped_rows(rows, labels, key_title=t("common.key"), weight_title=t("common.weight"),
@@ -370,23 +359,15 @@ def normalisation_demo(p: lab.NormalisationPitfalls, qi: int, labels: list[str],
         st.caption(t("qkv.p_same", d=d_k))
 
 
-# ---------------------------------------------------------------------------------------------
-# tab 4: additive, dot, scaled dot
-# ---------------------------------------------------------------------------------------------
+# --- tab 4: additive, dot, scaled dot --------------------------------------------------------------------------
 
-def similarity_tab() -> None:
-    st.markdown(lesson("qkv/similarity"))
-    tokens, d_k, hidden, seed = sentence_controls("qkv.s_d_k", CMP_DIMS, 64, "cdk", "qkv.s_hidden", DIMS, 16, "hid")
-    if tokens is None:
-        return
-    if len(tokens) == 1:
-        problem("qkv.t_one_token")
-    res = similarity_lesson(tuple(tokens), CMP_D_MODEL, d_k, hidden, seed)
-    by, labels, names = res.by_name, unique_labels(tokens), ("additive", "dot", "scaled")
+def similarity_evidence(res: lab.SimilarityLesson, labels: list[str], d_k: int, hidden: int) -> None:
+    """The three functions' weights side by side, their table, what to notice."""
+    by, names = res.by_name, ("additive", "dot", "scaled")
     for col, name in zip(st.columns(3), names):      # one row of titles and formulas, so the heatmaps align
         with col:
             st.markdown(f"**{t(f'qkv.s_{name}')}**")
-            st.latex(SIM_LATEX[name])
+            st.latex(qkv_charts.SIMILARITY_LATEX[name])
     for col, name in zip(st.columns(3), names):
         with col:
             draw_heatmap(by[name].weights, labels, labels, key=f"s_{name}", legend=False, kind="weights",
@@ -394,55 +375,76 @@ def similarity_tab() -> None:
                          value_title=t("common.weight"))
             st.caption(t("qkv.s_caption", params=fmt.count(by[name].parameters), max=fmt.fixed(by[name].max_weight, 3),
                          ent=fmt.fixed(by[name].entropy, 2)))
-    table = pd.DataFrame({
-        t("qkv.s_col_function"): [t(f"qkv.s_{n}") for n in names],
-        t("qkv.s_col_param_formula"): ["h·(d_q + d_k + 1)", "0", "0"],
-        t("qkv.s_col_params"): [by[n].parameters for n in names],
-        t("qkv.s_col_max"): [round(by[n].max_weight, 4) for n in names],
-        t("qkv.s_col_entropy"): [round(by[n].entropy, 4) for n in names],
-        t("qkv.s_col_range"): [f"{by[n].scores.min():.2f} … {by[n].scores.max():.2f}" for n in names],
-    })
+    headers = {c: t(f"qkv.s_col_{c}") for c in ("function", "param_formula", "params", "max", "entropy", "range")}
     st.caption(t("qkv.s_colours"))
-    st.dataframe(table, hide_index=True, width="stretch")
+    st.dataframe(qkv_charts.similarity_table([by[n] for n in names], [t(f"qkv.s_{n}") for n in names], headers),
+                 hide_index=True, width="stretch")
     notice([
         t("qkv.s_notice_saturate", dk=d_k, dot=fmt.fixed(by["dot"].max_weight, 3),
-          scaled=fmt.fixed(by["scaled"].max_weight, 3), uniform=fmt.fixed(1 / len(tokens), 3)),
+          scaled=fmt.fixed(by["scaled"].max_weight, 3), uniform=fmt.fixed(1 / len(labels), 3)),
         t("qkv.s_notice_bound", bound=fmt.fixed(res.additive_bound), add=fmt.fixed(by["additive"].max_weight, 3)),
         t("qkv.s_notice_params", params=fmt.count(by["additive"].parameters), h=hidden, dk=d_k,
           proj=fmt.count(2 * CMP_D_MODEL * d_k), dm=CMP_D_MODEL),
     ])
-    exercise("qkv_ex_similarity", t("qkv.s_ex_q"), [t("qkv.s_ex_a0"), t("qkv.s_ex_a1"), t("qkv.s_ex_a2")], 0,
-             t("qkv.s_ex_why"))
-    anatomy.pitfall(t("qkv.p_add_title"), t("qkv.p_add_body"), t("qkv.p_add_code"),
-                    demo=lambda: additive_pitfall_demo(tuple(tokens), d_k, hidden, seed))
+
+
+def similarity_tab(lesson: presenter.Lesson) -> None:
+    tab_intro(lesson, "similarity")
+    with lesson.step("similarity: controls", keep=True):
+        tokens, d_k, hidden, seed = sentence_controls("qkv.s_d_k", CMP_DIMS, 64, "cdk", "qkv.s_hidden", DIMS, 16, "hid")
+        if tokens is not None and len(tokens) == 1:
+            problem("qkv.t_one_token")
+    if tokens is None:
+        return
+    res = similarity_lesson(tuple(tokens), CMP_D_MODEL, d_k, hidden, seed)
+    with lesson.step("similarity: question"):
+        exercise("qkv_ex_similarity", t("qkv.s_ex_q"), [t("qkv.s_ex_a0"), t("qkv.s_ex_a1"), t("qkv.s_ex_a2")], 0,
+                 t("qkv.s_ex_why"))
+    with lesson.step("similarity: evidence"):
+        similarity_evidence(res, unique_labels(tokens), d_k, hidden)
+    with lesson.step("pitfall: additive pairing"):
+        anatomy.pitfall(t("qkv.p_add_title"), t("qkv.p_add_body"), t("qkv.p_add_code"),
+                        demo=lambda: additive_pitfall_demo(res.pairing, len(tokens)))
     anatomy.show_code(lab.compare_similarities, AdditiveAttention.scores, seed_bugs.tutorial_additive_scores,
                       seed_bugs.additive_pairing_demo)
 
 
-def additive_pitfall_demo(tokens: tuple[str, ...], d_k: int, hidden: int, seed: int) -> None:
-    r = additive_pairing(tokens, d_k, hidden, seed)
-    n = len(tokens)
-    st.markdown(t("qkv.p_add_now", n=n, theirs=r["theirs_shape"], ours=r["ours_shape"],
-                  diff=f"{r['diag_diff']:.1e}", missing=r["off_diag"]))
-    if r["fewer_queries_error"]:
-        st.markdown(t("qkv.p_add_error", m=n - 1, n=n, err=r["fewer_queries_error"].replace("`", "'")))
+def additive_pitfall_demo(r: lab.AdditivePairing, n: int) -> None:
+    st.markdown(t("qkv.p_add_now", n=n, theirs=r.theirs_shape, ours=r.ours_shape, diff=f"{r.diag_diff:.1e}",
+                  missing=r.off_diag))
+    if r.fewer_queries_error:
+        st.markdown(t("qkv.p_add_error", m=n - 1, n=n, err=r.fewer_queries_error.replace("`", "'")))
 
 
-# ---------------------------------------------------------------------------------------------
-# the page
-# ---------------------------------------------------------------------------------------------
+# --- the page --------------------------------------------------------------------------------------------------
+
+def origin_section() -> None:
+    with st.expander(t("qkv.origin_title"), expanded=True, icon=":material/visibility:"):
+        st.markdown(i18n.lesson("qkv/origin"))
+        exercise("qkv_ex_origin", t("qkv.origin_ex_q"), [t(f"qkv.origin_ex_a{i}") for i in range(3)], 1,
+                 t("qkv.origin_ex_why"))
+
+
+def start_tab_at_its_first_step(first: int) -> None:
+    """Presenter mode: a tab just opened starts at its first step, not at the step the last tab had reached."""
+    if presenter.active():
+        st.query_params[presenter.STEP_PARAM] = str(first)
+
 
 anatomy.header(NS)
-anatomy.intuition(NS)
-with st.expander(t("qkv.origin_title"), expanded=True, icon=":material/visibility:"):
-    st.markdown(lesson("qkv/origin"))
-    exercise("qkv_ex_origin", t("qkv.origin_ex_q"), [t(f"qkv.origin_ex_a{i}") for i in range(3)], 1,
-             t("qkv.origin_ex_why"))
-formula(r"\operatorname{Attention}\big(q, (k_1, v_1), \dots, (k_n, v_n)\big) = \sum_{i=1}^{n} "
-        r"\underbrace{\operatorname{softmax}_i\big(a(q, k_i)\big)}_{\alpha_i}\; v_i",
-        t("qkv.formula_caption"))
-tabs = st.tabs(controls.tab_labels(NS, TABS), key="tab", bind="query-params")
+lesson = presenter.Lesson(NS)          # presenter mode (?present=1): one step at a time; the tabs hold theirs
+with lesson.step("intuition"):
+    anatomy.intuition(NS)
+with lesson.step("where attention comes from"):
+    origin_section()
+with lesson.step("formula"):
+    formula(r"\operatorname{Attention}\big(q, (k_1, v_1), \dots, (k_n, v_n)\big) = \sum_{i=1}^{n} "
+            r"\underbrace{\operatorname{softmax}_i\big(a(q, k_i)\big)}_{\alpha_i}\; v_i",
+            t("qkv.formula_caption"))
+tabs = st.tabs(controls.tab_labels(NS, TABS), key="tab", bind="query-params",
+               on_change=start_tab_at_its_first_step, args=(lesson.count + 1,))
 for tab, body in zip(tabs, (kernel_tab, library_tab, tokens_tab, similarity_tab)):
-    if tab.open or tab.open is None:
+    if tab.open or tab.open is None:          # lazy: only the open tab runs
         with tab:
-            body()
+            body(lesson)
+lesson.end()

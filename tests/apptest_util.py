@@ -120,3 +120,33 @@ def label_pattern(key: str, lang: str = "en", **groups: str) -> str:
         else:
             pattern += ".*?"
     return pattern
+
+
+def chart_titled(at: AppTest, title: str):
+    """The (first) chart whose title, plain or ``{"text": ...}``, is ``title``; fails listing the titles shown."""
+    def text(spec):
+        got = spec.get("title")
+        return got.get("text") if isinstance(got, dict) else got
+    found = [c for c in charts(at) if text(chart_spec(c)) == title]
+    assert found, f"no chart titled {title!r}: {[chart_spec(c).get('title') for c in charts(at)]}"
+    return found[0]
+
+
+def presenter_steps(at: AppTest) -> dict[str, list[tuple[str, str]]]:
+    """Presenter mode (``ui.presenter``): each step container (``present_step_<i>``, ``present_keep_<i>``) in page
+    order, with the elements drawn inside it as (kind, key or value); a tab's content counts in its step."""
+    steps: dict[str, list[tuple[str, str]]] = {}
+
+    def walk(node, step: str | None) -> None:
+        kind, key = getattr(node, "type", None), str(getattr(node, "key", None) or "")
+        if key.startswith(("present_step_", "present_keep_")):
+            step = key
+            steps.setdefault(step, [])
+        elif kind and step is not None:
+            value = getattr(node, "value", "")
+            steps[step].append((kind, key or (value if isinstance(value, str) else "")))
+        for child in getattr(node, "children", {}).values():
+            walk(child, step)
+
+    walk(at.main, None)
+    return steps

@@ -315,3 +315,41 @@ def grouped_rows(rows: dict[str, object], keys: Sequence[str], *, key_title: str
     return grouped_rows_chart(frame, key_title=key_title, weight_title=weight_title, series_title=series_title,
                               colours=tuple(PITFALL_COLOURS[:len(rows)]), keys=unique_labels(list(keys)),
                               series=list(rows), domain=[0, top], height=height)
+
+
+# --- formulas drawn next to the charts (LaTeX) -----------------------------------------------
+
+STAGE_LATEX = {
+    1: r"X \in \mathbb{R}^{%N \times %D},\quad Q = X W_Q,\; K = X W_K,\; V = X W_V "
+       r"\in \mathbb{R}^{%N \times %K}",
+    2: r"S = Q K^\top \in \mathbb{R}^{%N \times %N}, \qquad S_{ij} = q_i \cdot k_j "
+       r"= \sum_{m=1}^{%K} q_{im} k_{jm}",
+    3: r"S' = \frac{Q K^\top}{\sqrt{d_k}} = \frac{S}{\sqrt{%K}}",
+    4: r"A = \operatorname{softmax}(S'), \qquad A_{ij} = \frac{e^{S'_{ij}}}{\sum_{l} e^{S'_{il}}}, \qquad "
+       r"\sum_j A_{ij} = 1",
+    5: r"O = A V \in \mathbb{R}^{%N \times %K}, \qquad o_i = \sum_j A_{ij}\, v_j",
+}
+SIMILARITY_LATEX = {
+    "additive": r"a(q, k) = v^\top \tanh(W_q q + W_k k)",
+    "dot": r"a(q, k) = q \cdot k",
+    "scaled": r"a(q, k) = \frac{q \cdot k}{\sqrt{d_k}}",
+}
+
+
+def stage_formula(stage: int, n: int, d_model: int, d_k: int) -> str:
+    """The step-through's formula of ``stage`` (1..5) with the sizes now on screen."""
+    return STAGE_LATEX[stage].replace("%N", str(n)).replace("%D", str(d_model)).replace("%K", str(d_k))
+
+
+def similarity_table(stats: Sequence, names: Sequence[str], headers: dict[str, str]) -> pd.DataFrame:
+    """One row per similarity function (additive, dot, scaled dot: ``labs.qkv.SimilarityStats``, in that order):
+    its parameters (formula and count), the mean largest weight, the mean entropy, the range of its scores.
+    ``headers``: the translated column titles by name (function, param_formula, params, max, entropy, range)."""
+    return pd.DataFrame({
+        headers["function"]: list(names),
+        headers["param_formula"]: ["h·(d_q + d_k + 1)", "0", "0"],
+        headers["params"]: [s.parameters for s in stats],
+        headers["max"]: [round(s.max_weight, 4) for s in stats],
+        headers["entropy"]: [round(s.entropy, 4) for s in stats],
+        headers["range"]: [f"{s.scores.min():.2f} … {s.scores.max():.2f}" for s in stats],
+    })

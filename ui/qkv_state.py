@@ -1,12 +1,18 @@
-"""The qkv page's widget state: the edited number table, heatmap clicks, the token pickers."""
+"""The qkv page's widget state: the library's editable table of books, heatmap clicks, the token pickers."""
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
+import pandas as pd
 import streamlit as st
 
+from attention_core.labs import qkv as lab
+
+from .anatomy import md_escape, problem
+from .i18n import t
 
 
 def parse_number_table(rows: Sequence[Sequence[object]],
@@ -62,3 +68,64 @@ def pick_token(key: str, label: str, labels: list[str], default: int, clicked: i
     start = {} if st.session_state.get(key) in labels else {"index": default}
     chosen = st.selectbox(label, labels, key=key, bind="query-params", **start)
     return labels.index(chosen) if chosen in labels else default
+
+
+# ---------------------------------------------------------------------------------------------
+# the library tab's editable table of books
+# ---------------------------------------------------------------------------------------------
+
+class Books(NamedTuple):
+    """The books of the edited table, every cell a usable number."""
+
+    titles: list[str]
+    keys: np.ndarray       # (n, len(KEY_AXES)) what the label says
+    values: np.ndarray     # (n, len(VALUE_AXES)) what is inside
+
+
+def _default_books() -> pd.DataFrame:
+    numbers = np.hstack(lab.library_arrays())                  # key features, then value features
+    return pd.DataFrame({"title": [t(f"qkv.book_{b.id}") for b in lab.LIBRARY],
+                         **dict(zip(lab.KEY_AXES + lab.VALUE_AXES, numbers.T))})
+
+
+def _reset_books() -> None:
+    st.session_state["_qkv_books_v"] = st.session_state.get("_qkv_books_v", 0) + 1
+
+
+def book_table(limit: float) -> pd.DataFrame:
+    """The editable table of books (title, key features, value features) and its reset button."""
+    cols = {"title": st.column_config.TextColumn(t("qkv.l_col_title"), max_chars=60, width="medium")}
+    for axes, name, step, form in ((lab.KEY_AXES, "key", 0.1, "%.2f"), (lab.VALUE_AXES, "value", 0.5, "%.1f")):
+        for axis in axes:
+            prefix = "axis" if name == "key" else "vaxis"
+            cols[axis] = st.column_config.NumberColumn(t(f"qkv.l_col_{name}", axis=t(f"qkv.{prefix}_{axis}")),
+                                                       min_value=-limit, max_value=limit, step=step, format=form,
+                                                       width="small")
+    version = st.session_state.get("_qkv_books_v", 0)
+    edited = st.data_editor(_default_books(), key="books" if version == 0 else f"books{version}",
+                            column_config=cols, num_rows="dynamic", hide_index=True, width="stretch")
+    st.button(t("qkv.l_reset"), on_click=_reset_books, key="books_reset", icon=":material/restart_alt:",
+              type="tertiary")
+    return edited
+
+
+def read_books(edited: pd.DataFrame, limit: float, max_books: int) -> Books | None:
+    """The table as numbers; None after a message in the learner's language (no books, unusable cells).
+    More than ``max_books`` rows: the first ones are used, with a message."""
+    if len(edited) == 0:
+        problem("qkv.err_no_books")
+        return None
+    if len(edited) > max_books:
+        problem("qkv.err_many_books", n=len(edited), max=max_books)
+        edited = edited.iloc[:max_books]
+    titles = [str(x).strip() if isinstance(x, str) and x.strip() else t("qkv.l_untitled", i=i + 1)
+              for i, x in enumerate(edited["title"].tolist())]
+    columns = list(lab.KEY_AXES) + list(lab.VALUE_AXES)
+    numbers, bad = parse_number_table(edited[columns].astype(object).values.tolist(), limit)
+    if bad:
+        names = {a: t(f"qkv.axis_{a}") for a in lab.KEY_AXES}
+        names |= {a: t(f"qkv.vaxis_{a}") for a in lab.VALUE_AXES}
+        cells = ", ".join(f"{md_escape(titles[i])} · {names[columns[j]]}" for i, j in bad[:8])
+        problem("qkv.err_cells", n=len(bad), cells=cells + (" …" if len(bad) > 8 else ""), limit=f"{limit:g}")
+        return None
+    return Books(titles, numbers[:, :len(lab.KEY_AXES)], numbers[:, len(lab.KEY_AXES):])

@@ -30,6 +30,7 @@ from ..functional import dot_scores, masked_softmax, scaled_dot_product_attentio
 from ..modules import AdditiveAttention
 from ..text import embed_tokens, projection
 from ..types import AttentionOutput
+from .seed_bugs import additive_pairing_demo
 
 # ---------------------------------------------------------------------------------------------
 # 1. Nadaraya-Watson kernel regression = attention pooling with a fixed (Gaussian) similarity
@@ -306,9 +307,19 @@ class SimilarityStats(NamedTuple):
     entropy: float           # mean entropy of a row of weights (nats)
 
 
+class AdditivePairing(NamedTuple):
+    """The tutorial's additive scores next to this library's on the same sentence (the pitfall of the tab)."""
+    theirs_shape: tuple          # (b, n): one score per position, query i paired with key i only
+    ours_shape: tuple            # (b, n, n): every query against every key
+    diag_diff: float             # theirs equals our diagonal (largest difference)
+    off_diag: int                # the pairs the tutorial never scores
+    fewer_queries_error: str | None   # its error when there are fewer queries than keys
+
+
 class SimilarityLesson(NamedTuple):
-    by_name: dict            # "additive" | "dot" | "scaled" -> SimilarityStats
-    additive_bound: float    # |additive score| <= this, whatever q and k
+    by_name: dict                # "additive" | "dot" | "scaled" -> SimilarityStats
+    additive_bound: float        # |additive score| <= this, whatever q and k
+    pairing: AdditivePairing
 
 
 def similarity_lesson(tokens: Sequence[str], d_model: int, d_k: int, hidden: int, seed: int) -> SimilarityLesson:
@@ -318,4 +329,5 @@ def similarity_lesson(tokens: Sequence[str], d_model: int, d_k: int, hidden: int
         w = r.weights.detach()
         stats[name] = SimilarityStats(r.scores.detach().numpy(), w.numpy(), r.parameters,
                                       float(w.max(-1).values.mean()), float(attention_entropy(w).mean()))
-    return SimilarityLesson(stats, additive_score_bound(hidden, seed, d_k, d_k))
+    pairing = additive_pairing_demo(make_additive(d_k, d_k, hidden, seed), s.q[None], s.k[None])
+    return SimilarityLesson(stats, additive_score_bound(hidden, seed, d_k, d_k), AdditivePairing(**pairing))

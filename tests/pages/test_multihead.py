@@ -14,13 +14,14 @@ from attention_core.modules import MultiHeadAttention
 from attention_core.text import tokenize
 from tests.apptest_util import (
     all_text,
-    assert_same_spec,
     chart_data,
     chart_spec,
+    chart_titled,
     charts,
     exceptions,
     label_pattern,
     open_page,
+    presenter_steps,
     shows_label,
 )
 from ui.i18n import catalog
@@ -48,15 +49,6 @@ def pieces(chart) -> dict:
         for piece in frame["piece"].unique():
             out[piece] = frame[frame["piece"] == piece].dropna(axis=1, how="all").reset_index(drop=True)
     return out
-
-
-def chart_titled(at, title: str):
-    def text(spec):
-        got = spec.get("title")
-        return got.get("text") if isinstance(got, dict) else got
-    found = [c for c in charts(at) if text(chart_spec(c)) == title]
-    assert found, f"no chart titled {title!r}: {[chart_spec(c).get('title') for c in charts(at)]}"
-    return found[0]
 
 
 def grid_chart(at):
@@ -362,3 +354,30 @@ def test_one_head_parameter_table_has_distinct_columns(lang):
     assert exceptions(at) == []
     for frame in at.dataframe:
         assert frame.value.columns.is_unique, list(frame.value.columns)
+
+
+# ---------------------------------------------------------------- presenter mode (?present=1)
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_presenter_steps_ask_before_they_show(lang):
+    """Steps: intuition, controls (kept), the parameter question alone, the tabs, the notice, two pitfalls."""
+    at = open_page("multihead", lang, {"present": "1", "step": "3"})
+    assert exceptions(at) == []
+    steps = presenter_steps(at)
+    names, items = list(steps), list(steps.values())
+    assert names == ["present_step_1", "present_keep_2"] + [f"present_step_{i}" for i in range(3, 8)]
+    assert catalog(lang)["common.present_step"].format(i=3, n=7) in [m.value for m in at.markdown]
+    assert any(kind == "selectbox" for kind, _ in items[1])                           # head and query pickers
+    assert [key for kind, key in items[2] if kind == "radio"] == ["mh_ex_guess"]      # the question, alone
+    assert not any(kind in ("vega_lite_chart", "metric", "subheader") for kind, _ in items[2])
+    assert any(kind == "vega_lite_chart" for kind, _ in items[3])                     # the open tab's charts
+    assert ("subheader", catalog(lang)["common.notice"]) in items[4]                   # then what to notice
+
+
+def test_presenter_steps_with_heads_not_dividing_d_model():
+    """The message sits in the kept controls step; no question is asked, the divisibility pitfall stays."""
+    at = open_page("multihead", "en", {"present": "1", "d": "30", "h": "8"})
+    assert exceptions(at) == []
+    steps = presenter_steps(at)
+    assert list(steps) == ["present_step_1", "present_keep_2", "present_step_3"]
+    assert any(kind == "warning" for kind, _ in steps["present_keep_2"])
+    assert not any(key.endswith("_guess") for items in steps.values() for _, key in items)

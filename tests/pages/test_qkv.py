@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from attention_core.labs import qkv as lab
 from attention_core.text import embed_tokens, projection, tokenize
-from tests.apptest_util import all_text, assert_same_spec, chart_data, chart_spec, charts, exceptions, open_page
+from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page, presenter_steps
 from ui.i18n import catalog
 
 EN, ZH = catalog("en"), catalog("zh")
@@ -416,3 +416,34 @@ def test_kernel_heatmap_outlines_the_query_row(monkeypatch):
         assert frame[0]["transform"][0] == {"filter": f"(datum.query_pos === {row})"}
     pooled = ui_charts.heatmap(np.eye(300), [str(i) for i in range(300)], outline_row=7)
     assert "(datum.query_pos === 6)" in str(pooled["layer"])          # 300 rows: tiles of 3, row 7 is in 6-8
+
+
+# ---------------------------------------------------------------- presenter mode (?present=1)
+EVIDENCE = ("vega_lite_chart", "arrow_vega_lite_chart", "metric")
+
+
+def asks(items) -> bool:
+    return any(kind == "radio" and text.endswith("_guess") for kind, text in items)
+
+
+def shows_evidence(items, lang="en") -> bool:
+    return any(kind in EVIDENCE or (kind == "subheader" and text == catalog(lang)["common.notice"])
+               for kind, text in items)
+
+
+@pytest.mark.parametrize("tab", ["tab_kernel", "tab_library", "tab_tokens", "tab_similarity"])
+def test_presenter_steps_ask_before_they_show(tab):
+    """Every tab runs as steps: the page's intuition, origin (its own question) and formula, then the tab's intro,
+    its controls (kept under every step), its question alone, then the evidence that answers it."""
+    at = open_page("qkv", "en", {"present": "1", "step": "1", "tab": EN[f"qkv.{tab}"]})
+    assert exceptions(at) == []
+    steps = presenter_steps(at)
+    names = list(steps)
+    assert f"Step 1 of {len(names)}" in [m.value for m in at.markdown]
+    assert names[4].startswith("present_keep_") and [n.startswith("present_keep_") for n in names].count(True) == 1
+    questions = [i for i, items in enumerate(steps.values()) if asks(items)]
+    assert questions[0] == 1 and len(questions) == 2          # the origin's question, then the tab's
+    for i in questions:
+        assert not shows_evidence(steps[names[i]])
+        assert any(shows_evidence(steps[n]) for n in names[i + 1:]) or i == 1
+    assert shows_evidence(steps[names[questions[1] + 1]])     # the step after the tab's question answers it
