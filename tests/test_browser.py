@@ -99,7 +99,8 @@ def test_language_switch_in_browser(server, browser):
 def test_deep_link_on_a_fresh_server_goes_through_the_router(browser):
     """The first request of a new server is a shared link to a page, not the home page."""
     key = next(p.key for p in available_pages() if p.key != "home")
-    proc, base = start_server()
+    proc = start_server(ROOT)
+    base = proc.base
     try:
         page, outside, _, _ = visit(browser, f"{base}/{key}?lang=zh", "deep_link_cold")
         body = page.locator("[data-testid='stMain']").inner_text()

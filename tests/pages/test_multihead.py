@@ -364,8 +364,8 @@ def test_presenter_steps_ask_before_they_show(lang):
     assert exceptions(at) == []
     steps = presenter_steps(at)
     names, items = list(steps), list(steps.values())
-    assert names == ["present_step_1", "present_keep_2"] + [f"present_step_{i}" for i in range(3, 8)]
-    assert catalog(lang)["common.present_step"].format(i=3, n=7) in [m.value for m in at.markdown]
+    assert names == ["present_step_1", "present_keep_1"] + [f"present_step_{i}" for i in range(2, 7)]
+    assert catalog(lang)["common.present_step"].format(i=3, n=6) in [m.value for m in at.markdown]   # kept: no step
     assert any(kind == "selectbox" for kind, _ in items[1])                           # head and query pickers
     assert [key for kind, key in items[2] if kind == "radio"] == ["mh_ex_guess"]      # the question, alone
     assert not any(kind in ("vega_lite_chart", "metric", "subheader") for kind, _ in items[2])
@@ -378,6 +378,6 @@ def test_presenter_steps_with_heads_not_dividing_d_model():
     at = open_page("multihead", "en", {"present": "1", "d": "30", "h": "8"})
     assert exceptions(at) == []
     steps = presenter_steps(at)
-    assert list(steps) == ["present_step_1", "present_keep_2", "present_step_3"]
-    assert any(kind == "warning" for kind, _ in steps["present_keep_2"])
+    assert list(steps) == ["present_step_1", "present_keep_1", "present_step_2"]
+    assert any(kind == "warning" for kind, _ in steps["present_keep_1"])
     assert not any(key.endswith("_guess") for items in steps.values() for _, key in items)

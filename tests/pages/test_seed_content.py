@@ -106,6 +106,9 @@ def test_efficiency_block_mask_and_linear_mask_pitfalls(lang):
     for name in ("padding", "causal"):
         assert c["efficiency.pit_bm_now"].format(what=c[f"efficiency.pit_bm_{name}"], n=n, block=4,
                                                  err=bm[name].replace("`", "'")) in text
+    at = open_page("efficiency", lang, {"tab": c["efficiency.tab_rnn"]})     # the linear-mask pitfall: RNN tab
+    assert not exceptions(at)
+    text = all_text(at)
     q, _, _ = el.lab_inputs(tokens, n, 0, gain=1.0)
     lin = seed_bugs.linear_mask_demo(q[0], num_heads=2)
     assert lin["theirs_first"] > 1e-3 and lin["ours_first"] == 0.0
