@@ -136,3 +136,41 @@ def test_clicking_a_heatmap_cell_selects_its_query_row(server, browser):
     assert any(shows_label(c, "masking.row_caption", q="sat") for c in row_captions()), row_captions()
     page.wait_for_function("location.search.includes('row_pad_w=2')", timeout=10_000)   # a link keeps the row
     page.close()
+
+
+def test_presenter_mode_steps_through_a_page(server, browser):
+    """?present=1 in a real browser (issue 13 §3): the sidebar is hidden, only the current step is shown (the
+    scaling page's question alone at step 2, its variance charts at step 3), and a clicker's PageDown / PageUp and
+    the Next button move the step in the URL."""
+    def idle(page):
+        page.wait_for_timeout(300)
+        page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']", timeout=60_000)
+        page.wait_for_timeout(700)
+
+    def visible(page, selector: str) -> int:
+        return page.evaluate("s => [...document.querySelectorAll(s)].filter(e => e.offsetParent !== null).length",
+                             selector)
+
+    page, outside, _, _ = visit(browser, f"{server}/scaling?lang=en&present=1&step=2", "present_scaling_2")
+    try:
+        en = catalog("en")
+        assert visible(page, "[data-testid=stSidebar]") == 0
+        assert en["common.present_step"].format(i=2, n=8) in page.locator("[data-testid=stMain]").inner_text()
+        assert visible(page, "[data-testid=stRadio]") == 1                  # the question, alone
+        assert visible(page, "[data-testid=stVegaLiteChart]") == 0
+        page.mouse.click(5, 700)                                             # focus the page, as a clicker would
+        page.keyboard.press("PageDown")
+        idle(page)
+        assert "step=3" in page.url
+        assert visible(page, "[data-testid=stVegaLiteChart]") >= 1          # the evidence that answers it
+        assert visible(page, "[data-testid=stRadio]") == 0
+        page.keyboard.press("PageUp")
+        idle(page)
+        assert "step=2" in page.url
+        page.get_by_role("button", name=en["common.present_next"]).click()
+        idle(page)
+        assert "step=3" in page.url
+        page.screenshot(path=str(SHOTS / "present_scaling_3.png"), full_page=True)
+    finally:
+        page.close()
+    assert outside == []
