@@ -377,7 +377,7 @@ def schedule_demo(steps: int) -> None:
 
 
 @cache_data(max_entries=1, max_bytes=1 * MB)
-def tutorial_loss() -> dict:
+def tutorial_loss() -> seed_bugs.LossOnStates:
     return seed_bugs.tutorial_loss_on_encoder_states()
 
 
@@ -390,8 +390,8 @@ def decay_effects() -> dict[float, tuple[float, float]]:
 
 def loss_head_demo() -> None:
     r = tutorial_loss()
-    st.markdown(t(f"{NS}.pit_head_now", states=r["states"], targets=r["targets"], err=(r["error"] or "—").replace(
-        "`", "'"), logits=r["logits"], loss=fmt.fixed(r["fixed_loss"]), chance=fmt.fixed(r["chance"])))
+    st.markdown(t(f"{NS}.pit_head_now", states=r.states, targets=r.targets, err=(r.error or "—").replace(
+        "`", "'"), logits=r.logits, loss=fmt.fixed(r.fixed_loss), chance=fmt.fixed(r.chance)))
 
 
 def adamw_demo() -> None:

@@ -102,8 +102,8 @@ def test_tutorial_additive_scores_are_the_diagonal_of_the_full_matrix():
     assert torch.allclose(theirs[0], torch.diagonal(full), atol=1e-6)
     assert torch.allclose(module.scores(q, k)[0], full, atol=1e-6)
     r = sb.additive_pairing_demo(module, q, k)
-    assert r["theirs_shape"] == (1, 4) and r["ours_shape"] == (1, 4, 4) and r["off_diag"] == 12
-    assert r["diag_diff"] < 1e-6 and "must match" in r["fewer_queries_error"]
+    assert r.theirs_shape == (1, 4) and r.ours_shape == (1, 4, 4) and r.off_diag == 12
+    assert r.diag_diff < 1e-6 and "must match" in r.fewer_queries_error
 
 
 def test_tutorial_linear_attention_ignores_its_mask_and_is_never_causal():
@@ -115,8 +115,8 @@ def test_tutorial_linear_attention_ignores_its_mask_and_is_never_causal():
     full = linear_attention(heads, heads, heads, causal=False).output.transpose(1, 2).reshape(1, 9, 8)
     assert torch.allclose(theirs, full, atol=1e-5)                               # = non-causal linear attention
     r = sb.linear_mask_demo(x)
-    assert r["theirs_first"] > 1e-2 and r["ours_first"] == 0.0 and r["ours_all"] == 0.0
-    assert "invalid for input of size" in r["cross_error"]
+    assert r.theirs_first > 1e-2 and r.ours_first == 0.0 and r.ours_all == 0.0
+    assert "invalid for input of size" in r.cross_error
 
 
 def test_tutorial_block_mask_fails_unless_there_is_one_block():
@@ -134,8 +134,8 @@ def test_tutorial_block_mask_fails_unless_there_is_one_block():
 
 def test_loss_on_raw_encoder_states_raises_and_a_head_fixes_it():
     r = sb.tutorial_loss_on_encoder_states(batch=2, n=10, d_model=64, vocab=100)
-    assert r["error"] == "RuntimeError: Expected target size [2, 64], got [2, 10]"
-    assert abs(r["fixed_loss"] - math.log(100)) < 0.5
+    assert r.error == "RuntimeError: Expected target size [2, 64], got [2, 10]"
+    assert abs(r.fixed_loss - math.log(100)) < 0.5
 
 
 @pytest.mark.parametrize("grad", [0.0, 1.0, 100.0])

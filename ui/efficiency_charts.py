@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from attention_core.labs import efficiency_bench as bench
+from attention_core.labs import seed_bugs
 
 from . import format as fmt
 from .charts import MASKED_GREY, Spec, as_numpy, attention_heatmap, bars, chart_kind, unique_labels
@@ -545,12 +546,12 @@ def flash_space_note(doc: dict, sizes: Sequence[int]) -> str:
              rows=rows)
 
 
-def linear_mask_notes(r: dict) -> list[str]:
+def linear_mask_notes(r: seed_bugs.LinearMaskDemo) -> list[str]:
     """``seed_bugs.linear_mask_demo``: the tutorial's mask on linear attention, and its error at n != m."""
-    out = [t("efficiency.pit_lin_now", n=r["n"], theirs=f"{r['theirs_first']:.3f}", ours=f"{r['ours_first']:.1e}",
-             all=f"{r['theirs_all']:.3f}")]
-    if r["cross_error"]:
-        out.append(t("efficiency.pit_lin_cross", n=r["n"], m=2 * r["n"], err=code_text(r["cross_error"])))
+    out = [t("efficiency.pit_lin_now", n=r.n, theirs=f"{r.theirs_first:.3f}", ours=f"{r.ours_first:.1e}",
+             all=f"{r.theirs_all:.3f}")]
+    if r.cross_error:
+        out.append(t("efficiency.pit_lin_cross", n=r.n, m=2 * r.n, err=code_text(r.cross_error)))
     return out
 
 

@@ -30,7 +30,7 @@ from ..functional import dot_scores, masked_softmax, scaled_dot_product_attentio
 from ..modules import AdditiveAttention
 from ..text import embed_tokens, projection
 from ..types import AttentionOutput
-from .seed_bugs import additive_pairing_demo
+from .seed_bugs import AdditivePairing, additive_pairing_demo
 
 # ---------------------------------------------------------------------------------------------
 # 1. Nadaraya-Watson kernel regression = attention pooling with a fixed (Gaussian) similarity
@@ -307,15 +307,6 @@ class SimilarityStats(NamedTuple):
     entropy: float           # mean entropy of a row of weights (nats)
 
 
-class AdditivePairing(NamedTuple):
-    """The tutorial's additive scores next to this library's on the same sentence (the pitfall of the tab)."""
-    theirs_shape: tuple          # (b, n): one score per position, query i paired with key i only
-    ours_shape: tuple            # (b, n, n): every query against every key
-    diag_diff: float             # theirs equals our diagonal (largest difference)
-    off_diag: int                # the pairs the tutorial never scores
-    fewer_queries_error: str | None   # its error when there are fewer queries than keys
-
-
 class SimilarityLesson(NamedTuple):
     by_name: dict                # "additive" | "dot" | "scaled" -> SimilarityStats
     additive_bound: float        # |additive score| <= this, whatever q and k
@@ -330,4 +321,4 @@ def similarity_lesson(tokens: Sequence[str], d_model: int, d_k: int, hidden: int
         stats[name] = SimilarityStats(r.scores.detach().numpy(), w.numpy(), r.parameters,
                                       float(w.max(-1).values.mean()), float(attention_entropy(w).mean()))
     pairing = additive_pairing_demo(make_additive(d_k, d_k, hidden, seed), s.q[None], s.k[None])
-    return SimilarityLesson(stats, additive_score_bound(hidden, seed, d_k, d_k), AdditivePairing(**pairing))
+    return SimilarityLesson(stats, additive_score_bound(hidden, seed, d_k, d_k), pairing)

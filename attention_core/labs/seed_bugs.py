@@ -7,6 +7,7 @@ quotes. Nothing here is used by the library itself.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -32,7 +33,16 @@ def tutorial_additive_scores(module: AdditiveAttention, query: torch.Tensor, key
     return module.v(combined).squeeze(-1)                # (b, n) — one score per position
 
 
-def additive_pairing_demo(module: AdditiveAttention, query: torch.Tensor, keys: torch.Tensor) -> dict:
+class AdditivePairing(NamedTuple):
+    """The tutorial's additive scores next to this library's on the same sentence."""
+    theirs_shape: tuple          # (b, n): one score per position, query i paired with key i only
+    ours_shape: tuple            # (b, n, n): every query against every key
+    diag_diff: float             # theirs equals our diagonal (largest difference)
+    off_diag: int                # the pairs the tutorial never scores
+    fewer_queries_error: str | None   # its error when there are fewer queries than keys
+
+
+def additive_pairing_demo(module: AdditiveAttention, query: torch.Tensor, keys: torch.Tensor) -> AdditivePairing:
     """query (b, n, d_q), keys (b, n, d_k): the tutorial's scores against this library's (b, n, n)."""
     with torch.no_grad():
         theirs = tutorial_additive_scores(module, query, keys)
@@ -44,9 +54,8 @@ def additive_pairing_demo(module: AdditiveAttention, query: torch.Tensor, keys: 
                 tutorial_additive_scores(module, query[:, :-1], keys)
             except RuntimeError as err:
                 error = _error(err)
-    return {"theirs_shape": tuple(theirs.shape), "ours_shape": tuple(ours.shape),
-            "diag_diff": float((theirs - diag).abs().max()),
-            "off_diag": int(ours.shape[-1] * ours.shape[-2] - ours.shape[-1]), "fewer_queries_error": error}
+    return AdditivePairing(tuple(theirs.shape), tuple(ours.shape), float((theirs - diag).abs().max()),
+                           int(ours.shape[-1] * ours.shape[-2] - ours.shape[-1]), error)
 
 
 # ------------------------------------------------------------------ linear attention (first tutorial, 8.2)
@@ -68,6 +77,17 @@ def tutorial_linear_attention(query: torch.Tensor, key: torch.Tensor, value: tor
     return output.transpose(1, 2).contiguous().view(batch_size, seq_len, num_heads * d_k)
 
 
+class LinearMaskDemo(NamedTuple):
+    """The tutorial's causal mask on linear attention against this library's causal linear attention: how far
+    position 0 (and every earlier position) moves when only the last token changes."""
+    theirs_first: float
+    ours_first: float
+    theirs_all: float
+    ours_all: float
+    cross_error: str | None      # its error with n queries and 2n keys
+    n: int
+
+
 def linear_mask_demo(x: torch.Tensor, num_heads: int = 2, seed: int = 0) -> dict:
     """x (1, n, d_model). Change the last token and see whether position 0's output moves.
 
@@ -86,11 +106,10 @@ def linear_mask_demo(x: torch.Tensor, num_heads: int = 2, seed: int = 0) -> dict
         tutorial_linear_attention(x, torch.cat([x, x], 1), torch.cat([x, x], 1), num_heads)
     except RuntimeError as err:
         error = _error(err)
-    return {"theirs_first": float((theirs[0][:, 0] - theirs[1][:, 0]).abs().max()),
-            "ours_first": float((ours[0][:, :, 0] - ours[1][:, :, 0]).abs().max()),
-            "theirs_all": float((theirs[0][:, :-1] - theirs[1][:, :-1]).abs().max()),
-            "ours_all": float((ours[0][:, :, :-1] - ours[1][:, :, :-1]).abs().max()),
-            "cross_error": error, "n": n}
+    return LinearMaskDemo(float((theirs[0][:, 0] - theirs[1][:, 0]).abs().max()),
+                          float((ours[0][:, :, 0] - ours[1][:, :, 0]).abs().max()),
+                          float((theirs[0][:, :-1] - theirs[1][:, :-1]).abs().max()),
+                          float((ours[0][:, :, :-1] - ours[1][:, :, :-1]).abs().max()), error, n)
 
 
 # ------------------------------------------------------------------ block-local attention (second tutorial)
@@ -127,8 +146,18 @@ def block_mask_demo(n: int, block: int, d: int = 8, seed: int = 0) -> dict:
 
 
 # ------------------------------------------------------------------ the trainer (second tutorial)
+class LossOnStates(NamedTuple):
+    """The tutorial's loss on raw encoder states, and the fix with an output head."""
+    states: tuple                # (b, n, d_model)
+    targets: tuple               # (b, n)
+    error: str | None            # what CrossEntropyLoss says
+    fixed_loss: float            # with an output head (b, n, vocab)
+    chance: float                # log(vocab)
+    logits: tuple
+
+
 def tutorial_loss_on_encoder_states(batch: int = 2, n: int = 10, d_model: int = 64, vocab: int = 100,
-                                    seed: int = 0) -> dict:
+                                    seed: int = 0) -> LossOnStates:
     """``loss = criterion(outputs, targets)`` with the encoder's raw states (b, n, d_model) as logits and
     token targets (b, n): CrossEntropyLoss reads dim 1 — the positions — as the classes."""
     g = torch.Generator().manual_seed(seed)
@@ -145,8 +174,7 @@ def tutorial_loss_on_encoder_states(batch: int = 2, n: int = 10, d_model: int = 
         head = torch.nn.Linear(d_model, vocab)
     logits = head(states)                                  # (b, n, vocab): what an output head gives
     fixed = float(criterion(logits.reshape(-1, vocab), targets.reshape(-1)).detach())
-    return {"states": (batch, n, d_model), "targets": (batch, n), "error": error, "fixed_loss": fixed,
-            "chance": math.log(vocab), "logits": (batch, n, vocab)}
+    return LossOnStates((batch, n, d_model), (batch, n), error, fixed, math.log(vocab), (batch, n, vocab))
 
 
 def weight_decay_effect(optimizer: str, grad: float, *, steps: int = 100, lr: float = 1e-3,

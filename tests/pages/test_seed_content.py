@@ -85,9 +85,9 @@ def test_qkv_additive_pairing_pitfall(lang):
     r = seed_bugs.additive_pairing_demo(lab.make_additive(64, 64, 16, 0), s.q[None], s.k[None])
     text = all_text(at)
     assert c["qkv.p_add_title"] in text
-    assert c["qkv.p_add_now"].format(n=len(tokens), theirs=r["theirs_shape"], ours=r["ours_shape"],
-                                     diff=f"{r['diag_diff']:.1e}", missing=r["off_diag"]) in text
-    assert c["qkv.p_add_error"].format(m=len(tokens) - 1, n=len(tokens), err=r["fewer_queries_error"]) in text
+    assert c["qkv.p_add_now"].format(n=len(tokens), theirs=r.theirs_shape, ours=r.ours_shape,
+                                     diff=f"{r.diag_diff:.1e}", missing=r.off_diag) in text
+    assert c["qkv.p_add_error"].format(m=len(tokens) - 1, n=len(tokens), err=r.fewer_queries_error) in text
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
@@ -111,9 +111,9 @@ def test_efficiency_block_mask_and_linear_mask_pitfalls(lang):
     text = all_text(at)
     q, _, _ = el.lab_inputs(tokens, n, 0, gain=1.0)
     lin = seed_bugs.linear_mask_demo(q[0], num_heads=2)
-    assert lin["theirs_first"] > 1e-3 and lin["ours_first"] == 0.0
-    assert c["efficiency.pit_lin_now"].format(n=n, theirs=f"{lin['theirs_first']:.3f}",
-                                              ours=f"{lin['ours_first']:.1e}", all=f"{lin['theirs_all']:.3f}") in text
+    assert lin.theirs_first > 1e-3 and lin.ours_first == 0.0
+    assert c["efficiency.pit_lin_now"].format(n=n, theirs=f"{lin.theirs_first:.3f}",
+                                              ours=f"{lin.ours_first:.1e}", all=f"{lin.theirs_all:.3f}") in text
     assert c["efficiency.pit_lin_body"].format(tab=c["efficiency.tab_rnn"]) in text
 
 
@@ -126,9 +126,9 @@ def test_training_loss_head_and_adamw_pitfalls(lang):
     assert not exceptions(at)
     text = all_text(at)
     r = seed_bugs.tutorial_loss_on_encoder_states()
-    assert c["training.pit_head_now"].format(states=r["states"], targets=r["targets"], err=r["error"],
-                                             logits=r["logits"], loss=f"{r['fixed_loss']:.2f}",
-                                             chance=f"{r['chance']:.2f}") in text
+    assert c["training.pit_head_now"].format(states=r.states, targets=r.targets, err=r.error,
+                                             logits=r.logits, loss=f"{r.fixed_loss:.2f}",
+                                             chance=f"{r.chance:.2f}") in text
     table = at.dataframe[-1].value
     assert list(table[c["training.pit_decay_adamw"]]) == [
         f"{seed_bugs.weight_decay_effect('adamw', g):.2e}" for g in (0.0, 0.01, 1.0, 100.0)]
