@@ -15,7 +15,16 @@ from attention_core.analysis import PATTERNS, classify_heads, qk_geometry
 from attention_core.models.pronoun import make_pronoun_batch, resolve
 from attention_core.models.recipes import load_model
 from attention_core.models.tasks import make_pronoun_example, pronoun_text
-from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page, shows_label
+from tests.apptest_util import (
+    all_text,
+    chart_data,
+    chart_spec,
+    chart_titled,
+    charts,
+    exceptions,
+    open_page,
+    shows_label,
+)
 from ui.i18n import catalog
 
 EN, ZH = catalog("en"), catalog("zh")
@@ -48,13 +57,7 @@ def _entropy(w):
     return -np.where(w > 0, w * np.log(np.where(w > 0, w, 1.0)), 0.0).sum(-1)
 
 
-def titled(at, title):
-    def text(spec):
-        got = spec.get("title")
-        return got.get("text") if isinstance(got, dict) else got
-    found = [c for c in charts(at) if text(chart_spec(c)) == title]
-    assert found, f"no chart titled {title!r}: {[text(chart_spec(c)) for c in charts(at)]}"
-    return found[0]
+titled = chart_titled          # the shared lookup (tests.apptest_util)
 
 
 def frame(chart):

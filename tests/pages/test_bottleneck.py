@@ -9,7 +9,16 @@ import pytest
 from attention_core.labs.bottleneck import compare_chars, random_digits, reverse_check
 from attention_core.models.recipes import load_curves, load_model
 from attention_core.models.seq2seq import decode_as_tutorial, translate
-from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, label_parts, open_page, shows_label
+from tests.apptest_util import (
+    all_text,
+    chart_data,
+    chart_titled,
+    charts,
+    exceptions,
+    label_parts,
+    open_page,
+    shows_label,
+)
 from ui.i18n import catalog
 
 EN, ZH = catalog("en"), catalog("zh")
@@ -21,13 +30,7 @@ def frame(chart):
     return chart_data(chart)["data"]
 
 
-def titled(at, title: str):
-    def text(spec):
-        got = spec.get("title")
-        return got.get("text") if isinstance(got, dict) else got
-    found = [c for c in charts(at) if text(chart_spec(c)) == title]
-    assert found, f"no chart titled {title!r}: {[chart_spec(c).get('title') for c in charts(at)]}"
-    return found[0]
+titled = chart_titled          # the shared lookup (tests.apptest_util)
 
 
 def tapes(at):
