@@ -12,10 +12,13 @@ Shapes: b batch, n new tokens, t tokens in the cache, h query heads, h_kv K/V he
 """
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
+from typing import NamedTuple
+
 import torch
 from torch import nn
 
-from .functional import grouped_query_attention
+from .functional import default_scale, grouped_query_attention
 from .modules import HeadDivisibilityError
 from .positional import alibi_slopes, rotary_embedding
 from .types import AttentionOutput
@@ -91,18 +94,19 @@ class CausalSelfAttention(nn.Module):
         self.W_output = nn.Linear(d_model, d_model, bias=bias)
         self.q_norm = nn.RMSNorm(self.d_head) if qk_norm else None
         self.k_norm = nn.RMSNorm(self.d_head) if qk_norm else None
+        # Set from outside to evaluate a RoPE model beyond its training length (positional.rope_scaled_frequencies):
+        # rope_frequencies (d_head/2,) replaces base^(-2i/d), logit_scale multiplies the scores (YaRN's factor^2).
+        self.rope_frequencies: torch.Tensor | None = None
+        self.logit_scale: float = 1.0
 
     def split_heads(self, x: torch.Tensor, heads: int) -> torch.Tensor:
         """(b, n, heads * d_head) -> (b, heads, n, d_head)."""
         b, n, _ = x.shape
         return x.view(b, n, heads, self.d_head).transpose(1, 2)
 
-    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> AttentionOutput:
-        """x (b, n, d_model): the whole sequence, or with a cache only the new tokens.
-
-        Returns output (b, n, d_model) and weights (b, h, n, t) over all t tokens seen.
-        """
-        past = 0 if cache is None else len(cache)                  # tokens already cached
+    def project(self, x: torch.Tensor, past: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q (b, h, n, d_head), k and v (b, h_kv, n, d_head) of tokens at positions past .. past+n-1,
+        normalised (qk_norm) and rotated (rope) as they enter the dot product and the cache."""
         n = x.size(1)
         q = self.split_heads(self.W_query(x), self.num_heads)      # (b, h, n, d_head)
         k = self.split_heads(self.W_key(x), self.num_kv_heads)     # (b, h_kv, n, d_head)
@@ -111,22 +115,145 @@ class CausalSelfAttention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         if self.rope:                                              # the new tokens sit at past .. past+n-1
             positions = torch.arange(past, past + n, device=x.device)
-            q = rotary_embedding(q, positions, self.rope_base)
-            k = rotary_embedding(k, positions, self.rope_base)     # cached already rotated
-        if cache is not None:
-            k, v = cache.append(k, v)                              # (b, h_kv, t, d_head), t = past + n
-        i = torch.arange(past, past + n, device=x.device)[:, None]  # query positions (n, 1)
-        j = torch.arange(k.size(-2), device=x.device)[None, :]      # key positions (1, t)
-        mask = j <= i                                              # causal: the new tokens' rows (n, t)
+            q = rotary_embedding(q, positions, self.rope_base, frequencies=self.rope_frequencies)
+            k = rotary_embedding(k, positions, self.rope_base, frequencies=self.rope_frequencies)
+        return q, k, v
+
+    def score_mask(self, past: int, n: int, t: int, device=None, dtype=torch.float32) -> torch.Tensor:
+        """What the new tokens' rows (n, t) may see: a bool mask (causal, window, sinks), or with ALiBi a
+        float mask (h, n, t) holding -m_h |i - j| where visible and -inf where hidden."""
+        i = torch.arange(past, past + n, device=device)[:, None]   # query positions (n, 1)
+        j = torch.arange(t, device=device)[None, :]                 # key positions (1, t)
+        mask = j <= i                                              # causal
         if self.window is not None:                                # as masks.sliding_window_mask
             mask = mask & ((i - j < self.window) | (j < self.sinks))
-        if self.alibi:                                             # float mask: -m_h |i - j|, -inf where hidden
-            slopes = alibi_slopes(self.num_heads).to(q.dtype).to(x.device)[:, None, None]
+        if self.alibi:
+            slopes = alibi_slopes(self.num_heads).to(dtype).to(device)[:, None, None]
             mask = (-slopes * (i - j).abs()).masked_fill(~mask, float("-inf"))   # (h, n, t)
-        out, weights = grouped_query_attention(q, k, v, mask)     # (b, h, n, d_head), (b, h, n, t)
+        return mask
+
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> AttentionOutput:
+        """x (b, n, d_model): the whole sequence, or with a cache only the new tokens.
+
+        Returns output (b, n, d_model) and weights (b, h, n, t) over all t tokens seen.
+        """
+        past = 0 if cache is None else len(cache)                  # tokens already cached
+        n = x.size(1)
+        q, k, v = self.project(x, past)
+        if cache is not None:
+            k, v = cache.append(k, v)                              # (b, h_kv, t, d_head), t = past + n
+        mask = self.score_mask(past, n, k.size(-2), x.device, q.dtype)
+        scale = default_scale(self.d_head) * self.logit_scale
+        out, weights = grouped_query_attention(q, k, v, mask, scale=scale)   # (b, h, n, d_head), (b, h, n, t)
         out = out.transpose(1, 2).reshape(x.size(0), n, self.d_model)   # concatenate the heads
         return AttentionOutput(self.W_output(out), weights)
+
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        """The attention logits q.k * scale (b, h, n, n) of a full causal forward, before the mask: what
+        grows during training without QK-norm (read them where the mask shows, e.g. with ``score_mask``)."""
+        q, k, _ = self.project(x)
+        k = k.repeat_interleave(self.num_heads // self.num_kv_heads, dim=-3)
+        return q @ k.transpose(-2, -1) * (default_scale(self.d_head) * self.logit_scale)
 
     def kv_bytes_per_token(self, dtype: torch.dtype = torch.float32) -> int:
         """2 (k and v) x h_kv x d_head x bytes: what each token adds to this layer's cache."""
         return 2 * self.num_kv_heads * self.d_head * torch.empty(0, dtype=dtype).element_size()
+
+
+# --------------------------------------------------------------------------------------------------
+# A small decoder-only language model (GPT-2 / Llama block layout) built on CausalSelfAttention
+# --------------------------------------------------------------------------------------------------
+
+POSITIONS = ("rope", "alibi", "learned", "none")
+
+
+@dataclass
+class DecoderConfig:
+    """The shape of a ``DecoderLM``. ``d_ff = 0`` leaves out the MLPs (an attention-only model);
+    ``position`` is how the model knows where a token is: "rope" (rotate q, k), "alibi" (bias the
+    scores), "learned" (an embedding table of ``max_len`` rows added to the tokens) or "none"."""
+
+    vocab_size: int
+    d_model: int = 64
+    num_layers: int = 2
+    num_heads: int = 4
+    num_kv_heads: int | None = None
+    d_ff: int = 256
+    position: str = "rope"
+    max_len: int = 256
+    rope_base: float = 10000.0
+    qk_norm: bool = False
+    window: int | None = None
+    sinks: int = 0
+
+    def __post_init__(self) -> None:
+        if self.position not in POSITIONS:
+            raise ValueError(f"position must be one of {POSITIONS}, got {self.position!r}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class DecoderBlock(nn.Module):
+    """x + attn(LN(x)), then x + MLP(LN(x)) (pre-LN, as GPT-2 and Llama); no MLP when d_ff = 0."""
+
+    def __init__(self, config: DecoderConfig):
+        super().__init__()
+        c = config
+        self.ln1, self.ln2 = nn.LayerNorm(c.d_model), nn.LayerNorm(c.d_model)
+        self.attn = CausalSelfAttention(c.d_model, c.num_heads, c.num_kv_heads, rope=c.position == "rope",
+                                        rope_base=c.rope_base, alibi=c.position == "alibi", qk_norm=c.qk_norm,
+                                        window=c.window, sinks=c.sinks)
+        self.mlp = (nn.Sequential(nn.Linear(c.d_model, c.d_ff), nn.GELU(), nn.Linear(c.d_ff, c.d_model))
+                    if c.d_ff > 0 else None)
+
+    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> AttentionOutput:
+        """Returns the block's output (b, n, d_model) and its attention weights (b, h, n, t)."""
+        a = self.attn(self.ln1(x), cache)
+        x = x + a.output
+        if self.mlp is not None:
+            x = x + self.mlp(self.ln2(x))
+        return AttentionOutput(x, a.weights)
+
+
+class DecoderOutput(NamedTuple):
+    logits: torch.Tensor                     # (b, n, vocab_size)
+    weights: tuple[torch.Tensor, ...]        # per layer (b, h, n, t)
+
+
+class DecoderLM(nn.Module):
+    """Token embedding (+ learned positions) -> ``num_layers`` DecoderBlocks -> LN -> logits.
+
+    ``forward(ids)`` runs the whole sequence; ``forward(ids, caches)`` (``new_caches()``) runs only the new
+    tokens, appending their keys and values, with the same logits as the full forward.
+    """
+
+    def __init__(self, config: DecoderConfig):
+        super().__init__()
+        self.config = config
+        self.embed = nn.Embedding(config.vocab_size, config.d_model)
+        self.blocks = nn.ModuleList(DecoderBlock(config) for _ in range(config.num_layers))
+        self.ln_f = nn.LayerNorm(config.d_model)
+        self.head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.pos = nn.Embedding(config.max_len, config.d_model) if config.position == "learned" else None
+
+    def new_caches(self) -> list[KVCache]:
+        return [KVCache() for _ in self.blocks]
+
+    def attention_layers(self) -> list[CausalSelfAttention]:
+        return [block.attn for block in self.blocks]
+
+    def forward(self, ids: torch.Tensor, caches: list[KVCache] | None = None) -> DecoderOutput:
+        """ids (b, n) of token ids: the whole sequence, or with caches only the new tokens."""
+        x = self.embed(ids)
+        if self.pos is not None:
+            past = 0 if caches is None else len(caches[0])
+            if past + ids.size(1) > self.config.max_len:
+                raise ValueError(f"learned positions stop at max_len = {self.config.max_len}; "
+                                 f"got position {past + ids.size(1) - 1}")
+            x = x + self.pos(torch.arange(past, past + ids.size(1), device=ids.device))
+        weights = []
+        for i, block in enumerate(self.blocks):
+            x, w = block(x, None if caches is None else caches[i])
+            weights.append(w)
+        return DecoderOutput(self.head(self.ln_f(x)), tuple(weights))

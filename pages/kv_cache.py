@@ -1,6 +1,6 @@
 """Generating with a KV cache: prefill, then one token at a time, reusing every past key and value.
 
-A small decoder-only model (attention_core.labs.kv_cache.TinyDecoder: CausalSelfAttention layers with RoPE and
+A small decoder-only model (attention_core.decoder.DecoderLM: CausalSelfAttention layers with RoPE and
 grouped K/V heads; untrained, random weights) generates greedily twice, without and with the cache: the chart
 shows which K/V rows each forward pass computes and which it reads from the cache, the notice the measured
 difference of the two outputs; the time per token is measured live for short contexts and read from the

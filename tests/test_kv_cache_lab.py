@@ -21,7 +21,7 @@ def test_cached_generation_equals_uncached_and_one_full_forward(prompt, new, see
     assert plain.tokens == cached.tokens and len(cached.tokens) == prompt + new
     assert (plain.logits - cached.logits).abs().max() < 1e-5
     with torch.no_grad():                                  # the oracle: one causal forward over the final tokens
-        full = model(torch.tensor([cached.tokens]))[0, prompt - 1:-1]
+        full = model(torch.tensor([cached.tokens])).logits[0, prompt - 1:-1]
     assert (full - cached.logits).abs().max() < 1e-5
     assert cached.tokens[prompt:] == full.argmax(-1).tolist()
 
@@ -44,7 +44,7 @@ def test_each_pass_computes_what_the_page_says():
                                                                       (1, 8, 8, 64, torch.float16)])
 def test_size_formula_equals_the_bytes_the_caches_hold(layers, heads, kv_heads, d_model, dtype):
     n = 11
-    model = lab.TinyDecoder(layers, d_model, heads, kv_heads).eval().to(dtype)
+    model = lab.tiny_decoder(layers, d_model, heads, kv_heads).eval().to(dtype)
     caches = model.new_caches()
     with torch.no_grad():
         model(torch.tensor([lab.prompt_ids(n)]), caches)

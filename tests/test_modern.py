@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import attention_core as ac
+from attention_core.decoder import DecoderLM
 
 ATOL = 1e-5
 
@@ -380,3 +381,93 @@ def test_head_counts_are_checked():
         ac.CausalSelfAttention(12, 4, rope=True)
     with pytest.raises(ValueError):
         ac.CausalSelfAttention(16, 4, window=0)
+
+
+# ---------------------------------------------------------------- DecoderLM: the library's small decoder-only model
+@pytest.mark.parametrize("position, d_ff, kv, qk_norm, window", [("rope", 32, 2, False, None), ("alibi", 0, 1, True, None),
+                                                                  ("learned", 32, 4, False, 3), ("none", 0, 2, False, 2)])
+def test_decoder_lm_with_caches_equals_the_full_forward(position, d_ff, kv, qk_norm, window):
+    from attention_core.decoder import DecoderConfig, DecoderLM
+    torch.manual_seed(0)
+    model = DecoderLM(DecoderConfig(11, 16, 2, 4, kv, d_ff=d_ff, position=position, max_len=20, qk_norm=qk_norm,
+                                    window=window, sinks=1 if window else 0)).eval()
+    ids = torch.randint(0, 11, (2, 9))
+    with torch.no_grad():
+        full = model(ids)
+        caches = model.new_caches()
+        parts = [model(ids[:, a:b], caches) for a, b in ((0, 4), (4, 5), (5, 9))]
+    assert torch.allclose(torch.cat([p.logits for p in parts], 1), full.logits, atol=1e-5)
+    assert len(full.weights) == 2 and full.weights[0].shape == (2, 4, 9, 9)
+    assert torch.allclose(full.weights[1].sum(-1), torch.ones(2, 4, 9), atol=1e-5)
+    assert full.weights[0].triu(1).abs().max() == 0                       # causal: nothing from the future
+    if window:
+        assert full.weights[0][..., 8, 1:8 - window + 1].abs().max() == 0  # outside the window, sink 0 kept
+    assert len(caches[0]) == 9 and caches[0].k.shape == (2, kv, 9, 4)
+
+
+def test_decoder_lm_learned_positions_refuse_past_max_len():
+    from attention_core.decoder import DecoderConfig, DecoderLM
+    model = DecoderLM(DecoderConfig(5, 8, 1, 2, position="learned", max_len=4))
+    with pytest.raises(ValueError, match="max_len"):
+        model(torch.zeros(1, 5, dtype=torch.long))
+    with pytest.raises(ValueError, match="position"):
+        DecoderConfig(5, position="sinusoid")
+
+
+def test_attention_logits_are_what_the_softmax_reads():
+    """softmax over the visible logits (the layer's own ``logits``) gives the layer's weights; a rope frequency
+    override equal to the default changes nothing, and logit_scale multiplies the logits."""
+    from attention_core.decoder import CausalSelfAttention
+    from attention_core.positional import rotary_frequencies
+    torch.manual_seed(1)
+    for alibi in (False, True):
+        layer = CausalSelfAttention(16, 4, 2, rope=not alibi, alibi=alibi, qk_norm=True).eval()
+        x = torch.randn(2, 7, 16)
+        with torch.no_grad():
+            w = layer(x).weights
+            logits = layer.logits(x)
+            mask = layer.score_mask(0, 7, 7)
+            scores = logits + mask if alibi else logits.masked_fill(~mask, float("-inf"))
+            assert torch.allclose(scores.softmax(-1), w, atol=1e-6)
+            if not alibi:
+                layer.rope_frequencies = rotary_frequencies(4)
+                assert torch.allclose(layer(x).weights, w, atol=1e-6)
+                layer.logit_scale = 2.0
+                assert torch.allclose(layer.logits(x), 2 * logits, atol=1e-5)
+
+
+def test_a_registered_lm_task_trains_saves_and_loads_through_the_recipes(tmp_path, monkeypatch):
+    """The path every Modern-attention model takes: lm.register -> recipes.train -> checkpoint -> load_model."""
+    import random
+
+    from attention_core.models import lm, recipes
+
+    def batch(rng: random.Random, n: int) -> lm.LMBatch:          # a repeated pair: b follows a, a follows b
+        start = [rng.randrange(2) for _ in range(n)]
+        ids = torch.tensor([[(s + i) % 2 for i in range(9)] for s in start]) + task.vocab.stoi["a"]
+        return lm.LMBatch(ids[:, :-1], ids[:, 1:], torch.ones(n, 8))
+
+    def evaluate(model) -> dict:
+        nll, right = lm.token_losses(model, batch(random.Random(5), 16))
+        return {"accuracy": right.float().mean().item(), "loss": nll.mean().item()}
+
+    task = lm.LMTask("test_alternate", ("a", "b"), batch, evaluate)
+    monkeypatch.setitem(lm.LM_TASKS, task.name, task)
+    recipe = recipes.Recipe("test_alternate_lm", "lm", task.name, steps=60, batch_size=16, lr=1e-2, warmup_steps=5,
+                            seed=0, config=dict(d_model=16, num_layers=1, num_heads=2, d_ff=0, position="none"))
+    monkeypatch.setitem(recipes.RECIPES, recipe.name, recipe)
+    model, meta = recipes.train(recipe.name, models_dir=tmp_path, log_every=0)
+    assert meta["eval"]["accuracy"] > 0.95 and meta["final_loss"] < 0.2
+    loaded = recipes.load_model(recipe.name, tmp_path)
+    assert isinstance(loaded.model, DecoderLM) and loaded.src_vocab == task.vocab and not loaded.model.training
+    assert evaluate(loaded.model)["accuracy"] > 0.95
+    with pytest.raises(ValueError, match="twice"):
+        lm.register(lm.LMTask("test_alternate", ("a",), batch, evaluate))
+
+
+def test_every_registered_lm_recipe_names_a_task_and_valid_config():
+    from attention_core.decoder import DecoderConfig
+    from attention_core.models import lm, recipes
+    for name, r in lm.LM_RECIPES.items():
+        assert r["task"] in lm.LM_TASKS and recipes.RECIPES[name].kind == "lm" and name in recipes.TASKS
+        DecoderConfig(vocab_size=len(lm.LM_TASKS[r["task"]].vocab), **r["config"])

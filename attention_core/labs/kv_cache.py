@@ -1,6 +1,6 @@
 """Generating with a KV cache: a small decoder-only model, token by token, with and without the cache.
 
-The model is a stack of pre-LN decoder blocks built on ``attention_core.decoder.CausalSelfAttention`` (RoPE
+The model is the library's ``attention_core.decoder.DecoderLM``: pre-LN blocks of ``CausalSelfAttention`` (RoPE
 positions, grouped K/V heads), untrained: random weights are enough to show the mechanics (which keys and values
 are computed, which are reused, the time per token, the size of the cache), not to write sensible text.
 
@@ -20,9 +20,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 import torch
-from torch import nn
 
-from ..decoder import CausalSelfAttention, KVCache
+from ..decoder import DecoderConfig, DecoderLM
 from ..functional import scaled_dot_product_attention
 from ..positional import rotary_embedding
 
@@ -32,50 +31,21 @@ DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "int8": 1}
 
 
 # ------------------------------------------------------------------ the model
-class DecoderBlock(nn.Module):
-    """x + attn(LN(x)), then x + MLP(LN(x)): the block of GPT-2 / Llama (pre-LN)."""
-
-    def __init__(self, d_model: int, num_heads: int, num_kv_heads: int):
-        super().__init__()
-        self.ln1, self.ln2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
-        self.attn = CausalSelfAttention(d_model, num_heads, num_kv_heads, rope=True)
-        self.mlp = nn.Sequential(nn.Linear(d_model, 4 * d_model), nn.GELU(), nn.Linear(4 * d_model, d_model))
-
-    def forward(self, x: torch.Tensor, cache: KVCache | None = None) -> torch.Tensor:
-        x = x + self.attn(self.ln1(x), cache).output
-        return x + self.mlp(self.ln2(x))
-
-
-class TinyDecoder(nn.Module):
-    """Token embedding -> ``layers`` decoder blocks -> LN -> logits over VOCAB. Positions: RoPE inside attention."""
-
-    def __init__(self, layers: int = 2, d_model: int = 64, num_heads: int = 4, num_kv_heads: int = 2):
-        super().__init__()
-        self.embed = nn.Embedding(VOCAB, d_model)
-        self.blocks = nn.ModuleList(DecoderBlock(d_model, num_heads, num_kv_heads) for _ in range(layers))
-        self.ln_f, self.head = nn.LayerNorm(d_model), nn.Linear(d_model, VOCAB, bias=False)
-
-    def new_caches(self) -> list[KVCache]:
-        return [KVCache() for _ in self.blocks]
-
-    def forward(self, ids: torch.Tensor, caches: list[KVCache] | None = None) -> torch.Tensor:
-        """ids (b, n): the whole sequence, or with caches only the new tokens. Returns logits (b, n, VOCAB)."""
-        x = self.embed(ids)
-        for i, block in enumerate(self.blocks):
-            x = block(x, None if caches is None else caches[i])
-        return self.head(self.ln_f(x))
+def tiny_decoder(layers: int = 2, d_model: int = 64, num_heads: int = 4, num_kv_heads: int = 2) -> DecoderLM:
+    """The library's ``DecoderLM`` over VOCAB ids: pre-LN blocks with a 4 x d_model MLP, RoPE inside attention."""
+    return DecoderLM(DecoderConfig(VOCAB, d_model, layers, num_heads, num_kv_heads, d_ff=4 * d_model))
 
 
 @functools.lru_cache(maxsize=4)             # a few seeds' models (~0.4 MB each), never changed after building
-def demo_model(seed: int) -> TinyDecoder:
+def demo_model(seed: int) -> DecoderLM:
     return build_model(**DEMO, seed=seed)
 
 
 def build_model(layers: int = 2, d_model: int = 64, num_heads: int = 4, num_kv_heads: int = 2,
-                seed: int = 0) -> TinyDecoder:
-    """An untrained TinyDecoder with seeded random weights, in eval mode."""
+                seed: int = 0) -> DecoderLM:
+    """An untrained ``tiny_decoder`` with seeded random weights, in eval mode."""
     torch.manual_seed(seed)
-    return TinyDecoder(layers, d_model, num_heads, num_kv_heads).eval()
+    return tiny_decoder(layers, d_model, num_heads, num_kv_heads).eval()
 
 
 def prompt_ids(n: int, seed: int = 0) -> list[int]:
@@ -100,11 +70,11 @@ class Generation(NamedTuple):
 
 
 @torch.inference_mode()
-def generate_without_cache(model: TinyDecoder, prompt: list[int], new_tokens: int) -> Generation:
+def generate_without_cache(model: DecoderLM, prompt: list[int], new_tokens: int) -> Generation:
     """Each step runs the model over the whole sequence so far: every K/V row is recomputed."""
     tokens, rows, steps = list(prompt), [], []
     for _ in range(new_tokens):
-        logits = model(torch.tensor([tokens]))[0, -1]           # only the last row is used
+        logits = model(torch.tensor([tokens])).logits[0, -1]           # only the last row is used
         token = int(logits.argmax())
         steps.append(Step(0, len(tokens), token))
         rows.append(logits)
@@ -113,14 +83,14 @@ def generate_without_cache(model: TinyDecoder, prompt: list[int], new_tokens: in
 
 
 @torch.inference_mode()
-def generate_with_cache(model: TinyDecoder, prompt: list[int], new_tokens: int) -> Generation:
+def generate_with_cache(model: DecoderLM, prompt: list[int], new_tokens: int) -> Generation:
     """Prefill the prompt once, then feed only the newest token; its k, v are appended to each layer's cache."""
     caches = model.new_caches()
     tokens, rows, steps = list(prompt), [], []
     new = list(prompt)                                          # the prefill: the whole prompt at once
     for _ in range(new_tokens):
         before = len(caches[0])
-        logits = model(torch.tensor([new]), caches)[0, -1]
+        logits = model(torch.tensor([new]), caches).logits[0, -1]
         token = int(logits.argmax())
         steps.append(Step(before, len(new), token, sum(c.nbytes() for c in caches)))
         rows.append(logits)
@@ -197,7 +167,7 @@ class Timing(NamedTuple):
 
 
 @torch.no_grad()
-def time_next_token(model: TinyDecoder, context: int, repeats: int = 5, seed: int = 0) -> Timing:
+def time_next_token(model: DecoderLM, context: int, repeats: int = 5, seed: int = 0) -> Timing:
     """The time to produce one more token after ``context`` tokens, without and with a cache: the best of
     ``repeats`` runs each (the least disturbed by other work on the machine, as ``timeit`` advises)."""
     ids = torch.tensor([prompt_ids(context + 1, seed)])

@@ -2,8 +2,9 @@
 
     python -m attention_core.models TASK [--threads N] [--steps N] [--out DIR]
 
-TASK is one of dates, dates_noattn, reverse_attn, reverse_noattn, pronoun, curves (re-measure
-assets/models/curves.json from the shipped checkpoints) or all. Each run is seeded (model
+TASK is one of dates, dates_noattn, reverse_attn, reverse_noattn, pronoun, a language-model recipe of the
+Modern LLM attention pages (``LM_MODULES``, see ``lm.py``), curves (re-measure assets/models/curves.json from
+the shipped checkpoints) or all. Each run is seeded (model
 initialisation, batches, trainer) and writes ``assets/models/<task>.pt``; with the same torch version,
 thread count and CPU type it reproduces the checkpoint exactly. Another CPU's float kernels round
 differently and training amplifies that into other weights, but a model that does the same
@@ -21,6 +22,7 @@ Evaluation uses examples the models never trained on: dates from the held-out te
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import random
 import time
@@ -32,6 +34,8 @@ from typing import Any, NamedTuple
 
 import torch
 
+from ..decoder import DecoderConfig, DecoderLM
+from .lm import LM_RECIPES, LM_TASKS, build_lm, lm_loss
 from .pronoun import (
     PronounConfig,
     PronounResolver,
@@ -67,6 +71,9 @@ ABLATION_FILE = "pronoun_ablation.json"   # scripts/pronoun_readout_ablation.py
 CHECKPOINT_FORMAT = 1
 EVAL_SEED = 777_001          # never used by a training run (those use seeds < 100)
 TASKS = ("dates", "dates_noattn", "reverse_attn", "reverse_noattn", "pronoun")
+# The language-model tasks of the Modern LLM attention pages: each module registers its tasks and recipes (lm.py).
+LM_MODULES = (
+)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -76,7 +83,7 @@ TASKS = ("dates", "dates_noattn", "reverse_attn", "reverse_noattn", "pronoun")
 @dataclass
 class Recipe:
     name: str
-    kind: str                    # "seq2seq" or "pronoun"
+    kind: str                    # "seq2seq", "pronoun" or "lm" (attention_core.models.lm)
     task: str                    # "dates", "reverse" or "pronoun"
     steps: int
     batch_size: int
@@ -104,7 +111,16 @@ RECIPES: dict[str, Recipe] = {
 }
 
 
+for _module in LM_MODULES:
+    importlib.import_module(f"{__package__}.{_module}")
+RECIPES.update({name: Recipe(name, "lm", r["task"], r["steps"], r["batch_size"], r["lr"], r["warmup_steps"],
+                             r["seed"], dict(r.get("config", {}))) for name, r in LM_RECIPES.items()})
+TASKS = TASKS + tuple(LM_RECIPES)
+
+
 def vocabs_for(task: str) -> tuple[Vocab, Vocab | None]:
+    if task in LM_TASKS:
+        return LM_TASKS[task].vocab, None
     if task == "dates":
         return DATE_SOURCE_VOCAB, DATE_TARGET_VOCAB
     if task == "reverse":
@@ -115,6 +131,8 @@ def vocabs_for(task: str) -> tuple[Vocab, Vocab | None]:
 def build_model(recipe: Recipe, src_vocab: Vocab, tgt_vocab: Vocab | None) -> torch.nn.Module:
     if recipe.kind == "seq2seq":
         return Seq2Seq(Seq2SeqConfig(len(src_vocab), len(tgt_vocab), **recipe.config))
+    if recipe.kind == "lm":
+        return build_lm(LM_TASKS[recipe.task], recipe.config)
     return PronounResolver(PronounConfig(len(src_vocab), **recipe.config))
 
 
@@ -122,6 +140,9 @@ def batch_fn(recipe: Recipe) -> Callable[[random.Random], Any]:
     """Training batches: only the training split (held-out dates / noun pairs never appear)."""
     src, tgt = vocabs_for(recipe.task)
     n = recipe.batch_size
+    if recipe.kind == "lm":
+        make = LM_TASKS[recipe.task].batch
+        return lambda rng: make(rng, n)
     if recipe.task == "dates":
         return lambda rng: make_seq2seq_batch(
             [make_date_example(rng, split="train")[:2] for _ in range(n)], src, tgt)
@@ -194,6 +215,9 @@ def load_model(name: str, models_dir: Path | str | None = None) -> LoadedModel:
         if ckpt["kind"] == "seq2seq":
             src, tgt = CharVocab(ckpt["src_vocab"]), CharVocab(ckpt["tgt_vocab"])
             model: torch.nn.Module = Seq2Seq(Seq2SeqConfig(**ckpt["config"]))
+        elif ckpt["kind"] == "lm":
+            src, tgt = Vocab(ckpt["src_vocab"]), None
+            model = DecoderLM(DecoderConfig(**ckpt["config"]))
         else:
             src, tgt = Vocab(ckpt["src_vocab"]), None
             model = PronounResolver(PronounConfig(**ckpt["config"]))
@@ -322,6 +346,8 @@ def evaluate_pronoun(model: PronounResolver, n_per_lang: int = 500, seed: int = 
 
 def evaluate(name: str, model: torch.nn.Module) -> dict:
     task = RECIPES[name].task
+    if task in LM_TASKS:
+        return LM_TASKS[task].evaluate(model.eval())
     if task == "dates":
         return evaluate_dates(model)
     if task == "reverse":
@@ -342,7 +368,7 @@ def train(name: str, *, steps: int | None = None, models_dir: Path | str | None 
     src, tgt = vocabs_for(recipe.task)
     torch.manual_seed(recipe.seed)
     model = build_model(recipe, src, tgt)
-    loss_fn = seq2seq_loss if recipe.kind == "seq2seq" else pronoun_loss
+    loss_fn = {"seq2seq": seq2seq_loss, "lm": lm_loss}.get(recipe.kind, pronoun_loss)
     trainer = TransformerTrainer(model, loss_fn, lr=recipe.lr, warmup_steps=recipe.warmup_steps, seed=recipe.seed)
 
     def log(p: TrainProgress):
