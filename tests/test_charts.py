@@ -153,6 +153,21 @@ def test_dense_axes_keep_every_kth_label_instead_of_overlapping_or_dropping():
     assert "indexof(domain('x')" in bars["encoding"]["x"]["axis"]["labelExpr"]
 
 
+def test_long_titles_shrink_with_the_width_and_very_long_ones_wrap():
+    short = charts.heatmap(torch.rand(3, 3), list("abc"), title="cos(P[m], P[n]) — learned table at initialisation")
+    assert short["title"] == "cos(P[m], P[n]) — learned table at initialisation"      # unchanged: it shrinks
+    size = short["config"]["title"]["fontSize"]["expr"]
+    assert "width" in size and f"/ {charts.title_width(short['title'])}," in size and ", 11, 16)" in size
+    long = "Weights with the mask passed as: a boolean tensor where True means keep"
+    spec = charts.heatmap(torch.rand(3, 3), list("abc"), title=long)
+    assert isinstance(spec["title"], list) and len(spec["title"]) == 2 and " ".join(spec["title"]) == long
+    assert all(charts.text_px(line, charts.TITLE_FONT) <= charts.WRAP_TITLE_PX for line in spec["title"])
+    zh = "注意力" * 20
+    assert "".join(charts.title_lines(zh)) == zh and len(charts.title_lines(zh)) > 1
+    assert charts.bars([0.5], ["a"], title=long)["title"] == spec["title"]
+    assert "config" not in charts.bars([0.5], ["a"]) or "title" not in charts.bars([0.5], ["a"])["config"]
+
+
 def test_label_spacing_covers_the_longest_upright_label_and_rotated_labels():
     assert charts.label_spacing(["7", "31"], upright=True) >= charts.text_px("31", charts.LABEL_FONT) + 4
     assert charts.label_spacing(["animal", "x"], upright=False) >= (charts.LABEL_FONT + 2) * 1.41
@@ -179,13 +194,19 @@ for n in (5, 12, 32):
     show_chart(charts.bars(rng.random(n), [words[i % len(words)] for i in range(n)], highlight=1, fit_x=True),
                key=f"b{{n}}")
     show_chart(charts.bars(rng.random(n), [str(i) for i in range(n)]), key=f"bd{{n}}")
+for i, title in enumerate(["Weights with the mask passed as: a boolean tensor where True means keep",
+                           "cos(P[m], P[n]) — learned table at initialisation", "第 1 句的解码器权重：填充 且 前瞻（点击一行查看）"]):
+    show_chart(charts.heatmap(rng.random((6, 6)), words[:6], title=title), key=f"t{{i}}")
+show_chart(charts.bars(rng.random(6), words[:6], title="Attention weights under your mask (click a row to see it)"),
+           key="tb")
 '''
 
 
 def test_shared_chart_kinds_are_legible_in_a_browser_at_1280_and_390_px(tmp_path):
     """Headless Chromium, the layout checker of issue 13 §2: 7 heatmaps (5x5 to 40x40, numbers in 12x12 cells
     that fit at 1280 px and not at 390 px) and 6 bar rows: no overlap, clipping or truncation at either size, and
-    the numbers of a 12 x 12 heatmap are shown on the projector. About 45 s on a loaded 2-core machine."""
+    the numbers of a 12 x 12 heatmap are shown on the projector; long titles shrink or wrap instead of being cut.
+    About 45 s on a loaded 2-core machine."""
     import pathlib
     import shutil
 
@@ -209,7 +230,7 @@ def test_shared_chart_kinds_are_legible_in_a_browser_at_1280_and_390_px(tmp_path
     for vp, report in reports.items():
         assert report.error == "", report.error
         assert report.findings == [], "\n".join(f.line() for f in report.findings)
-        assert len(report.charts) == 13
+        assert len(report.charts) == 17
     wide = {c["title"]: c["texts"] for c in reports["1280x720"].charts}
     phone = {c["title"]: c["texts"] for c in reports["390x844"].charts}
     assert wide["12x12 weights"] >= 144 > phone["12x12 weights"]     # 144 numbers on the projector, not the phone
