@@ -31,7 +31,6 @@ OUTLINE_ORANGE = "#e66101"   # the query's colour: a row framed in it is the que
 MAX_NUMBERS = 16          # numbers printed in cells up to 16 x 16 (and only where they fit: ``number_fit``)
 NUMBER_FONT = 11          # px, the numbers in cells
 TITLE_FONT = 16           # px, chart titles in Streamlit's Vega theme (bold)
-WRAP_TITLE_PX = 400       # a title estimated wider than 1.6 x this (16 px) is wrapped into lines of this
 LABEL_FONT = 12           # px, axis labels in Streamlit's Vega theme (Source Sans)
 MAX_CELLS_PER_AXIS = 128  # larger matrices are shown as averaged tiles (the CSV keeps every value)
 ROW_SELECTION = "row"     # name of the click selection; st.altair_chart returns it
@@ -328,10 +327,10 @@ def heatmap_height(n_rows: int) -> int:
 #   label's width + 4 px (an upright x axis of short labels); the band is the scale's step (range / count, bar
 #   padding included). The others are written as "" (the tick stays; the tooltip names every band).
 #   With 12 query rows of 30 px nothing is thinned; 32 columns on a 250 px phone plot keep every 2nd or 3rd.
-# - long titles (``title_size``): the font shrinks from 16 px towards 11 px where the estimated title width
-#   exceeds the plot width + 110 px (the y labels' and the legend's share), instead of Vega cutting the title
-#   with "…"; a title too long even at 11 px on a phone is split into lines (``title_lines``; the spec's title
-#   is then a list of strings).
+# - long titles (``title_size``): the font shrinks from 16 px towards 10 px where the estimated title width
+#   exceeds the chart's container, instead of Vega cutting the title with "…" (the spec's title stays the
+#   string given). At 10 px a phone's 358 px hold about 65 Latin or 33 Chinese characters: longer titles
+#   belong in a caption.
 
 def text_px(text: str, font: float) -> float:
     """An upper estimate of ``text``'s width in px in a sans-serif font of ``font`` px."""
@@ -357,30 +356,16 @@ def thin_labels(channel: str, spacing: float) -> str:
     return f"indexof(domain('{channel}'), datum.value) % {step} === 0 ? datum.label : ''"
 
 
-def title_width(title) -> int:
-    """An upper estimate of a chart title's width in px (Streamlit's theme: 16 px bold; a list: its longest line)."""
-    lines = [title] if isinstance(title, str) or title is None else list(title)
-    return max(1, math.ceil(max(text_px(line or "", TITLE_FONT) for line in lines)))
-
-
-def title_lines(title: str | None, limit: int = WRAP_TITLE_PX):
-    """A title as it fits a phone: unchanged, or split at spaces (anywhere in Chinese) into lines of at most
-    ``limit`` estimated px at 16 px, when it is longer than that even at the smallest title size."""
-    if not title or title_width(title) <= 1.6 * limit:      # 1.6: 16 px / 11 px, a little less
-        return title
-    lines, line = [], ""
-    for piece in re.findall(r"[\u2e80-\uffff]|[^\s\u2e80-\uffff]+\s*|\s+", title):
-        if line and text_px((line + piece).rstrip(), TITLE_FONT) > limit:
-            lines.append(line.rstrip())
-            line = piece.lstrip()
-        else:
-            line += piece
-    return lines + [line.rstrip()] if line.strip() else lines
+def title_width(title: str | None) -> int:
+    """An estimate of a chart title's width in px (Streamlit's theme: 16 px bold), a little high."""
+    return max(1, math.ceil(text_px(title or "", TITLE_FONT)))
 
 
 def title_size(title_px: int) -> alt.ExprRef:
-    """The title's font size: 16 px, smaller (down to 11 px) where the chart is narrower than the title."""
-    return alt.ExprRef(f"clamp({TITLE_FONT} * (width + 110) / {title_px}, 11, {TITLE_FONT})")
+    """The title's font size: 16 px, smaller (down to 10 px) where the chart's container is narrower than the
+    title (``containerSize()``: the column the chart stretches to; else the plot width and its axes/legend)."""
+    room = "max(containerSize()[0], width + 110) - 50"     # Vega cuts a title ~45 px short of the container
+    return alt.ExprRef(f"clamp({TITLE_FONT} * ({room}) / {title_px}, 10, {TITLE_FONT})")
 
 
 def label_spacing(labels: Sequence[str], upright: bool) -> float:
@@ -496,11 +481,11 @@ def heatmap(matrix, row_labels: Sequence[str], col_labels: Sequence[str] | None 
         selectable=selectable, legend=bool(legend), fit_x=bool(fit_x), x_title=x_title, y_title=y_title,
         value_title=value_title, domain=[float(lo), float(hi)], threshold=0.6 * float(hi),
         selected=None if selected_row is None else int(selected_row) // data.factor * data.factor,
-        height=int(height or heatmap_height(n_rows)), width=width, title=title_lines(title),
+        height=int(height or heatmap_height(n_rows)), width=width, title=title,
         row_order=list(data.rows), col_order=list(data.cols),
         outline=None if outline_row is None else int(outline_row) // data.factor * data.factor,
         number_min_width=number_width(v_lo, v_hi), x_spacing=label_spacing(data.cols, upright),
-        title_px=title_width(title_lines(title)))
+        title_px=title_width(title))
 
 
 def attention_heatmap(weights, tokens: Sequence[str], key_tokens: Sequence[str] | None = None, *,
@@ -554,7 +539,7 @@ def bars(values, labels: Sequence[str], *, value_title: str = "weight", label_ti
     return bars_chart(frame, value_title=value_title, label_title=label_title, upright=upright, fit_x=fit_x,
                       x_spacing=label_spacing(list(frame["label"]), upright),
                       order=list(frame["label"]), domain=None if domain is None else [float(d) for d in domain],
-                      height=height, title=title_lines(title), title_px=title_width(title_lines(title)))
+                      height=height, title=title, title_px=title_width(title))
 
 
 def matrix_csv(matrix, row_labels: Sequence[str], col_labels: Sequence[str] | None = None) -> bytes:
