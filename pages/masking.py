@@ -24,7 +24,7 @@ MAX_TOKENS = 10          # per sentence: a padded batch stays at most 6 x 10, nu
 MAX_CHARS = 1200
 FORMULA = (r"\begin{{gathered}}\operatorname{{Attention}}(Q,K,V)=\operatorname{{softmax}}\!\Big("
            r"\frac{{QK^{{\top}}}}{{\sqrt{{d_k}}}}+M\Big)V\\ M_{{ij}}=\begin{{cases}}0 & \text{{{visible}}}\\ -\infty & "
-           r"\text{{{hidden}}}\end{{cases}}\end{{gathered}}")          # two lines: fits a phone
+           r"\text{{{hidden}}}\end{{cases}}\end{{gathered}}\,")          # two lines: fits a phone
 
 
 # ------------------------------------------------------------------ inputs

@@ -118,7 +118,7 @@ def kernel_evidence(k: KernelChoice) -> None:
 
 def kernel_tab(lesson: presenter.Lesson) -> None:
     tab_intro(lesson, "kernel", r"\begin{aligned}f(x) &= \sum_{i=1}^{n} \alpha(x, x_i)\; y_i\\ \alpha(x, x_i) &= "
-              r"\operatorname{softmax}_i\!\Big(-\frac{(x - x_i)^2}{2h^2}\Big)\end{aligned}", t("qkv.k_formula_caption"))
+              r"\operatorname{softmax}_i\!\Big(-\frac{(x - x_i)^2}{2h^2}\Big)\end{aligned}\,", t("qkv.k_formula_caption"))
     with lesson.step("kernel: controls", keep=True):
         chosen = kernel_controls()
     with lesson.step("kernel: question"):
@@ -189,7 +189,7 @@ def library_evidence(books: qkv_state.Books, query: np.ndarray, r: lab.LibraryRe
 
 def library_tab(lesson: presenter.Lesson) -> None:
     tab_intro(lesson, "library", r"\begin{gathered}s_i = q \cdot k_i, \qquad \alpha_i = \operatorname{softmax}_i(s)"
-              r"\\ o = \sum_i \alpha_i\, v_i\end{gathered}", t("qkv.l_formula_caption"))
+              r"\\ o = \sum_i \alpha_i\, v_i\end{gathered}\,", t("qkv.l_formula_caption"))
     with lesson.step("library: controls", keep=True):
         edited = qkv_state.book_table(LIMIT)
         query = query_sliders()
@@ -441,12 +441,22 @@ with lesson.step("where attention comes from"):
     origin_section()
 with lesson.step("formula"):
     formula(r"\begin{aligned}&\operatorname{Attention}\big(q, (k_1, v_1), \dots, (k_n, v_n)\big)\\ &\qquad= "
-            r"\sum_{i=1}^{n} \underbrace{\operatorname{softmax}_i\big(a(q, k_i)\big)}_{\alpha_i}\; v_i\end{aligned}",
+            r"\sum_{i=1}^{n} \underbrace{\operatorname{softmax}_i\big(a(q, k_i)\big)}_{\alpha_i}\; v_i\end{aligned}\,",
             t("qkv.formula_caption"))
 tabs = st.tabs(controls.tab_labels(NS, TABS), key="tab", bind="query-params",
                on_change=start_tab_at_its_first_step, args=(lesson.count + 1,))
+
+
+@st.fragment
+def tab_body(body, lesson: presenter.Lesson, count: int, kept: int) -> None:
+    """A tab's lesson as a fragment: a control inside the tab reruns (and redraws) only this tab, not the page.
+    A fragment rerun numbers its presenter steps from where the full run started the tab (``count``, ``kept``)."""
+    lesson.count, lesson.kept = count, kept
+    body(lesson)
+
+
 for tab, body in zip(tabs, (kernel_tab, library_tab, tokens_tab, similarity_tab)):
     if tab.open or tab.open is None:          # lazy: only the open tab runs
         with tab:
-            body(lesson)
+            tab_body(body, lesson, lesson.count, lesson.kept)
 lesson.end()

@@ -325,13 +325,13 @@ def grouped_rows(rows: dict[str, object], keys: Sequence[str], *, key_title: str
 # each formula in lines that fit a phone's column (about 330 px), aligned at "=" where it has one
 STAGE_LATEX = {
     1: r"\begin{gathered}X \in \mathbb{R}^{%N \times %D},\quad Q, K, V \in \mathbb{R}^{%N \times %K}\\"
-       r"Q = X W_Q,\; K = X W_K,\; V = X W_V\end{gathered}",
+       r"Q = X W_Q,\; K = X W_K,\; V = X W_V\end{gathered}\,",
     2: r"\begin{aligned}S &= Q K^\top \in \mathbb{R}^{%N \times %N}\\ S_{ij} &= q_i \cdot k_j "
-       r"= \sum_{m=1}^{%K} q_{im} k_{jm}\end{aligned}",
+       r"= \sum_{m=1}^{%K} q_{im} k_{jm}\end{aligned}\,",
     3: r"S' = \frac{Q K^\top}{\sqrt{d_k}} = \frac{S}{\sqrt{%K}}",
     4: r"\begin{gathered}A = \operatorname{softmax}(S'),\qquad \sum_j A_{ij} = 1\\"
-       r"A_{ij} = \frac{e^{S'_{ij}}}{\sum_{l} e^{S'_{il}}}\end{gathered}",
-    5: r"\begin{gathered}O = A V \in \mathbb{R}^{%N \times %K}\\ o_i = \sum_j A_{ij}\, v_j\end{gathered}",
+       r"A_{ij} = \frac{e^{S'_{ij}}}{\sum_{l} e^{S'_{il}}}\end{gathered}\,",
+    5: r"\begin{gathered}O = A V \in \mathbb{R}^{%N \times %K}\\ o_i = \sum_j A_{ij}\, v_j\end{gathered}\,",
 }
 SIMILARITY_LATEX = {
     "additive": r"a(q, k) = v^\top \tanh(W_q q + W_k k)",

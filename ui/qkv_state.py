@@ -94,9 +94,10 @@ def _reset_books() -> None:
 
 def book_table(limit: float) -> pd.DataFrame:
     """The editable table of books (title, key features, value features) and its reset button."""
-    # pixel widths that fit a phone's column (96 + 6 x 42 px < 356 px): the number columns are titled k₁ ... v₃
+    # pixel widths that fit a phone's column (80 + 6 x 38 px and the row marker < 356 px): the number columns are
+    # titled k₁ ... v₃
     # (the caption and each title's tooltip name them), so no title is cut and the grid never scrolls sideways
-    cols = {"title": st.column_config.TextColumn(t("qkv.l_col_title"), max_chars=60, width=96)}
+    cols = {"title": st.column_config.TextColumn(t("qkv.l_col_title"), max_chars=60, width=80)}
     names = {}
     for axes, name, symbol, step, form in ((lab.KEY_AXES, "key", "k", 0.1, "%.1f"),
                                            (lab.VALUE_AXES, "value", "v", 0.5, "%.1f")):
@@ -105,7 +106,7 @@ def book_table(limit: float) -> pd.DataFrame:
             names[f"{symbol}{i + 1}"] = t(f"qkv.{prefix}_{axis}")
             cols[axis] = st.column_config.NumberColumn(f"{symbol}{'₁₂₃'[i]}", min_value=-limit, max_value=limit,
                                                        help=t(f"qkv.l_col_{name}", axis=names[f"{symbol}{i + 1}"]),
-                                                       step=step, format=form, width=42)
+                                                       step=step, format=form, width=38)
     st.caption(t("qkv.l_cols_caption", **names))
     version = st.session_state.get("_qkv_books_v", 0)
     edited = st.data_editor(_default_books(), key="books" if version == 0 else f"books{version}",
