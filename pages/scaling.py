@@ -27,9 +27,9 @@ D_MODEL, HEADS = 512, 8  # the "which d?" pitfall: the original Transformer's si
 TAU_GRID = tuple(2.0 ** np.linspace(-6, 10, 97))   # holds every slider temperature
 Q_LABELS = tuple(f"q{i + 1}" for i in range(N_SHOW))
 K_LABELS = tuple(f"k{j + 1}" for j in range(N_K))
-FORMULA = (r"\operatorname{Attention}(Q,K,V)=\operatorname{softmax}\!\left(\frac{QK^\top}"
-           r"{\sqrt{d_k}\;\tau}\right)V,\qquad \operatorname{Var}(q\cdot k)"
-           r"=\sum_{i=1}^{d_k}\operatorname{Var}(q_i k_i)=d_k")
+FORMULA = (r"\begin{aligned}&\operatorname{Attention}(Q,K,V)\\ &\qquad=\operatorname{softmax}\!\left(\frac{QK^\top}"
+           r"{\sqrt{d_k}\;\tau}\right)V\\ &\operatorname{Var}(q\cdot k)"
+           r"=\sum_{i=1}^{d_k}\operatorname{Var}(q_i k_i)=d_k\end{aligned}\,")      # lines that fit a phone
 
 
 class Settings(NamedTuple):
@@ -163,8 +163,9 @@ def softmax_section(cfg: Settings) -> tuple[int, sl.SoftmaxView]:
                                         key_title=t("scaling.axis_key"), weight_title=t("scaling.axis_weight")),
                            key="bars")
     st.markdown(f"**{t('scaling.strip_title', q=Q_LABELS[row], tau=cfg.tau_text)}**")
-    strip = sc.strip_frame(view.strip.numpy(), sl.STRIP_D_K, K_LABELS, mode_labels())
-    anatomy.show_chart(sc.strip_chart(strip, modes=mode_labels(), keys=K_LABELS,
+    short = (t("scaling.mode_short_unscaled"), t("scaling.mode_short_scaled"))     # column titles of 112 px
+    strip = sc.strip_frame(view.strip.numpy(), sl.STRIP_D_K, K_LABELS, short)
+    anatomy.show_chart(sc.strip_chart(strip, modes=short, keys=K_LABELS,
                                       column_title=t("scaling.strip_column"), key_title=t("scaling.axis_key"),
                                       weight_title=t("scaling.axis_weight"), mode_title=t("scaling.mode_title")),
                        key="strip")

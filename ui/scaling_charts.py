@@ -191,19 +191,22 @@ def strip_frame(weights: np.ndarray, d_ks: Sequence[int], key_labels: Sequence[s
 @chart_kind()
 def strip_chart(frame: pd.DataFrame, *, modes: tuple[str, str], keys: tuple[str, ...], column_title: str,
                 key_title: str, weight_title: str, mode_title: str) -> alt.FacetChart:
-    """One query's softmax as bars: columns d_k = 1, 4, ..., 1024; rows unscaled / scaled."""
+    """One query's softmax as bars: rows d_k = 1, 4, ..., 1024; columns unscaled / scaled (short labels)."""
     modes, keys = list(modes), list(keys)
     return alt.Chart(frame).mark_bar().encode(
         x=alt.X("key:N", sort=keys, title=None, axis=alt.Axis(labels=False, ticks=False)),
-        y=alt.Y("weight:Q", title=weight_title, scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(tickCount=2)),
+        # no y title per row (the page's heading and the tooltip say "weight"): the rows stay narrow
+        y=alt.Y("weight:Q", title=None, scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(tickCount=2)),
         color=alt.Color("mode:N", scale=_mode_colour(modes), legend=None),
         opacity=alt.when(alt.datum.is_max).then(alt.value(1.0)).otherwise(alt.value(0.45)),
         tooltip=[alt.Tooltip("d_k:Q", title=column_title), alt.Tooltip("mode:N", title=mode_title),
                  alt.Tooltip("key:N", title=key_title), alt.Tooltip("exact:N", title=weight_title)],
-    ).properties(width=88, height=80).facet(
-        column=alt.Column("d_k:O", title=column_title, header=alt.Header(labelExpr="'d_k = ' + datum.value")),
-        row=alt.Row("mode:N", sort=modes, title=None,
-                    header=alt.Header(labelAngle=0, labelAlign="left", labelLimit=150)),
+    ).properties(width=96, height=44).facet(
+        # d_k down the rows, the two modes side by side: 2 x 96 px panels, the y axis and the row labels fit a
+        # phone's 358 px (six d_k columns side by side needed 748 px)
+        row=alt.Row("d_k:O", title=None, header=alt.Header(labelExpr="'d_k = ' + datum.value", labelAngle=0,
+                                                            labelAlign="left", labelOrient="right", labelPadding=6)),
+        column=alt.Column("mode:N", sort=modes, title=None, header=alt.Header(labelLimit=96)),
         spacing=6,
     )
 
