@@ -14,7 +14,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from .charts import SIGNED_SCHEME, WEIGHT_SCHEME, Spec, _pool, as_numpy, chart_kind, unique_labels
+from .charts import FIT_X, SIGNED_SCHEME, WEIGHT_SCHEME, Spec, _pool, as_numpy, chart_kind, unique_labels
 
 KIND_FILL = {            # light fills, told apart by their labels too (not by colour alone)
     "io": "#eeeeee",
@@ -24,8 +24,10 @@ KIND_FILL = {            # light fills, told apart by their labels too (not by c
     "ffn": "#c6dbef",
 }
 VALUE_CLAMP = 3.0        # shared colour domain of the mini heatmaps: a LayerNorm output is ~N(0, 1)
-BOX_X0, BOX_W, GAP_X = 26, 230, 16
-HM_W = 240               # width of a (n, d_model) mini heatmap; d_ff = 4 d_model is drawn twice as wide
+BOX_X0, BOX_W, GAP_X = 26, 200, 12
+MIN_HM_W = 40            # the mini heatmaps share the width right of the boxes: d_model columns get half of it,
+                         # d_ff = 4 d_model all of it (at least MIN_HM_W px)
+HM_AREA = f"max(width - datum.hx - 4, {2 * MIN_HM_W})"   # that width, from the chart's width signal
 ARROW_GAP = 22
 SKIP_X = 9
 SKIP_COLOUR = "#e66101"
@@ -53,7 +55,8 @@ def layer_diagram_frame(steps: Sequence[DiagramStep], tokens: Sequence[str],
     """The datasets ``layer_diagram`` draws, in pixel coordinates, and the diagram's width and height.
 
     "boxes" (one row per step: step, x0..y1, fill, label, formula, detail, the label's anchor tx, ty1, and the
-    geometry of the step's mini heatmap: hx (left), cw, ch (cell width and height)), "lines" (the formula and
+    geometry of the step's mini heatmap: hx (left), cf (a column's share of the width right of the boxes),
+    ch (cell height)), "lines" (the formula and
     detail lines: tx, ty, text), "arrows" (x, y0, y1), "skips" (the residual paths: skip, order, x, y), "heads"
     (arrow heads: x, y, shape, colour), "tokens" (tok, token) and "cells" (the mini heatmaps: step, tok, dim,
     value, small integer types and float32: the cells are the bulk of the payload; the chart looks their
@@ -80,7 +83,7 @@ def layer_diagram_frame(steps: Sequence[DiagramStep], tokens: Sequence[str],
         "y1": (y0 + h).astype(float), "fill": [KIND_FILL[st.kind] for st in steps],
         "label": [st.label for st in steps], "formula": [st.formula for st in steps],
         "detail": [st.detail for st in steps], "tx": float(BOX_X0 + 8), "ty1": y0 + h / 2 - 14,
-        "hx": float(x_hm), "cw": [HM_W * (2 if st.wide else 1) / w for st, w in zip(steps, widths)],
+        "hx": float(x_hm), "cf": [(1.0 if st.wide else 0.5) / w for st, w in zip(steps, widths)],
         "ch": h / n})
     lines = pd.DataFrame({"tx": float(BOX_X0 + 8), "ty": np.concatenate([y0 + h / 2, y0 + h / 2 + 14]),
                           "text": [st.formula for st in steps] + [st.detail for st in steps]})
@@ -97,23 +100,21 @@ def layer_diagram_frame(steps: Sequence[DiagramStep], tokens: Sequence[str],
         "dim": np.concatenate([np.tile(np.arange(w), n) for w in widths]).astype(np.uint16),
         "value": np.concatenate([m.ravel() for m in mats]).astype(np.float32)})
     tokens_frame = pd.DataFrame({"tok": np.arange(n), "token": unique_labels(tokens)})
-    width = int(np.max(x_hm + np.asarray([HM_W * (2 if st.wide else 1) for st in steps]))) + 4
     data = {"boxes": boxes, "lines": lines, "arrows": arrows, "skips": skip_rows, "heads": heads, "cells": cells,
             "tokens": tokens_frame}
-    return data, width, int(y0[-1] + h) + 2
+    return data, x_hm + 2 * MIN_HM_W, int(y0[-1] + h) + 2
 
 
-@chart_kind(fill=("width", "height"))
+@chart_kind(fill=("height",))
 def layer_diagram_chart(data, *, value_title: str, token_title: str, dim_title: str, step_title: str,
-                        width: int, height: int) -> alt.LayerChart:
+                        height: int) -> alt.LayerChart:
     """A vertical flow of labelled boxes (name, formula, shape and RMS), each with the mini heatmap of its
     tensor (rows = tokens top to bottom, columns = dimensions) on the same row; the residual skips drawn
     on the left. Colours of the heatmaps share one diverging scale clamped at +-3, so growth shows."""
-    xs = alt.Scale(domain=[0, width], nice=False, zero=False)
     ys = alt.Scale(domain=[0, height], nice=False, zero=False, reverse=True)
 
     def X(field):
-        return alt.X(field, type="quantitative", scale=xs, axis=None)
+        return alt.X(field, type="quantitative", scale=None, axis=None)     # pixels
 
     def Y(field):
         return alt.Y(field, type="quantitative", scale=ys, axis=None)
@@ -132,30 +133,33 @@ def layer_diagram_chart(data, *, value_title: str, token_title: str, dim_title: 
         x=X("x"), y=Y("y"), detail=alt.Detail("skip:N"), order=alt.Order("order:Q"))
     points = alt.Chart(data["heads"]).mark_point(filled=True, size=40, opacity=1).encode(
         x=X("x"), y=Y("y"), shape=alt.Shape("shape:N", scale=None), color=alt.Color("colour:N", scale=None))
+    # the heatmaps stretch over the width right of the boxes (the signal "width": a phone's column or a projector's)
     cells = alt.Chart(data["cells"]).transform_lookup(
-        lookup="step", from_=alt.LookupData(data=data["boxes"], key="step", fields=["label", "hx", "y0", "cw", "ch"])
+        lookup="step", from_=alt.LookupData(data=data["boxes"], key="step", fields=["label", "hx", "y0", "cf", "ch"])
     ).transform_lookup(
         lookup="tok", from_=alt.LookupData(data=data["tokens"], key="tok", fields=["token"])
     ).transform_calculate(
-        cx0="datum.hx + datum.dim * datum.cw", cx1="datum.hx + (datum.dim + 1) * datum.cw",
+        # the heatmaps stretch over the chart's width (the signal "width": the column on a phone or a projector)
+        cx0=f"datum.hx + datum.dim * datum.cf * {HM_AREA}", cx1=f"datum.hx + (datum.dim + 1) * datum.cf * {HM_AREA}",
         cy0="datum.y0 + datum.tok * datum.ch", cy1="datum.y0 + (datum.tok + 1) * datum.ch",
     ).mark_rect().encode(
         x=X("cx0"), x2=alt.X2("cx1"), y=Y("cy0"), y2=alt.Y2("cy1"),
         color=alt.Color("value:Q", title=value_title,
-                        scale=alt.Scale(scheme=SIGNED_SCHEME, domain=[-VALUE_CLAMP, VALUE_CLAMP], clamp=True)),
+                        scale=alt.Scale(scheme=SIGNED_SCHEME, domain=[-VALUE_CLAMP, VALUE_CLAMP], clamp=True),
+                        legend=alt.Legend(orient="bottom", gradientLength=160)),
         tooltip=[alt.Tooltip("label:N", title=step_title), alt.Tooltip("token:N", title=token_title),
                  alt.Tooltip("dim:Q", title=dim_title),
                  alt.Tooltip("value:Q", title=value_title, format=".6~g")])   # thousands of cells: no text column
     return alt.layer(boxes, label, lines, arrows, skips, points, cells).properties(
-        width=width, height=height, view=alt.ViewBackground(stroke=None)).resolve_scale(color="independent")
+        height=height, autosize=FIT_X, view=alt.ViewBackground(stroke=None)).resolve_scale(color="independent")
 
 
 def layer_diagram(steps: Sequence[DiagramStep], tokens: Sequence[str], skips: Sequence[tuple[int, int]], *,
                   value_title: str, token_title: str, dim_title: str, step_title: str) -> Spec:
     """The layer diagram of ``steps`` on ``tokens`` (see ``layer_diagram_chart``)."""
-    data, width, height = layer_diagram_frame(steps, tokens, skips)
+    data, _, height = layer_diagram_frame(steps, tokens, skips)
     return layer_diagram_chart(data, value_title=value_title, token_title=token_title, dim_title=dim_title,
-                               step_title=step_title, width=width, height=height)
+                               step_title=step_title, height=height)
 
 
 def _rule_at_one() -> alt.Chart:
