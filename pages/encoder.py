@@ -43,13 +43,13 @@ FORMULAS = {   # notation, the same in both languages
             "norm2": "LN₂(h)", "ffn_hidden": "{act}(W₁LN₂(h) + b₁)", "ffn_output": "f = W₂(·) + b₂",
             "residual2": "h + f"},
 }
-LATEX = (r"\begin{aligned}"
-         r"&\textbf{post-LN:} && x \leftarrow \mathrm{LN}\big(x + \mathrm{MHA}(x)\big), &&"
-         r"x \leftarrow \mathrm{LN}\big(x + \mathrm{FFN}(x)\big) \\"
-         r"&\textbf{pre-LN:} && x \leftarrow x + \mathrm{MHA}\big(\mathrm{LN}(x)\big), &&"
-         r"x \leftarrow x + \mathrm{FFN}\big(\mathrm{LN}(x)\big) \\[4pt]"
-         r"& && \mathrm{FFN}(x) = W_2\,\sigma(W_1 x + b_1) + b_2, &&"
-         r"\mathrm{LN}(x) = \gamma \odot \frac{x - \mu}{\sqrt{\sigma_x^2 + \epsilon}} + \beta"
+LATEX = (r"\begin{aligned}"     # one equation a row: it fits a phone's column
+         r"&\textbf{post-LN:}\; x \leftarrow \mathrm{LN}(x + \mathrm{MHA}(x)),\\"
+         r"&\phantom{\textbf{post-LN:}}\; x \leftarrow \mathrm{LN}(x + \mathrm{FFN}(x))\\[2pt]"
+         r"&\textbf{pre-LN:}\; x \leftarrow x + \mathrm{MHA}(\mathrm{LN}(x)),\\"
+         r"&\phantom{\textbf{pre-LN:}}\; x \leftarrow x + \mathrm{FFN}(\mathrm{LN}(x))\\[4pt]"
+         r"&\mathrm{FFN}(x) = W_2\,\sigma(W_1 x + b_1) + b_2\\"
+         r"&\mathrm{LN}(x) = \gamma \odot \frac{x - \mu}{\sqrt{\sigma_x^2 + \epsilon}} + \beta"
          r"\end{aligned}")
 
 

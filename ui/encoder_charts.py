@@ -291,7 +291,8 @@ def paired_bars_chart(frame, *, series: list[str], label_title: str, value_title
                       rule_at_one: bool, height: int, order=()) -> alt.Chart | alt.LayerChart:
     """Two bars per token side by side, in ``order``; with ``rule_at_one`` a dashed line at 1."""
     bars = alt.Chart().mark_bar().encode(
-        x=alt.X("label:N", sort=order, title=label_title, axis=alt.Axis(labelAngle=-45)),
+        # every token stays labelled (the notices quote them): upright, so 24 of them fit a phone's column
+        x=alt.X("label:N", sort=order, title=label_title, axis=alt.Axis(labelAngle=-90, labelOverlap=False)),
         xOffset=alt.XOffset("series:N", sort=series),
         y=alt.Y("value:Q", title=value_title),
         color=alt.Color("series:N", title=series_title, sort=series, scale=alt.Scale(range=SERIES_COLOURS[:2])),
@@ -300,7 +301,8 @@ def paired_bars_chart(frame, *, series: list[str], label_title: str, value_title
     layers = [bars]
     if rule_at_one:
         layers.append(_rule_at_one().mark_rule(strokeDash=[4, 3], color="#333333").encode(y=alt.Y("y:Q")))
-    return alt.layer(*layers, data=frame).properties(height=height)
+    return alt.layer(*layers, data=frame).properties(height=height, padding={"top": 8, "left": 5, "right": 5,
+                                                                             "bottom": 5})
 
 
 def paired_bars(first, second, tokens: Sequence[str], *, series: tuple[str, str], label_title: str,

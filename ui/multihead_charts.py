@@ -135,7 +135,8 @@ def panels_frame(matrices, row_labels: Sequence[str], col_labels: Sequence[str],
 @chart_kind(fill=("key_order", "query_order", "panel_order", "selected"))
 def small_multiples_kind(frame, *, columns: int, x_title: str, y_title: str, value_title: str, panel_title: str,
                          selectable: bool, show_labels: bool, panel_size: int, title_limit: int, domain: tuple,
-                         key_order=(), query_order=(), panel_order=(), selected: int | None = None) -> alt.FacetChart:
+                         spacing: int | None = None, key_order=(), query_order=(), panel_order=(),
+                         selected: int | None = None) -> alt.FacetChart:
     axis_x = alt.Axis(labelAngle=-60, labelFontSize=9, labelLimit=60, labels=show_labels, ticks=show_labels)
     axis_y = alt.Axis(labelFontSize=9, labelLimit=60, labels=show_labels, ticks=show_labels)
     tooltip = [alt.Tooltip("panel:N", title=panel_title), alt.Tooltip("query:N", title=y_title),
@@ -155,7 +156,7 @@ def small_multiples_kind(frame, *, columns: int, x_title: str, y_title: str, val
         facet=alt.Facet("panel:N", sort=panel_order, title=None,
                         header=alt.Header(labelFontSize=12 if panel_size >= 120 else 10,
                                           labelFontWeight="bold", labelLimit=title_limit)),
-        columns=max(1, columns),
+        columns=max(1, columns), **({} if spacing is None else {"spacing": spacing}),
     )
 
 
@@ -163,19 +164,22 @@ def small_multiples(matrices, row_labels: Sequence[str], col_labels: Sequence[st
                     titles: Sequence[str], columns: int = 4, x_title: str = "key", y_title: str = "query",
                     value_title: str = "weight", panel_title: str = "head", selected: int | None = None,
                     selectable: bool = True, panel_size: int = 150, title_limit: int = 220,
-                    domain: tuple[float, float] = (0.0, 1.0)) -> Spec:
+                    domain: tuple[float, float] = (0.0, 1.0), labels: bool | None = None,
+                    spacing: int | None = None) -> Spec:
     """One small heatmap per matrix (every head, or every gallery pattern), same 0..1 colour scale.
 
     ``selectable``: clicking any cell of a panel selects that panel (selection "head", field "head",
     1-based). Panels are never dimmed (they are compared with each other); ``selected`` only sets
-    the selection's initial value — mark the chosen panel in its title.
+    the selection's initial value — mark the chosen panel in its title. ``labels``: token labels on the
+    axes (None: up to 16 per axis); ``spacing``: pixels between panels (None: Vega-Lite's 20).
     """
     col_labels = row_labels if col_labels is None else col_labels
     frame, _ = panels_frame(matrices, row_labels, col_labels, titles)
     return small_multiples_kind(
         frame, columns=columns, x_title=x_title, y_title=y_title, value_title=value_title, panel_title=panel_title,
-        selectable=selectable, show_labels=frame["query_pos"].nunique() <= 16, panel_size=panel_size,
-        title_limit=title_limit, domain=tuple(float(d) for d in domain), key_order=list(dict.fromkeys(frame["key"])),
+        selectable=selectable, show_labels=frame["query_pos"].nunique() <= 16 if labels is None else bool(labels),
+        panel_size=panel_size, title_limit=title_limit, spacing=spacing, domain=tuple(float(d) for d in domain),
+        key_order=list(dict.fromkeys(frame["key"])),
         query_order=list(dict.fromkeys(frame["query"])), panel_order=list(dict.fromkeys(frame["panel"])),
         selected=None if selected is None else int(selected))
 
