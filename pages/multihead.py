@@ -32,10 +32,10 @@ D_MIN, D_MAX, D_DEFAULT = 4, 256, 64
 H_MAX, H_DEFAULT = 32, 8
 # the gallery pattern each planted recipe should be recognised as ("local", "previous_2" have none)
 EXPECTED = {"previous": "previous", "next": "next", "self": "diagonal", "first": "vertical", "broad": "broad"}
-FORMULA = (r"\begin{aligned}"     # one equation a row: it fits a phone's column
+FORMULA = (r"\begin{aligned}"     # short rows: it fits a phone's column
            r"\mathrm{MultiHead}(X)&=\mathrm{Concat}(\mathrm{head}_1,\dots,\mathrm{head}_h)\,W^O\\"
-           r"\mathrm{head}_i&=\mathrm{softmax}\!\Big(\frac{XW_i^Q\,(XW_i^K)^{\top}}{\sqrt{d_k}}\Big)\,XW_i^V\\"
-           r"d_k&=\frac{d_{\mathrm{model}}}{h}"
+           r"\mathrm{head}_i&=\mathrm{softmax}\!\Big(\frac{XW_i^Q\,(XW_i^K)^{\top}}{\sqrt{d_k}}\Big)\\"
+           r"&\qquad\cdot\,XW_i^V,\qquad d_k=\frac{d_{\mathrm{model}}}{h}"
            r"\end{aligned}")
 STEPS = (("x", "x"), ("q_proj", "W_query(x)"), ("view", ".view(b, n, h, d_k)"),
          ("q", "split_heads(...)  # .transpose(1, 2)"), ("scores", "q @ k.transpose(-2, -1) / sqrt(d_k)"),
@@ -149,7 +149,8 @@ def shapes_section(r: lab.HeadsLesson, v: View) -> None:
     show_chart(mc.split_chart(
         r.q_proj[v.query], h, top_title=t(f"{NS}.split_top", q=v.labels[v.query], d_model=d_model),
         bottom_title=t(f"{NS}.split_bottom", h=h, d_k=d_model // h), dim_title=t(f"{NS}.dim"),
-        head_title=t(f"{NS}.head"), within_title=t(f"{NS}.within"), value_title=t("common.value")),
+        head_title=t(f"{NS}.head"), within_title=t(f"{NS}.within"), value_title=t("common.value"),
+        width=GRID_WIDTH),
         key="mh_split", width="content")
 
     one, many, n_ = r.params[1], r.params[h], fmt.count
@@ -202,8 +203,8 @@ def heads_section(r: lab.HeadsLesson, v: View) -> None:
         w, v.tokens, columns=columns, selected=head + 1, panel_size=size, title_limit=size + GRID_GAP,
         titles=[("▶ " if i == head else "") + panel_title(r, i, short=True, tiny=size < 100) for i in range(h)],
         x_title=t("common.key"), y_title=t("common.query"), value_title=t("common.weight"),
-        panel_title=t(f"{NS}.head"), labels=False, spacing=GRID_GAP), key="mh_grid", select=True,
-        width="content")
+        panel_title=t(f"{NS}.head"), labels=False, spacing=GRID_GAP, legend_below=True), key="mh_grid",
+        select=True, width="content")
     st.caption(t(f"{NS}.grid_caption") + (" " + t(f"{NS}.grid_pooled") if n > mc.MAX_PANEL_SIDE else ""))
     d_k = v.d_model // h
     if v.mode == "structured" and d_k < 8:
@@ -246,7 +247,8 @@ def gallery_section(r: lab.HeadsLesson, v: View) -> None:
     show_chart(mc.small_multiples(
         gallery(n), v.tokens, titles=[pattern_name(p) for p in PATTERNS], columns=3, x_title=t("common.key"),
         y_title=t("common.query"), value_title=t("common.weight"), panel_title=t(f"{NS}.pattern"),
-        selectable=False, panel_size=size, title_limit=size + GRID_GAP, labels=False, spacing=GRID_GAP),
+        selectable=False, panel_size=size, title_limit=size + GRID_GAP, labels=False, spacing=GRID_GAP,
+        legend_below=True),
         key="mh_gallery", width="content")
     st.caption(t(f"{NS}.gallery_caption"))
     st.page_link(ANALYSIS_PAGE, label=t(f"{NS}.seedpat_link"), icon=":material/table_view:")
