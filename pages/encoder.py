@@ -43,13 +43,13 @@ FORMULAS = {   # notation, the same in both languages
             "norm2": "LN₂(h)", "ffn_hidden": "{act}(W₁LN₂(h) + b₁)", "ffn_output": "f = W₂(·) + b₂",
             "residual2": "h + f"},
 }
-LATEX = (r"\begin{aligned}"
-         r"&\textbf{post-LN:} && x \leftarrow \mathrm{LN}\big(x + \mathrm{MHA}(x)\big), &&"
-         r"x \leftarrow \mathrm{LN}\big(x + \mathrm{FFN}(x)\big) \\"
-         r"&\textbf{pre-LN:} && x \leftarrow x + \mathrm{MHA}\big(\mathrm{LN}(x)\big), &&"
-         r"x \leftarrow x + \mathrm{FFN}\big(\mathrm{LN}(x)\big) \\[4pt]"
-         r"& && \mathrm{FFN}(x) = W_2\,\sigma(W_1 x + b_1) + b_2, &&"
-         r"\mathrm{LN}(x) = \gamma \odot \frac{x - \mu}{\sqrt{\sigma_x^2 + \epsilon}} + \beta"
+LATEX = (r"\begin{aligned}"     # one equation a row: it fits a phone's column
+         r"&\textbf{post-LN:}\; x \leftarrow \mathrm{LN}(x + \mathrm{MHA}(x)),\\"
+         r"&\phantom{\textbf{post-LN:}}\; x \leftarrow \mathrm{LN}(x + \mathrm{FFN}(x))\\[2pt]"
+         r"&\textbf{pre-LN:}\; x \leftarrow x + \mathrm{MHA}(\mathrm{LN}(x)),\\"
+         r"&\phantom{\textbf{pre-LN:}}\; x \leftarrow x + \mathrm{FFN}(\mathrm{LN}(x))\\[4pt]"
+         r"&\mathrm{FFN}(x) = W_2\,\sigma(W_1 x + b_1) + b_2\\"
+         r"&\mathrm{LN}(x) = \gamma \odot \frac{x - \mu}{\sqrt{\sigma_x^2 + \epsilon}} + \beta"
          r"\end{aligned}")
 
 
@@ -117,15 +117,43 @@ def url_tile(n_layers: int, h: int) -> tuple[int, int] | None:
     return (layer, head) if 1 <= layer <= n_layers and 1 <= head <= h else None
 
 
-def clicked_tile(event) -> tuple[int, int] | None:
+def sharpest_tile(weights: np.ndarray) -> tuple[int, int]:
+    """The (layer, head), 1-based, whose rows put the most weight on one key (the grid's default tile)."""
+    sharpest = np.unravel_index(int(np.argmax(weights.max(-1).mean(-1))), weights.shape[:2])
+    return int(sharpest[0]) + 1, int(sharpest[1]) + 1
+
+
+def shown_tile(choice: Choice) -> tuple[int, int]:
+    """The tile the stack tab enlarges (and whose head the dropout tab shows): the URL's, else the sharpest."""
+    weights = run_stacks(choice.setup)[choice.variant].weights[:choice.n_layers]
+    return url_tile(choice.n_layers, choice.setup.heads) or sharpest_tile(weights)
+
+
+def shown_layer(n_layers: int) -> int:
+    """The layer the layer tab draws (0-based), for the other tabs: its slider's value, else the URL's, else 1."""
+    value = st.session_state.get("l", st.query_params.get("l", 1))
     try:
-        points = event.selection.get(ec.TILE_GRID) or []
-    except AttributeError:
-        return None
-    for point in points:
-        if isinstance(point, dict) and "layer" in point:
-            return int(point["layer"]), int(point.get("head", 1))
-    return None
+        return min(max(int(value), 1), n_layers) - 1
+    except (TypeError, ValueError):
+        return 0
+
+
+def adopt_tile_click(n_layers: int, h: int) -> None:
+    """A new click on the grid (its selection, kept by Streamlit under the chart's key) becomes ?tile=L.H
+    before the grid is drawn, so the grid frames the tile the enlarged heatmap shows."""
+    try:
+        points = st.session_state["grid"]["selection"][ec.TILE_GRID] or []
+    except (KeyError, TypeError):
+        points = []
+    points = points if isinstance(points, list) else [points]
+    picked = next(((int(p["layer"]), int(p.get("head", 1))) for p in points if isinstance(p, dict) and "layer" in p),
+                  None)
+    if picked is None:
+        st.session_state.pop("_grid_adopted", None)
+    elif picked != st.session_state.get("_grid_adopted"):
+        st.session_state["_grid_adopted"] = picked
+        if 1 <= picked[0] <= n_layers and 1 <= picked[1] <= h:
+            st.query_params["tile"] = f"{picked[0]}.{picked[1]}"
 
 
 def ffn_notice(hidden: np.ndarray, act: str, dff: int) -> str:
@@ -193,7 +221,7 @@ def layer_section(choice: Choice, li: int) -> None:
              for name in ORDER[variant]]
     anatomy.show_chart(ec.layer_diagram(boxes, setup.tokens, SKIPS[variant], value_title=t("common.value"),
                                         token_title=t("encoder.token"), dim_title=t("encoder.dim"),
-                                        step_title=t("encoder.where")), key="diagram", width="content")
+                                        step_title=t("encoder.where")), key="diagram")
     anatomy.notice([
         t("encoder.notice_ln", rms=fmt.fixed(rms_of["norm1"]), mean=f"{abs(steps['norm1'].mean(-1)).max():.1e}"),
         t(f"encoder.notice_residual_{variant}", x=fmt.fixed(rms_of["input"]), a=fmt.fixed(rms_of["attention"]),
@@ -258,8 +286,8 @@ def prepost_pitfalls(choice: Choice, li: int) -> None:
                     code=t("encoder.pit_final_code"))
 
 
-def stack_section(choice: Choice) -> int:
-    """3. The stack on the sentence: attention per layer and head, and its rollout. Returns the head shown."""
+def stack_section(choice: Choice) -> None:
+    """3. The stack on the sentence: attention per layer and head (click a tile to enlarge it), and its rollout."""
     setup, variant, n_layers = choice
     tokens, n, h = setup.tokens, len(setup.tokens), setup.heads
     run = run_stacks(setup)[variant]
@@ -267,20 +295,12 @@ def stack_section(choice: Choice) -> int:
     st.header(t("encoder.stack_title", n=n_layers, variant=t(f"encoder.variant_{variant}")))
     st.markdown(lesson_text("encoder/stack"))
     weights = run.weights[:n_layers]                                           # (L, h, n, n)
-    sharpest = np.unravel_index(int(np.argmax(weights.max(-1).mean(-1))), weights.shape[:2])
-    default_tile = (int(sharpest[0]) + 1, int(sharpest[1]) + 1)
-    tile = url_tile(n_layers, h) or default_tile                               # a link keeps the clicked tile
-    event = anatomy.show_chart(ec.head_grid(weights, tokens, layer_title=t("encoder.layer"),
-                                            head_title=t("encoder.head"), value_title=t("common.weight"),
-                                            query_title=t("common.query"), key_title=t("common.key"),
-                                            selected=tile), key="grid", select=True, width="content")
-    clicked = clicked_tile(event)
-    if clicked and clicked != tile:
-        tile = clicked
-        if 1 <= tile[0] <= n_layers and 1 <= tile[1] <= h:
-            st.query_params["tile"] = f"{tile[0]}.{tile[1]}"
-        else:
-            tile = default_tile
+    adopt_tile_click(n_layers, h)                                              # a click, before the grid
+    tile = shown_tile(choice)                                                  # a link keeps the clicked tile
+    anatomy.show_chart(ec.head_grid(weights, tokens, layer_title=t("encoder.layer"), head_title=t("encoder.head"),
+                                    value_title=t("common.weight"), query_title=t("common.query"),
+                                    key_title=t("common.key"), selected=tile), key="grid", select=True,
+                       width="content")
     st.caption(t("encoder.grid_caption"))
     numbers = n <= HALF_NUMBERS
     w_tile = weights[tile[0] - 1, tile[1] - 1]
@@ -310,7 +330,6 @@ def stack_section(choice: Choice) -> int:
           u=f2(1.0 / n), diag=f2(float(np.diag(rollout).mean()))),
         t("encoder.notice_untrained"),
     ])
-    return tile[1] - 1
 
 
 def dropout_controls() -> float:
@@ -364,6 +383,51 @@ def dropout_section(choice: Choice, head: int, p: float, drop: lab.DropoutWeight
     anatomy.notice(items)
 
 
+# ------------------------------------------------------------------ tabs (each a fragment: its own controls
+# rerun only the tab; the lesson's step counters are set back on such a rerun so every step keeps its place)
+@st.fragment
+def layer_tab(lesson: presenter.Lesson, counters: tuple[int, int], choice: Choice) -> None:
+    lesson.count, lesson.kept = counters
+    with lesson.step("layer controls", keep=True):
+        layer_index = layer_controls(choice.n_layers)
+    with lesson.step("layer evidence"):
+        layer_section(choice, layer_index)
+
+
+def prepost_tab(lesson: presenter.Lesson, choice: Choice) -> None:
+    """The question before the stream's scale that answers it."""
+    with lesson.step("post/pre question"):
+        prepost_question(choice)
+    with lesson.step("post/pre evidence"):
+        prepost_section(choice)
+    with lesson.step("post/pre pitfalls"):
+        prepost_pitfalls(choice, shown_layer(choice.n_layers))
+
+
+@st.fragment
+def stack_tab(lesson: presenter.Lesson, counters: tuple[int, int], choice: Choice) -> None:
+    lesson.count, lesson.kept = counters
+    with lesson.step("stack evidence"):
+        stack_section(choice)
+
+
+@st.fragment
+def dropout_tab(lesson: presenter.Lesson, counters: tuple[int, int], choice: Choice) -> None:
+    """The question before the weights and row sums that answer it."""
+    lesson.count, lesson.kept = counters
+    head_shown = shown_tile(choice)[1] - 1
+    with lesson.step("dropout controls", keep=True):
+        p = dropout_controls()
+    drop = dropout_demo(choice.setup, choice.variant, p)
+    with lesson.step("dropout question"):
+        dropout_question(drop, head_shown)
+    with lesson.step("dropout evidence"):
+        dropout_section(choice, head_shown, p, drop)
+    with lesson.step("dropout pitfall"):
+        anatomy.pitfall(t("encoder.pit_dropout_title"), t("encoder.pit_dropout_body"),
+                        code=t("encoder.pit_dropout_code"))
+
+
 # ------------------------------------------------------------------ page
 anatomy.header(NS)
 lesson = presenter.Lesson(NS)          # presenter mode (?present=1) shows one step at a time
@@ -373,36 +437,19 @@ with lesson.step("intuition"):
 with lesson.step("controls", keep=True):
     choice = controls_section()
 if choice is not None:
-    layer_tab, prepost_tab, stack_tab, dropout_tab = st.tabs([t(f"encoder.tab_{k}") for k in TABS], key="tab",
-                                                             bind="query-params")
-    with layer_tab:                    # no exercise: the layer's tensors, then what to notice
-        with lesson.step("layer controls", keep=True):
-            layer_index = layer_controls(choice.n_layers)
-        with lesson.step("layer evidence"):
-            layer_section(choice, layer_index)
-    with prepost_tab:                  # the question before the stream's scale that answers it
-        with lesson.step("post/pre question"):
-            prepost_question(choice)
-        with lesson.step("post/pre evidence"):
-            prepost_section(choice)
-        with lesson.step("post/pre pitfalls"):
-            prepost_pitfalls(choice, layer_index)
-    with stack_tab:
-        with lesson.step("stack evidence"):
-            head_shown = stack_section(choice)
-    with dropout_tab:                  # the question before the weights and row sums that answer it
-        with lesson.step("dropout controls", keep=True):
-            p = dropout_controls()
-        drop = dropout_demo(choice.setup, choice.variant, p)
-        with lesson.step("dropout question"):
-            dropout_question(drop, head_shown)
-        with lesson.step("dropout evidence"):
-            dropout_section(choice, head_shown, p, drop)
-        with lesson.step("dropout pitfall"):
-            anatomy.pitfall(t("encoder.pit_dropout_title"), t("encoder.pit_dropout_body"),
-                            code=t("encoder.pit_dropout_code"))
+    tabs = st.tabs([t(f"encoder.tab_{k}") for k in TABS], key="tab", bind="query-params")
+    ran = []
+    for i, (tab, body) in enumerate(zip(tabs, (layer_tab, prepost_tab, stack_tab, dropout_tab))):
+        if tab.open or (tab.open is None and i == 0):     # lazy: only the open tab runs
+            with tab:
+                if body is prepost_tab:
+                    body(lesson, choice)
+                else:
+                    body(lesson, (lesson.count, lesson.kept), choice)
+            ran.append(body)
     anatomy.show_code(transformer.TransformerEncoderLayer.forward_trace, transformer.PositionWiseFFN,
                       transformer.TransformerEncoder.trace_embeddings, lab.encoder_for, lab.residual_stream_rms,
-                      analysis.attention_rollout, lab.attention_dropout, lab.TutorialEncoderLayer,
-                      lab.double_residual_effect)
+                      analysis.attention_rollout,
+                      *([lab.TutorialEncoderLayer, lab.double_residual_effect] if prepost_tab in ran else []),
+                      *([lab.attention_dropout] if dropout_tab in ran else []))     # the code the open tab ran
 lesson.end()

@@ -6,6 +6,7 @@ Order: the shapes of one forward pass and the parameter count -> every head (cli
 -> how much heads differ and what averaging hides -> the pattern gallery and the classifier ->
 the query/key geometry of one head.
 """
+import re
 from typing import NamedTuple
 
 import numpy as np
@@ -31,9 +32,11 @@ D_MIN, D_MAX, D_DEFAULT = 4, 256, 64
 H_MAX, H_DEFAULT = 32, 8
 # the gallery pattern each planted recipe should be recognised as ("local", "previous_2" have none)
 EXPECTED = {"previous": "previous", "next": "next", "self": "diagonal", "first": "vertical", "broad": "broad"}
-FORMULA = (r"\mathrm{MultiHead}(X)=\mathrm{Concat}(\mathrm{head}_1,\dots,\mathrm{head}_h)\,W^O,\qquad "
-           r"\mathrm{head}_i=\mathrm{softmax}\!\Big(\frac{XW_i^Q\,(XW_i^K)^{\top}}{\sqrt{d_k}}\Big)\,XW_i^V,"
-           r"\qquad d_k=\frac{d_{\mathrm{model}}}{h}")
+FORMULA = (r"\begin{aligned}"     # short rows: it fits a phone's column
+           r"\mathrm{MultiHead}(X)&=\mathrm{Concat}(\mathrm{head}_1,\dots,\mathrm{head}_h)\,W^O\\"
+           r"\mathrm{head}_i&=\mathrm{softmax}\!\Big(\frac{XW_i^Q\,(XW_i^K)^{\top}}{\sqrt{d_k}}\Big)\\"
+           r"&\qquad\cdot\,XW_i^V,\qquad d_k=\frac{d_{\mathrm{model}}}{h}"
+           r"\end{aligned}")
 STEPS = (("x", "x"), ("q_proj", "W_query(x)"), ("view", ".view(b, n, h, d_k)"),
          ("q", "split_heads(...)  # .transpose(1, 2)"), ("scores", "q @ k.transpose(-2, -1) / sqrt(d_k)"),
          ("weights", "masked_softmax(scores)"), ("heads", "weights @ v"), ("concat", "merge_heads(heads)"),
@@ -69,6 +72,11 @@ def head_name(i: int) -> str:
     return t(f"{NS}.head_n", i=i + 1)
 
 
+def lines(title: str) -> list[str]:
+    """A long chart title as two lines, cut at its "; " (Vega draws a list as lines): it fits a phone."""
+    return [part for part in re.split(r"; |；", title) if part]
+
+
 def joined(items: list[str]) -> str:
     return t(f"{NS}.or").join(items)
 
@@ -81,6 +89,8 @@ def default_query(tokens: list[str]) -> int:
     return len(tokens) // 2
 
 
+GRID_WIDTH, GRID_GAP = 340, 8     # the small multiples fit a phone's column (358 px); hover a cell for its tokens
+PLANE = (300, 280)                # the query/key and value planes (px): side by side or stacked on a phone
 TABS = ("tab_heads", "tab_shapes", "tab_compare", "tab_gallery", "tab_geometry")
 
 
@@ -134,12 +144,13 @@ def shapes_section(r: lab.HeadsLesson, v: View) -> None:
         t(f"{NS}.col_code"): [code for _, code in STEPS],
         t(f"{NS}.col_shape"): [str(s[name]) for name, _ in STEPS],
     })
-    st.dataframe(table, hide_index=True, width="stretch")
+    st.table(table, hide_index=True, border="horizontal")      # a static table wraps on a phone; a grid scrolls
     st.caption(t(f"{NS}.shape_legend", n=len(v.tokens), d_model=d_model, h=h, d_k=d_model // h))
     show_chart(mc.split_chart(
         r.q_proj[v.query], h, top_title=t(f"{NS}.split_top", q=v.labels[v.query], d_model=d_model),
         bottom_title=t(f"{NS}.split_bottom", h=h, d_k=d_model // h), dim_title=t(f"{NS}.dim"),
-        head_title=t(f"{NS}.head"), within_title=t(f"{NS}.within"), value_title=t("common.value")),
+        head_title=t(f"{NS}.head"), within_title=t(f"{NS}.within"), value_title=t("common.value"),
+        width=GRID_WIDTH),
         key="mh_split", width="content")
 
     one, many, n_ = r.params[1], r.params[h], fmt.count
@@ -157,7 +168,7 @@ def shapes_section(r: lab.HeadsLesson, v: View) -> None:
     table = pd.DataFrame(rows, columns=["", t(f"{NS}.params_one", d_k=one.d_k),
                                         t(f"{NS}.params_many", h=h, d_k=many.d_k)])
     # with one head both columns are the same model (and would share a name, which Arrow refuses)
-    st.dataframe(table.iloc[:, :2] if h == 1 else table, hide_index=True, width="stretch")
+    st.table(table.iloc[:, :2] if h == 1 else table, hide_index=True, border="horizontal")
 
 
 def mode_banner(r: lab.HeadsLesson, v: View) -> None:
@@ -173,9 +184,11 @@ def best_score(r: lab.HeadsLesson, i: int) -> str:
     return fmt.fixed(r.pattern_scores[i][PATTERNS.index(r.labels[i])])
 
 
-def panel_title(r: lab.HeadsLesson, i: int, short: bool) -> str:
-    """"head 3 · diagonal (itself) 0.92"; with many small panels "3 · self 0.92"."""
+def panel_title(r: lab.HeadsLesson, i: int, short: bool, tiny: bool = False) -> str:
+    """"head 3 · diagonal (itself) 0.92"; with small panels "3 · self 0.92"; with tiny ones "3 · self"."""
     label = r.labels[i]
+    if tiny:
+        return t(f"{NS}.panel_tiny", head=i + 1, pattern=t(f"{NS}.short_{label}"))
     if short:
         return t(f"{NS}.panel_short", head=i + 1, pattern=t(f"{NS}.short_{label}"), score=best_score(r, i))
     return t(f"{NS}.panel", head=i + 1, pattern=pattern_name(label), score=best_score(r, i))
@@ -184,13 +197,14 @@ def panel_title(r: lab.HeadsLesson, i: int, short: bool) -> str:
 def heads_section(r: lab.HeadsLesson, v: View) -> None:
     mode_banner(r, v)
     w, h, n, head, query = r.weights, v.num_heads, len(v.tokens), v.head, v.query
-    columns = h if h <= 4 else 4 if h <= 8 else 6            # fits the main column of a 1400 px screen
-    size = 170 if h <= 4 else 150 if h <= 8 else 90 if h <= 18 else 80
+    columns = h if h <= 4 else 4 if h <= 8 else 6 if h <= 18 else 8
+    size = min(160, (GRID_WIDTH - GRID_GAP * (columns - 1)) // columns)    # fits a phone's column too
     show_chart(mc.small_multiples(
-        w, v.tokens, columns=columns, selected=head + 1, panel_size=size, title_limit=size + 20,
-        titles=[("▶ " if i == head else "") + panel_title(r, i, short=h > 8) for i in range(h)],
+        w, v.tokens, columns=columns, selected=head + 1, panel_size=size, title_limit=size + GRID_GAP,
+        titles=[("▶ " if i == head else "") + panel_title(r, i, short=True, tiny=size < 100) for i in range(h)],
         x_title=t("common.key"), y_title=t("common.query"), value_title=t("common.weight"),
-        panel_title=t(f"{NS}.head")), key="mh_grid", select=True, width="content")
+        panel_title=t(f"{NS}.head"), labels=False, spacing=GRID_GAP, legend_below=True), key="mh_grid",
+        select=True, width="content")
     st.caption(t(f"{NS}.grid_caption") + (" " + t(f"{NS}.grid_pooled") if n > mc.MAX_PANEL_SIDE else ""))
     d_k = v.d_model // h
     if v.mode == "structured" and d_k < 8:
@@ -229,10 +243,13 @@ def gallery_section(r: lab.HeadsLesson, v: View) -> None:
     """The synthetic patterns and the classifier's verdict on each head."""
     st.markdown(i18n.lesson(f"{NS}/gallery"))
     n, h = len(v.tokens), v.num_heads
+    size = (GRID_WIDTH - 2 * GRID_GAP) // 3
     show_chart(mc.small_multiples(
-        gallery(n), v.tokens, titles=[pattern_name(p) for p in PATTERNS], columns=6, x_title=t("common.key"),
+        gallery(n), v.tokens, titles=[pattern_name(p) for p in PATTERNS], columns=3, x_title=t("common.key"),
         y_title=t("common.query"), value_title=t("common.weight"), panel_title=t(f"{NS}.pattern"),
-        selectable=False, panel_size=120 if n <= 16 else 100), key="mh_gallery", width="content")
+        selectable=False, panel_size=size, title_limit=size + GRID_GAP, labels=False, spacing=GRID_GAP,
+        legend_below=True),
+        key="mh_gallery", width="content")
     st.caption(t(f"{NS}.gallery_caption"))
     st.page_link(ANALYSIS_PAGE, label=t(f"{NS}.seedpat_link"), icon=":material/table_view:")
     left, right = st.columns(2)
@@ -251,7 +268,7 @@ def gallery_section(r: lab.HeadsLesson, v: View) -> None:
                 f"{pattern_name(PATTERNS[order[i][1]])} {fmt.fixed(r.pattern_scores[i][order[i][1]])}"
                 for i in range(h)],
         })
-        st.dataframe(table, hide_index=True, width="stretch", height=min(38 + 35 * h, 420))
+        st.table(table, hide_index=True, border="horizontal")
 
 
 def geometry_section(r: lab.HeadsLesson, v: View) -> None:
@@ -264,13 +281,15 @@ def geometry_section(r: lab.HeadsLesson, v: View) -> None:
     left, right = st.columns(2)
     with left:
         show_chart(mc.geometry_chart(
-            g.queries, g.keys, v.tokens, w_row, query, title=t(f"{NS}.geo_chart", head=head + 1, q=labels[query]),
+            g.queries, g.keys, v.tokens, w_row, query, width=PLANE[0], height=PLANE[1],
+            title=lines(t(f"{NS}.geo_chart", head=head + 1, q=labels[query])),
             x_title=t(f"{NS}.pc", i=1, pct=fmt.fixed(100 * var[0], 0)),
             y_title=t(f"{NS}.pc", i=2, pct=fmt.fixed(100 * var[1], 0)),
             key_name=t("common.key"), query_name=t("common.query"), **words), key="mh_geo", width="content")
     with right:
         show_chart(mc.values_chart(
-            g.values, v.tokens, w_row, title=t(f"{NS}.values_chart", head=head + 1, q=labels[query]),
+            g.values, v.tokens, w_row, width=PLANE[0], height=PLANE[1],
+            title=lines(t(f"{NS}.values_chart", head=head + 1, q=labels[query])),
             x_title=t(f"{NS}.pc_plain", i=1), y_title=t(f"{NS}.pc_plain", i=2), value_name=t("common.value"),
             output_name=t(f"{NS}.output_point"), **words), key="mh_values", width="content")
     dist = np.linalg.norm(g.keys.numpy() - g.queries.numpy()[query], axis=1)

@@ -7,6 +7,8 @@ and learned vs sinusoidal vs rotary encodings (first tutorial 6.3, second tutori
 from __future__ import annotations
 
 import math
+import re
+import textwrap
 from typing import NamedTuple
 
 import numpy as np
@@ -48,6 +50,15 @@ def shuffle_all(tokens: tuple[str, ...], seed: int, shuffle_seed: int) -> dict[s
 @cache_data(max_entries=32, max_bytes=8 * MB)
 def comparison(n: int, base: float, seed: int) -> dict[str, pl.SimilarityGrid]:
     return pl.similarity_grids(n, D_ROT, base, seed)
+
+
+def lines(title: str, width: int = 44) -> list[str]:
+    """A chart title as short lines (Vega draws a list as lines): cut after "—" / "——" / "，", then long English
+    parts at spaces, so a title fits a phone's column instead of ending in "…"."""
+    out = []
+    for part in re.split(r"(?<=—) |(?<=——)|(?<=，)", title):
+        out += textwrap.wrap(part, width) if " " in part else [part]
+    return [line for line in out if line]
 
 
 def sci(x: float) -> str:
@@ -129,7 +140,8 @@ def counter_section(view: TableView) -> tuple[int, int]:
     series = [f"sin · {2 * i}", f"cos · {2 * i + 1}" if has_cos else "—", t("positional.bit", b=b)]
     anatomy.show_chart(pc.wave_chart(
         *curves3, series=series, x_title=t("positional.position"), y_title=t("positional.value"),
-        title=t("positional.wave_title", i=i, period=fmt.fixed(float(per[i]), 1), b=b, bit_period=2 ** (b + 1))),
+        title=lines(t("positional.wave_title", i=i, period=fmt.fixed(float(per[i]), 1), b=b,
+                      bit_period=2 ** (b + 1)))),
         key="wave")
     return i, b
 
@@ -142,7 +154,7 @@ def offset_section(view: TableView, i: int, b: int) -> None:
     curves = pl.offset_curves(torch.from_numpy(pe), [ref, other])
     anatomy.show_chart(pc.offset_chart(
         curves, labels=[t("positional.ref", p=ref), t("positional.ref", p=other)],
-        x_title=t("positional.offset"), y_title=t("positional.dot"), title=t("positional.offset_title")),
+        x_title=t("positional.offset"), y_title=t("positional.dot"), title=lines(t("positional.offset_title"))),
         key="offset")
     gap = pl.curve_gap(curves[0], curves[1])
     k = shared_offset(n, ref, other)
@@ -314,7 +326,7 @@ def scale_demo(d: int) -> None:
                      t("positional.token_norm"): round(r.token_norm, 2),
                      t("positional.position_norm"): round(r.position_norm, 2),
                      t("positional.ratio"): round(r.ratio, 3)})
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    st.table(pd.DataFrame(rows), hide_index=True, border="horizontal")     # wraps on a phone
 
 
 # ------------------------------------------------------------------ the page
@@ -322,8 +334,8 @@ anatomy.header(NS)
 steps = presenter.Lesson(NS)          # presenter mode (?present=1): one step at a time, steps inside the tabs too
 with steps.step("intuition"):
     anatomy.intuition(NS)
-    anatomy.formula(r"PE_{(pos,\,2i)} = \sin\!\left(\frac{pos}{\mathrm{base}^{2i/d_{model}}}\right),\qquad "
-                    r"PE_{(pos,\,2i+1)} = \cos\!\left(\frac{pos}{\mathrm{base}^{2i/d_{model}}}\right)",
+    anatomy.formula(r"\begin{aligned}PE_{(pos,\,2i)} &= \sin\big(pos / \mathrm{base}^{2i/d_{model}}\big)\\"
+                    r"PE_{(pos,\,2i+1)} &= \cos\big(pos / \mathrm{base}^{2i/d_{model}}\big)\end{aligned}",
                     t("positional.formula_caption"))
 tab_table, tab_shuffle, tab_compare = st.tabs(
     [t("positional.table_title"), t("positional.shuffle_title"), t("positional.compare_title")], key="tab",

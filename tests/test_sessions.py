@@ -41,8 +41,7 @@ def two_sessions(page: str, params: dict, key: str, x: str, y: str):
 # ---------------------------------------------------------------- pages where the learner types words
 TYPED = [
     ("multihead", {"tab": tab}, "text") for tab in (
-        "① Every head", "② Shapes and parameters", "③ Compare heads · the average", "④ Pattern gallery",
-        "⑤ Query/key geometry")
+        "① Heads", "② Shapes", "③ Compare", "④ Gallery", "⑤ Q/K")
 ] + [
     ("qkv", {"tab": "3 · Q, K, V of a sentence"}, "text"),
     ("qkv", {"tab": "4 · Three similarity functions"}, "text"),

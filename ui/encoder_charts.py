@@ -14,7 +14,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from .charts import SIGNED_SCHEME, WEIGHT_SCHEME, Spec, as_numpy, chart_kind, unique_labels
+from .charts import FIT_X, SIGNED_SCHEME, WEIGHT_SCHEME, Spec, _pool, as_numpy, chart_kind, unique_labels
 
 KIND_FILL = {            # light fills, told apart by their labels too (not by colour alone)
     "io": "#eeeeee",
@@ -24,8 +24,10 @@ KIND_FILL = {            # light fills, told apart by their labels too (not by c
     "ffn": "#c6dbef",
 }
 VALUE_CLAMP = 3.0        # shared colour domain of the mini heatmaps: a LayerNorm output is ~N(0, 1)
-BOX_X0, BOX_W, GAP_X = 26, 230, 16
-HM_W = 240               # width of a (n, d_model) mini heatmap; d_ff = 4 d_model is drawn twice as wide
+BOX_X0, BOX_W, GAP_X = 26, 200, 12
+MIN_HM_W = 40            # the mini heatmaps share the width right of the boxes: d_model columns get half of it,
+                         # d_ff = 4 d_model all of it (at least MIN_HM_W px)
+HM_AREA = f"max(width - datum.hx - 4, {2 * MIN_HM_W})"   # that width, from the chart's width signal
 ARROW_GAP = 22
 SKIP_X = 9
 SKIP_COLOUR = "#e66101"
@@ -49,19 +51,19 @@ def _row_height(n: int) -> int:
 
 
 def layer_diagram_frame(steps: Sequence[DiagramStep], tokens: Sequence[str],
-                        skips: Sequence[tuple[int, int]]) -> tuple[pd.DataFrame, int, int]:
-    """The one frame ``layer_diagram`` draws, in pixel coordinates, and its width and height.
+                        skips: Sequence[tuple[int, int]]) -> tuple[dict[str, pd.DataFrame], int, int]:
+    """The datasets ``layer_diagram`` draws, in pixel coordinates, and the diagram's width and height.
 
-    Column ``part`` says which layer draws a row: "boxes" (one per step: x0..y1, fill, label, formula,
-    detail, text anchors tx, ty1..ty3), "lines" (the formula and detail lines: tx, ty, text), "arrows"
-    (x, y0, y1), "skips" (the residual paths: skip, order, x, y), "heads" (arrow heads: x, y, shape,
-    colour) and "cells" (the mini heatmaps: step, where, token, dim, x0..y1, value). Columns a part does
-    not use are NaN there. Text columns are categoricals (Arrow dictionaries: the thousands of cells
-    repeat a few step names and tokens). Built column by column in numpy: a new sentence costs ~2 ms.
+    "boxes" (one row per step: step, x0..y1, fill, label, formula, detail, the label's anchor tx, ty1, and the
+    geometry of the step's mini heatmap: hx (left), cf (a column's share of the width right of the boxes),
+    ch (cell height)), "lines" (the formula and
+    detail lines: tx, ty, text), "arrows" (x, y0, y1), "skips" (the residual paths: skip, order, x, y), "heads"
+    (arrow heads: x, y, shape, colour), "tokens" (tok, token) and "cells" (the mini heatmaps: step, tok, dim,
+    value, small integer types and float32: the cells are the bulk of the payload; the chart looks their
+    pixel box, step name and token up from "boxes" and "tokens").
     """
     n, S = len(tokens), len(steps)
     h = _row_height(n)
-    labels = unique_labels(tokens)
     mats = [as_numpy(step.matrix) for step in steps]
     for s_, m in enumerate(mats):
         if m.shape[0] != n:
@@ -75,120 +77,89 @@ def layer_diagram_frame(steps: Sequence[DiagramStep], tokens: Sequence[str],
     ym = y0[sk[:, 1]] + h / 2
     skip_x = np.tile([cx, SKIP_X, SKIP_X, BOX_X0 - 2], len(sk)).astype(float)
     skip_y = np.stack([yb, yb, ym, ym], 1).ravel().astype(float)
-    # the cells of every step's heatmap
     widths = [m.shape[1] for m in mats]
-    step_of = np.repeat(np.arange(S), [n * w for w in widths])
-    tok = np.concatenate([np.repeat(np.arange(n), w) for w in widths])
-    dim = np.concatenate([np.tile(np.arange(w), n) for w in widths])
-    cw = np.repeat([HM_W * (2 if st.wide else 1) / w for st, w in zip(steps, widths)], [n * w for w in widths])
-    ch = h / n
-    sizes = {"boxes": S, "lines": 2 * S, "arrows": S - 1, "skips": 4 * len(sk), "heads": S - 1 + len(sk),
-             "cells": len(step_of)}
-    at = dict(zip(sizes, np.cumsum([0, *sizes.values()])[:-1]))
-    R = sum(sizes.values())
-    num = {c: np.full(R, np.nan) for c in ("step", "x0", "x1", "y0", "y1", "tx", "ty1", "ty2", "ty3", "ty",
-                                           "x", "skip", "order", "y", "dim", "value")}
-
-    for col, part, values in (
-            ("step", "boxes", np.arange(S)), ("x0", "boxes", BOX_X0), ("x1", "boxes", BOX_X0 + BOX_W),
-            ("y0", "boxes", y0), ("y1", "boxes", y0 + h), ("tx", "boxes", BOX_X0 + 8),
-            ("ty1", "boxes", y0 + h / 2 - 14), ("ty2", "boxes", y0 + h / 2), ("ty3", "boxes", y0 + h / 2 + 14),
-            ("tx", "lines", BOX_X0 + 8), ("ty", "lines", np.concatenate([y0 + h / 2, y0 + h / 2 + 14])),
-            ("x", "arrows", cx), ("y0", "arrows", y0[:-1] + h), ("y1", "arrows", y0[1:] - 3),
-            ("skip", "skips", np.repeat(np.arange(len(sk)), 4)), ("order", "skips", np.tile(np.arange(4), len(sk))),
-            ("x", "skips", skip_x), ("y", "skips", skip_y),
-            ("x", "heads", np.concatenate([np.full(S - 1, cx), skip_x[3::4]])),
-            ("y", "heads", np.concatenate([y0[1:] - 3, skip_y[3::4]])),
-            ("step", "cells", step_of), ("dim", "cells", dim),
-            ("x0", "cells", x_hm + dim * cw), ("x1", "cells", x_hm + (dim + 1) * cw),
-            ("y0", "cells", y0[step_of] + tok * ch), ("y1", "cells", y0[step_of] + (tok + 1) * ch),
-            ("value", "cells", np.concatenate([m.ravel() for m in mats]))):
-        num[col][at[part]:at[part] + sizes[part]] = values
-
-    def text(part_values: dict) -> pd.Categorical:
-        """A categorical column: {part: per-row strings (list) or (codes, categories)}; NaN elsewhere."""
-        cats = list(dict.fromkeys(v for vals in part_values.values()
-                                  for v in (vals[1] if isinstance(vals, tuple) else vals)))
-        index = {v: k for k, v in enumerate(cats)}
-        codes = np.full(R, -1)
-        for part, vals in part_values.items():
-            if isinstance(vals, tuple):
-                local, names = vals
-                codes[at[part]:at[part] + sizes[part]] = np.asarray([index[v] for v in names])[local]
-            else:
-                codes[at[part]:at[part] + sizes[part]] = [index[v] for v in vals]
-        return pd.Categorical.from_codes(codes, categories=cats)
-
-    names = [st.label for st in steps]
-    columns = {
-        "fill": text({"boxes": [KIND_FILL[st.kind] for st in steps]}),
-        "label": text({"boxes": names}),
-        "formula": text({"boxes": [st.formula for st in steps]}),
-        "detail": text({"boxes": [st.detail for st in steps]}),
-        "text": text({"lines": [st.formula for st in steps] + [st.detail for st in steps]}),
-        "shape": text({"heads": ["triangle-down"] * (S - 1) + ["triangle-right"] * len(sk)}),
-        "colour": text({"heads": ["#555555"] * (S - 1) + [SKIP_COLOUR] * len(sk)}),
-        "where": text({"cells": (step_of, names)}),
-        "token": text({"cells": (tok, labels)}),
-    }
-    order = ("step", "x0", "x1", "y0", "y1", "fill", "label", "formula", "detail", "tx", "ty1", "ty2", "ty3",
-             "ty", "text", "x", "skip", "order", "y", "shape", "colour", "where", "token", "dim", "value")
-    frame = {c: num[c] if c in num else columns[c] for c in order}
-    frame["part"] = pd.Categorical.from_codes(np.repeat(np.arange(len(sizes)), list(sizes.values())),
-                                              categories=list(sizes))
-    width = int(np.max(x_hm + np.asarray([HM_W * (2 if st.wide else 1) for st in steps]))) + 4
-    return pd.DataFrame(frame), width, int(y0[-1] + h) + 2
+    boxes = pd.DataFrame({
+        "step": np.arange(S), "x0": float(BOX_X0), "x1": float(BOX_X0 + BOX_W), "y0": y0.astype(float),
+        "y1": (y0 + h).astype(float), "fill": [KIND_FILL[st.kind] for st in steps],
+        "label": [st.label for st in steps], "formula": [st.formula for st in steps],
+        "detail": [st.detail for st in steps], "tx": float(BOX_X0 + 8), "ty1": y0 + h / 2 - 14,
+        "hx": float(x_hm), "cf": [(1.0 if st.wide else 0.5) / w for st, w in zip(steps, widths)],
+        "ch": h / n})
+    lines = pd.DataFrame({"tx": float(BOX_X0 + 8), "ty": np.concatenate([y0 + h / 2, y0 + h / 2 + 14]),
+                          "text": [st.formula for st in steps] + [st.detail for st in steps]})
+    arrows = pd.DataFrame({"x": cx, "y0": (y0[:-1] + h).astype(float), "y1": (y0[1:] - 3).astype(float)})
+    skip_rows = pd.DataFrame({"skip": np.repeat(np.arange(len(sk)), 4), "order": np.tile(np.arange(4), len(sk)),
+                              "x": skip_x, "y": skip_y})
+    heads = pd.DataFrame({"x": np.concatenate([np.full(S - 1, cx), skip_x[3::4]]),
+                          "y": np.concatenate([y0[1:] - 3, skip_y[3::4]]).astype(float),
+                          "shape": ["triangle-down"] * (S - 1) + ["triangle-right"] * len(sk),
+                          "colour": ["#555555"] * (S - 1) + [SKIP_COLOUR] * len(sk)})
+    cells = pd.DataFrame({
+        "step": np.repeat(np.arange(S), [n * w for w in widths]).astype(np.uint8),
+        "tok": np.concatenate([np.repeat(np.arange(n), w) for w in widths]).astype(np.uint8),
+        "dim": np.concatenate([np.tile(np.arange(w), n) for w in widths]).astype(np.uint16),
+        "value": np.concatenate([m.ravel() for m in mats]).astype(np.float32)})
+    tokens_frame = pd.DataFrame({"tok": np.arange(n), "token": unique_labels(tokens)})
+    data = {"boxes": boxes, "lines": lines, "arrows": arrows, "skips": skip_rows, "heads": heads, "cells": cells,
+            "tokens": tokens_frame}
+    return data, x_hm + 2 * MIN_HM_W, int(y0[-1] + h) + 2
 
 
-@chart_kind(fill=("width", "height"))
-def layer_diagram_chart(frame, *, value_title: str, token_title: str, dim_title: str, step_title: str,
-                        width: int, height: int) -> alt.LayerChart:
+@chart_kind(fill=("height",))
+def layer_diagram_chart(data, *, value_title: str, token_title: str, dim_title: str, step_title: str,
+                        height: int) -> alt.LayerChart:
     """A vertical flow of labelled boxes (name, formula, shape and RMS), each with the mini heatmap of its
     tensor (rows = tokens top to bottom, columns = dimensions) on the same row; the residual skips drawn
     on the left. Colours of the heatmaps share one diverging scale clamped at +-3, so growth shows."""
-    xs = alt.Scale(domain=[0, width], nice=False, zero=False)
     ys = alt.Scale(domain=[0, height], nice=False, zero=False, reverse=True)
 
     def X(field):
-        return alt.X(field, type="quantitative", scale=xs, axis=None)
+        return alt.X(field, type="quantitative", scale=None, axis=None)     # pixels
 
     def Y(field):
         return alt.Y(field, type="quantitative", scale=ys, axis=None)
 
-    def part(name):                     # one frame for the whole diagram: each layer draws its part
-        return alt.Chart().transform_filter(alt.datum.part == name)
-
-    boxes = part("boxes").mark_rect(stroke="#555555", strokeWidth=1, cornerRadius=6).encode(
+    boxes = alt.Chart(data["boxes"]).mark_rect(stroke="#555555", strokeWidth=1, cornerRadius=6).encode(
         x=X("x0"), x2=alt.X2("x1"), y=Y("y0"), y2=alt.Y2("y1"), fill=alt.Fill("fill:N", scale=None),
         tooltip=[alt.Tooltip("label:N", title=step_title), alt.Tooltip("formula:N", title="f"),
                  alt.Tooltip("detail:N", title=" ")])
-    label = part("boxes").mark_text(align="left", baseline="middle", fontWeight="bold",
-                                    fontSize=12).encode(x=X("tx"), y=Y("ty1"), text=alt.Text("label:N"))
-    lines = part("lines").mark_text(align="left", baseline="middle", fontSize=11, font="monospace",
-                                    color="#222222").encode(x=X("tx"), y=Y("ty"), text=alt.Text("text:N"))
-    arrows = part("arrows").mark_rule(strokeWidth=1.5, color="#555555").encode(
+    label = alt.Chart(data["boxes"]).mark_text(align="left", baseline="middle", fontWeight="bold",
+                                               fontSize=12).encode(x=X("tx"), y=Y("ty1"), text=alt.Text("label:N"))
+    lines = alt.Chart(data["lines"]).mark_text(align="left", baseline="middle", fontSize=11, font="monospace",
+                                               color="#222222").encode(x=X("tx"), y=Y("ty"), text=alt.Text("text:N"))
+    arrows = alt.Chart(data["arrows"]).mark_rule(strokeWidth=1.5, color="#555555").encode(
         x=X("x"), y=Y("y0"), y2=alt.Y2("y1"))
-    skips = part("skips").mark_line(strokeWidth=1.5, color=SKIP_COLOUR, strokeDash=[4, 2]).encode(
+    skips = alt.Chart(data["skips"]).mark_line(strokeWidth=1.5, color=SKIP_COLOUR, strokeDash=[4, 2]).encode(
         x=X("x"), y=Y("y"), detail=alt.Detail("skip:N"), order=alt.Order("order:Q"))
-    points = part("heads").mark_point(filled=True, size=40, opacity=1).encode(
+    points = alt.Chart(data["heads"]).mark_point(filled=True, size=40, opacity=1).encode(
         x=X("x"), y=Y("y"), shape=alt.Shape("shape:N", scale=None), color=alt.Color("colour:N", scale=None))
-    cells = part("cells").mark_rect().encode(
-        x=X("x0"), x2=alt.X2("x1"), y=Y("y0"), y2=alt.Y2("y1"),
+    # the heatmaps stretch over the width right of the boxes (the signal "width": a phone's column or a projector's)
+    cells = alt.Chart(data["cells"]).transform_lookup(
+        lookup="step", from_=alt.LookupData(data=data["boxes"], key="step", fields=["label", "hx", "y0", "cf", "ch"])
+    ).transform_lookup(
+        lookup="tok", from_=alt.LookupData(data=data["tokens"], key="tok", fields=["token"])
+    ).transform_calculate(
+        # the heatmaps stretch over the chart's width (the signal "width": the column on a phone or a projector)
+        cx0=f"datum.hx + datum.dim * datum.cf * {HM_AREA}", cx1=f"datum.hx + (datum.dim + 1) * datum.cf * {HM_AREA}",
+        cy0="datum.y0 + datum.tok * datum.ch", cy1="datum.y0 + (datum.tok + 1) * datum.ch",
+    ).mark_rect().encode(
+        x=X("cx0"), x2=alt.X2("cx1"), y=Y("cy0"), y2=alt.Y2("cy1"),
         color=alt.Color("value:Q", title=value_title,
-                        scale=alt.Scale(scheme=SIGNED_SCHEME, domain=[-VALUE_CLAMP, VALUE_CLAMP], clamp=True)),
-        tooltip=[alt.Tooltip("where:N", title=step_title), alt.Tooltip("token:N", title=token_title),
+                        scale=alt.Scale(scheme=SIGNED_SCHEME, domain=[-VALUE_CLAMP, VALUE_CLAMP], clamp=True),
+                        legend=alt.Legend(orient="bottom", gradientLength=160)),
+        tooltip=[alt.Tooltip("label:N", title=step_title), alt.Tooltip("token:N", title=token_title),
                  alt.Tooltip("dim:Q", title=dim_title),
                  alt.Tooltip("value:Q", title=value_title, format=".6~g")])   # thousands of cells: no text column
-    return alt.layer(boxes, label, lines, arrows, skips, points, cells, data=frame).properties(
-        width=width, height=height, view=alt.ViewBackground(stroke=None)).resolve_scale(color="independent")
+    return alt.layer(boxes, label, lines, arrows, skips, points, cells).properties(
+        height=height, autosize=FIT_X, view=alt.ViewBackground(stroke=None)).resolve_scale(color="independent")
 
 
 def layer_diagram(steps: Sequence[DiagramStep], tokens: Sequence[str], skips: Sequence[tuple[int, int]], *,
                   value_title: str, token_title: str, dim_title: str, step_title: str) -> Spec:
     """The layer diagram of ``steps`` on ``tokens`` (see ``layer_diagram_chart``)."""
-    frame, width, height = layer_diagram_frame(steps, tokens, skips)
-    return layer_diagram_chart(frame, value_title=value_title, token_title=token_title, dim_title=dim_title,
-                               step_title=step_title, width=width, height=height)
+    data, _, height = layer_diagram_frame(steps, tokens, skips)
+    return layer_diagram_chart(data, value_title=value_title, token_title=token_title, dim_title=dim_title,
+                               step_title=step_title, height=height)
 
 
 def _rule_at_one() -> alt.Chart:
@@ -239,47 +210,71 @@ def residual_scale(stream: dict[str, np.ndarray], final: tuple[str, int, float],
                        series_title=series_title, max_layer=int(frame["layer"].max()))
 
 
-def head_grid_frame(weights, tokens: Sequence[str]) -> pd.DataFrame:
-    """weights (L, h, n, n) -> one row per (layer, head, query, key); layer and head count from 1."""
+GRID_SIDE = 12           # a tile of the layer x head grid shows at most 12 x 12 cells (averaged beyond)
+GRID_OUTLINE = "#e66101"
+
+
+def head_grid_frame(weights, tokens: Sequence[str]) -> dict[str, pd.DataFrame]:
+    """weights (L, h, n, n) -> "cells": one row per (layer, head, query, key) (layer and head count from 1;
+    small integer types and float32: the grid is a glance, the enlarged tile has the exact values); beyond
+    ``GRID_SIDE`` tokens a tile shows averaged blocks (q, k are block numbers). "labels": the label of each
+    q / k (a token, or a range of positions)."""
     w = np.asarray(weights, dtype=np.float64)
     n_layers, n_heads, n, _ = w.shape
-    li, hi, qi, ki = np.meshgrid(np.arange(n_layers), np.arange(n_heads), np.arange(n), np.arange(n),
+    f = max(1, -(-n // GRID_SIDE))
+    if f > 1:
+        w = np.stack([np.stack([_pool(m, f, f) for m in layer]) for layer in w])
+        labels = [f"{i}–{min(i + f, n) - 1}" for i in range(0, n, f)]
+    else:
+        labels = unique_labels(tokens)
+    m = w.shape[-1]
+    li, hi, qi, ki = np.meshgrid(np.arange(n_layers), np.arange(n_heads), np.arange(m), np.arange(m),
                                  indexing="ij")
-    labels = np.asarray(unique_labels(tokens))
-    return pd.DataFrame({"layer": li.ravel() + 1, "head": hi.ravel() + 1, "query_pos": qi.ravel(),
-                         "key_pos": ki.ravel(), "query": labels[qi.ravel()], "key": labels[ki.ravel()],
-                         "value": w.ravel(), "exact": np.char.mod("%.6g", w.ravel())})
+    cells = pd.DataFrame({"layer": (li.ravel() + 1).astype(np.uint8), "head": (hi.ravel() + 1).astype(np.uint8),
+                          "q": qi.ravel().astype(np.uint8), "k": ki.ravel().astype(np.uint8),
+                          "value": w.ravel().astype(np.float32)})
+    return {"cells": cells, "labels": pd.DataFrame({"pos": np.arange(m), "label": labels})}
 
 
 @chart_kind(fill=("selected_layer", "selected_head"))
-def head_grid_chart(frame, *, size: int, layer_title: str, head_title: str, value_title: str, query_title: str,
-                    key_title: str, selected_layer: int | None = None,
-                    selected_head: int | None = None) -> alt.FacetChart:
+def head_grid_chart(data, *, size: int, layer_title: str, head_title: str, value_title: str, query_title: str,
+                    key_title: str, selected_layer: int = 1, selected_head: int = 1) -> alt.FacetChart:
     """All heads of all layers as small heatmaps: rows = layers, columns = heads; click one to enlarge
-    (selection ``tile`` with fields layer, head). Fixed 0..1 colour domain, as every weight heatmap."""
-    value = None if selected_layer is None else [{"layer": selected_layer, "head": selected_head}]
-    pick = alt.selection_point(name=TILE_GRID, fields=["layer", "head"], on="click", value=value)
+    (selection ``tile`` with fields layer, head). Fixed 0..1 colour domain, as every weight heatmap; every
+    tile at full colour, the enlarged one framed in orange."""
+    pick = alt.selection_point(name=TILE_GRID, fields=["layer", "head"], on="click",
+                               value=[{"layer": selected_layer, "head": selected_head}])
+    labels = data["labels"]
     tile = alt.Chart().mark_rect().encode(
-        x=alt.X("key_pos:O", axis=None), y=alt.Y("query_pos:O", axis=None),
-        color=alt.Color("value:Q", title=value_title, scale=alt.Scale(domain=[0, 1], scheme=WEIGHT_SCHEME)),
-        opacity=alt.when(pick).then(alt.value(1.0)).otherwise(alt.value(0.45)),
+        x=alt.X("k:O", axis=None), y=alt.Y("q:O", axis=None),
+        color=alt.Color("value:Q", title=value_title, scale=alt.Scale(domain=[0, 1], scheme=WEIGHT_SCHEME),
+                        legend=alt.Legend(orient="bottom", gradientLength=160)),
         tooltip=[alt.Tooltip("layer:O", title=layer_title), alt.Tooltip("head:O", title=head_title),
                  alt.Tooltip("query:N", title=query_title), alt.Tooltip("key:N", title=key_title),
-                 alt.Tooltip("exact:N", title=value_title)],
-    ).add_params(pick).properties(width=size, height=size)
-    return tile.facet(data=frame, row=alt.Row("layer:O", title=layer_title),
-                      column=alt.Column("head:O", title=head_title)).resolve_scale(x="shared", y="shared")
+                 alt.Tooltip("value:Q", title=value_title, format=".4f")],
+    ).add_params(pick)
+    frame = alt.Chart().transform_filter(
+        (alt.datum.layer == selected_layer) & (alt.datum.head == selected_head)
+    ).transform_aggregate(cells="count()").mark_rect(fill=None, stroke=GRID_OUTLINE, strokeWidth=3).encode(
+        x=alt.value(0), x2=alt.value(size), y=alt.value(0), y2=alt.value(size))
+    # the label lookups sit on the facet: inside a layer next to the outline, Vega drew nothing
+    return alt.layer(tile, frame).properties(width=size, height=size).facet(
+        data=data["cells"], row=alt.Row("layer:O", title=layer_title),
+        column=alt.Column("head:O", title=head_title), spacing=4
+    ).resolve_scale(x="shared", y="shared").transform_lookup(
+        lookup="q", from_=alt.LookupData(data=labels, key="pos", fields=["label"]), as_=["query"]
+    ).transform_lookup(
+        lookup="k", from_=alt.LookupData(data=labels, key="pos", fields=["label"]), as_=["key"])
 
 
 def head_grid(weights, tokens: Sequence[str], *, layer_title: str, head_title: str, value_title: str,
-              query_title: str, key_title: str, selected: tuple[int, int] | None = None) -> Spec:
-    """The layer x head grid of ``weights`` (L, h, n, n); ``selected`` = (layer, head), 1-based."""
+              query_title: str, key_title: str, selected: tuple[int, int] = (1, 1)) -> Spec:
+    """The layer x head grid of ``weights`` (L, h, n, n); ``selected`` = (layer, head), 1-based, framed."""
     n_heads = int(np.shape(weights)[1])
-    return head_grid_chart(head_grid_frame(weights, tokens), size=int(max(46, min(96, 560 // max(n_heads, 1)))),
+    return head_grid_chart(head_grid_frame(weights, tokens), size=int(max(28, min(64, 250 // max(n_heads, 1)))),
                            layer_title=layer_title, head_title=head_title, value_title=value_title,
                            query_title=query_title, key_title=key_title,
-                           selected_layer=None if selected is None else int(selected[0]),
-                           selected_head=None if selected is None else int(selected[1]))
+                           selected_layer=int(selected[0]), selected_head=int(selected[1]))
 
 
 def paired_frame(first, second, tokens: Sequence[str], series: tuple[str, str], digits: int) -> pd.DataFrame:
@@ -296,7 +291,8 @@ def paired_bars_chart(frame, *, series: list[str], label_title: str, value_title
                       rule_at_one: bool, height: int, order=()) -> alt.Chart | alt.LayerChart:
     """Two bars per token side by side, in ``order``; with ``rule_at_one`` a dashed line at 1."""
     bars = alt.Chart().mark_bar().encode(
-        x=alt.X("label:N", sort=order, title=label_title, axis=alt.Axis(labelAngle=-45)),
+        # every token stays labelled (the notices quote them): upright, so 24 of them fit a phone's column
+        x=alt.X("label:N", sort=order, title=label_title, axis=alt.Axis(labelAngle=-90, labelOverlap=False)),
         xOffset=alt.XOffset("series:N", sort=series),
         y=alt.Y("value:Q", title=value_title),
         color=alt.Color("series:N", title=series_title, sort=series, scale=alt.Scale(range=SERIES_COLOURS[:2])),
@@ -305,7 +301,8 @@ def paired_bars_chart(frame, *, series: list[str], label_title: str, value_title
     layers = [bars]
     if rule_at_one:
         layers.append(_rule_at_one().mark_rule(strokeDash=[4, 3], color="#333333").encode(y=alt.Y("y:Q")))
-    return alt.layer(*layers, data=frame).properties(height=height)
+    return alt.layer(*layers, data=frame).properties(height=height, padding={"top": 8, "left": 5, "right": 5,
+                                                                             "bottom": 5})
 
 
 def paired_bars(first, second, tokens: Sequence[str], *, series: tuple[str, str], label_title: str,

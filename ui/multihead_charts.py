@@ -67,7 +67,7 @@ def split_kind(data, *, dim_title: str, head_title: str, within_title: str, valu
         y=alt.Y("head:O", title=head_title, axis=alt.Axis(labelOverlap=True)),
         color=colour, tooltip=tooltip,
     ).properties(width=bottom_width, height=bottom_height)
-    return alt.vconcat(top, bottom, spacing=28).resolve_scale(color="shared")
+    return alt.vconcat(top, bottom, spacing=28).resolve_scale(color="shared").configure_legend(orient="bottom")
 
 
 def split_chart(values, num_heads: int, *, top_title: str, bottom_title: str, dim_title: str,
@@ -135,7 +135,9 @@ def panels_frame(matrices, row_labels: Sequence[str], col_labels: Sequence[str],
 @chart_kind(fill=("key_order", "query_order", "panel_order", "selected"))
 def small_multiples_kind(frame, *, columns: int, x_title: str, y_title: str, value_title: str, panel_title: str,
                          selectable: bool, show_labels: bool, panel_size: int, title_limit: int, domain: tuple,
-                         key_order=(), query_order=(), panel_order=(), selected: int | None = None) -> alt.FacetChart:
+                         spacing: int | None = None, legend_below: bool = False, key_order=(), query_order=(),
+                         panel_order=(),
+                         selected: int | None = None) -> alt.FacetChart:
     axis_x = alt.Axis(labelAngle=-60, labelFontSize=9, labelLimit=60, labels=show_labels, ticks=show_labels)
     axis_y = alt.Axis(labelFontSize=9, labelLimit=60, labels=show_labels, ticks=show_labels)
     tooltip = [alt.Tooltip("panel:N", title=panel_title), alt.Tooltip("query:N", title=y_title),
@@ -144,7 +146,8 @@ def small_multiples_kind(frame, *, columns: int, x_title: str, y_title: str, val
         x=alt.X("key:N", sort=key_order, title=x_title if show_labels else None, axis=axis_x),
         y=alt.Y("query:N", sort=query_order, title=y_title if show_labels else None, axis=axis_y),
         color=alt.Color("value:Q", title=value_title,
-                        scale=alt.Scale(domain=list(domain), scheme=WEIGHT_SCHEME, clamp=True)),
+                        scale=alt.Scale(domain=list(domain), scheme=WEIGHT_SCHEME, clamp=True),
+                        legend=alt.Legend(orient="bottom") if legend_below else alt.Undefined),
         tooltip=tooltip,
     ).properties(width=panel_size, height=panel_size)
     if selectable:
@@ -155,7 +158,7 @@ def small_multiples_kind(frame, *, columns: int, x_title: str, y_title: str, val
         facet=alt.Facet("panel:N", sort=panel_order, title=None,
                         header=alt.Header(labelFontSize=12 if panel_size >= 120 else 10,
                                           labelFontWeight="bold", labelLimit=title_limit)),
-        columns=max(1, columns),
+        columns=max(1, columns), **({} if spacing is None else {"spacing": spacing}),
     )
 
 
@@ -163,19 +166,22 @@ def small_multiples(matrices, row_labels: Sequence[str], col_labels: Sequence[st
                     titles: Sequence[str], columns: int = 4, x_title: str = "key", y_title: str = "query",
                     value_title: str = "weight", panel_title: str = "head", selected: int | None = None,
                     selectable: bool = True, panel_size: int = 150, title_limit: int = 220,
-                    domain: tuple[float, float] = (0.0, 1.0)) -> Spec:
+                    domain: tuple[float, float] = (0.0, 1.0), labels: bool | None = None,
+                    spacing: int | None = None, legend_below: bool = False) -> Spec:
     """One small heatmap per matrix (every head, or every gallery pattern), same 0..1 colour scale.
 
     ``selectable``: clicking any cell of a panel selects that panel (selection "head", field "head",
     1-based). Panels are never dimmed (they are compared with each other); ``selected`` only sets
-    the selection's initial value — mark the chosen panel in its title.
+    the selection's initial value — mark the chosen panel in its title. ``labels``: token labels on the
+    axes (None: up to 16 per axis); ``spacing``: pixels between panels (None: Vega-Lite's 20).
     """
     col_labels = row_labels if col_labels is None else col_labels
     frame, _ = panels_frame(matrices, row_labels, col_labels, titles)
     return small_multiples_kind(
         frame, columns=columns, x_title=x_title, y_title=y_title, value_title=value_title, panel_title=panel_title,
-        selectable=selectable, show_labels=frame["query_pos"].nunique() <= 16, panel_size=panel_size,
-        title_limit=title_limit, domain=tuple(float(d) for d in domain), key_order=list(dict.fromkeys(frame["key"])),
+        selectable=selectable, show_labels=frame["query_pos"].nunique() <= 16 if labels is None else bool(labels),
+        panel_size=panel_size, title_limit=title_limit, spacing=spacing, legend_below=legend_below,
+        domain=tuple(float(d) for d in domain), key_order=list(dict.fromkeys(frame["key"])),
         query_order=list(dict.fromkeys(frame["query"])), panel_order=list(dict.fromkeys(frame["panel"])),
         selected=None if selected is None else int(selected))
 
@@ -202,6 +208,7 @@ def geometry_frame(queries, keys, tokens: Sequence[str], weights_row, query: int
         "weight": np.concatenate([w, np.full(n_q, np.nan)]),
         "exact": list(np.char.mod("%.4f", w)) + [""] * n_q,
         "chosen": [False] * n_k + [i == query for i in range(n_q)],
+        "named": [i == int(np.argmax(w)) for i in range(n_k)] + [False] * n_q,   # the key labelled in the plane
     })
 
 
@@ -257,11 +264,15 @@ def geometry_kind(data, *, key_name: str, query_name: str, weight_title: str, to
     key_pts = keys.mark_point(filled=True, size=80, opacity=1).encode(x=x, y=y, shape=shape, color=colour, tooltip=tip)
     q_pt = chosen.mark_point(filled=True, size=150, opacity=1, stroke="white", strokeWidth=1).encode(
         x=x, y=y, shape=shape, color=colour, tooltip=tip)
-    key_text = keys.mark_text(dx=8, align="left", fontSize=11, color=KEY_COLOUR).encode(
+    # labels: the chosen query (left of its point) and its most weighted key (right): more would collide in a
+    # 300 px plane; every point names its token in the tooltip
+    key_text = keys.transform_filter(alt.datum.named).mark_text(dx=8, align="left", fontSize=11,
+                                                                 color=KEY_COLOUR).encode(
         x=x, y=y, text="label:N", tooltip=tip)
     q_text = chosen.mark_text(dx=-9, dy=-9, align="right", fontSize=12, fontWeight="bold",
                               color=QUERY_COLOUR).encode(x=x, y=y, text="label:N", tooltip=tip)
-    return alt.layer(link, rings, key_pts, q_pt, key_text, q_text).properties(title=title, width=width, height=height)
+    return alt.layer(link, rings, key_pts, q_pt, key_text, q_text).properties(
+        title=alt.TitleParams(title, anchor="start", fontSize=12), width=width, height=height)
 
 
 def geometry_chart(queries, keys, tokens: Sequence[str], weights_row, query: int, *, title: str,
@@ -285,7 +296,8 @@ def values_frames(values, tokens: Sequence[str], weights_row, value_name: str,
     w = np.asarray(weights_row, dtype=np.float64).reshape(-1)
     labels = unique_labels(list(tokens))
     points = pd.DataFrame({"x": v[:, 0], "y": v[:, 1], "token": labels, "label": [clip(s) for s in labels],
-                           "weight": w, "exact": np.char.mod("%.4f", w), "kind": value_name})
+                           "weight": w, "exact": np.char.mod("%.4f", w), "kind": value_name,
+                           "named": np.arange(len(w)) == int(np.argmax(w))})   # the value labelled in the plane
     out = w @ v                                                # the output, in the same plane
     return {"values": points, "star": pd.DataFrame({"x": [out[0]], "y": [out[1]], "kind": [output_name],
                                                     "label": [output_name]})}
@@ -301,13 +313,15 @@ def values_kind(data, *, weight_title: str, token_title: str, width: int, height
     pts = points.mark_circle(color=VALUE_COLOUR).encode(
         x=x, y=y, size=alt.Size("weight:Q", scale=alt.Scale(domain=[0, 1], range=[20, 600]), legend=None),
         opacity=alt.value(0.8), tooltip=tip)
-    text = points.mark_text(dx=8, align="left", fontSize=11, color=VALUE_COLOUR).encode(
+    text = points.transform_filter(alt.datum.named).mark_text(dx=8, align="left", fontSize=11,
+                                                              color=VALUE_COLOUR).encode(
         x=x, y=y, text="label:N", tooltip=tip)
     out_pt = star.mark_point(shape="diamond", filled=True, size=220, color=QUERY_COLOUR).encode(
         x=x, y=y, tooltip=[alt.Tooltip("kind:N", title="")])
     out_text = star.mark_text(dx=-10, dy=-10, align="right", fontWeight="bold", color=QUERY_COLOUR).encode(
         x=x, y=y, text="label:N")
-    return alt.layer(pts, text, out_pt, out_text).properties(title=title, width=width, height=height)
+    return alt.layer(pts, text, out_pt, out_text).properties(
+        title=alt.TitleParams(title, anchor="start", fontSize=12), width=width, height=height)
 
 
 def values_chart(values, tokens: Sequence[str], weights_row, *, title: str, x_title: str, y_title: str,

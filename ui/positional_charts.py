@@ -2,7 +2,7 @@
 
 Every title and label is passed in already translated. Heatmaps come from ``ui.charts.heatmap``;
 here are the line and arrow charts: a column pair of the table next to a counter bit, the
-similarity of positions by offset, exact gaps on a log axis, and the rotation of one (q, k)
+similarity of positions by offset, exact gaps on a linear axis, and the rotation of one (q, k)
 dimension pair by RoPE.
 """
 from __future__ import annotations
@@ -17,7 +17,6 @@ from . import format as fmt
 from .charts import FIT_X, Spec, as_numpy, chart_kind
 
 ORANGE, BLUE, GREY, GREEN = "#e66101", "#3b528b", "#7f7f7f", "#1b9e77"
-FLOOR = 1e-12          # log-scale floor of the gap bars: an exact 0 is drawn here
 MAX_WAVE_POINTS = 64   # curves with more positions are drawn without point markers
 MAX_OFFSET_POINTS = 160
 
@@ -103,25 +102,25 @@ def offset_chart(curves, *, labels: Sequence[str], x_title: str, y_title: str, t
                         title=title)
 
 
-# ------------------------------------------------------------------ exact gaps on a log axis
+# ------------------------------------------------------------------ exact gaps on a linear axis
 def gap_frame(values: Sequence[float], names: Sequence[str], highlight: int | None = None) -> pd.DataFrame:
     vals = np.asarray(values, dtype=np.float64)
-    return pd.DataFrame({"pos": np.arange(len(vals)), "name": list(names), "shown": np.maximum(vals, FLOOR),
-                         "floor": FLOOR, "value": vals, "exact": [fmt.short(v) for v in vals],
+    return pd.DataFrame({"pos": np.arange(len(vals)), "name": list(names), "value": vals,
+                         "exact": [fmt.short(v) for v in vals],
                          "highlight": np.arange(len(vals)) == (-1 if highlight is None else highlight)})
 
 
 @chart_kind(fill=("names", "x_domain", "height"))
 def gap_bars_chart(frame, *, x_title: str, y_title: str, names=(), x_domain=(), height: int = 90) -> alt.LayerChart:
-    """One horizontal bar per name on a log scale, so rounding-size gaps (1e-8) and real ones (0.2)
-    share an axis; exact zeros sit on the floor 1e-12. The exact value is printed next to each bar."""
+    """One horizontal bar per name on a LINEAR axis, the exact value printed next to each bar: a rounding-size
+    gap (1e-7) has no visible bar and says so in its number; a log axis made it look like a real effect."""
     base = alt.Chart(frame).encode(
         y=alt.Y("name:N", sort=names, title=None, axis=alt.Axis(labelLimit=220)),
-        x=alt.X("shown:Q", title=x_title, scale=alt.Scale(type="log", domain=x_domain),
-                axis=alt.Axis(format="~e", tickCount=8)),
+        x=alt.X("value:Q", title=x_title, scale=alt.Scale(domain=x_domain, nice=False),
+                axis=alt.Axis(tickCount=4, format="~g")),
         tooltip=[alt.Tooltip("name:N", title=" "), alt.Tooltip("exact:N", title=y_title)])
     bars = base.mark_bar().encode(
-        x2="floor:Q", color=alt.when(alt.datum.highlight).then(alt.value(ORANGE)).otherwise(alt.value(BLUE)))
+        color=alt.when(alt.datum.highlight).then(alt.value(ORANGE)).otherwise(alt.value(BLUE)))
     text = base.mark_text(align="left", dx=4, fontSize=11).encode(text="exact:N")
     return alt.layer(bars, text).properties(height=height, autosize=FIT_X)
 
@@ -129,8 +128,9 @@ def gap_bars_chart(frame, *, x_title: str, y_title: str, names=(), x_domain=(), 
 def gap_chart(values: Sequence[float], names: Sequence[str], *, x_title: str, y_title: str,
               highlight: int | None = None) -> Spec:
     frame = gap_frame(values, names, highlight)
-    top = max(10.0, float(frame["shown"].max()) * 10)
-    return gap_bars_chart(frame, x_title=x_title, y_title=y_title, names=list(names), x_domain=[FLOOR, top],
+    top = float(frame["value"].max())
+    top = top * 1.6 if top > 0 else 1.0           # room right of the longest bar for its number
+    return gap_bars_chart(frame, x_title=x_title, y_title=y_title, names=list(names), x_domain=[0.0, top],
                           height=max(90, 24 * len(frame)))
 
 
@@ -150,17 +150,22 @@ def rotation_frame(q_pair, k_pair, angles: dict[str, float], labels: dict[str, s
 
 
 @chart_kind(fill=("order",))
-def rotation_arrows(frame, *, title: str, colours: tuple, height: int = 300, order=()) -> alt.LayerChart:
+def rotation_arrows(frame, *, title: str, colours: tuple, dashed: tuple, height: int = 300,
+                    order=()) -> alt.LayerChart:
     """Dimensions (x_0, x_1) of q and k as unit arrows; shifted ones dashed, with a diamond tip."""
-    colour = alt.Color("name:N", title=None, sort=order, legend=alt.Legend(orient="bottom", columns=2),
+    # one legend (colour and dash share the field): solid = at m and j, dashed = both shifted by s
+    legend = alt.Legend(orient="bottom", columns=1, symbolType="stroke", symbolStrokeWidth=3, labelLimit=0)
+    colour = alt.Color("name:N", title=None, sort=order, legend=legend,
                        scale=alt.Scale(domain=order, range=list(colours)))
+    dash = alt.StrokeDash("name:N", title=None, sort=order, legend=legend,
+                          scale=alt.Scale(domain=order, range=[[5, 3] if d else [1, 0] for d in dashed]))
     scale = alt.Scale(domain=[-1.15, 1.15], nice=False)
     tooltip = [alt.Tooltip("name:N", title=" "), alt.Tooltip("exact:N", title="(x₀, x₁)")]
     base = alt.Chart(frame).encode(color=colour, tooltip=tooltip)
     rule = base.mark_rule(strokeWidth=3).encode(
         x=alt.X("x:Q", scale=scale, title="x₀"), y=alt.Y("y:Q", scale=scale, title="x₁"),
         x2="x2:Q", y2="y2:Q",
-        strokeDash=alt.when(alt.datum.shifted).then(alt.value([5, 3])).otherwise(alt.value([1, 0])))
+        strokeDash=dash)
     tips = base.mark_point(filled=True, size=80).encode(
         x=alt.X("x2:Q", scale=scale), y=alt.Y("y2:Q", scale=scale),
         shape=alt.when(alt.datum.shifted).then(alt.value("diamond")).otherwise(alt.value("circle")))
@@ -172,4 +177,4 @@ def rotation_chart(q_pair, k_pair, angles: dict[str, float], *, labels: dict[str
     normalised; the angle between q and k is the same before and after the shift."""
     frame = rotation_frame(q_pair, k_pair, angles, labels)
     return rotation_arrows(frame, title=title, colours=(ORANGE, BLUE, ORANGE, BLUE)[:len(angles)],
-                           order=[labels[n] for n in angles])
+                           dashed=tuple(n.endswith("shift") for n in angles), order=[labels[n] for n in angles])

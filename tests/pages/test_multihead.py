@@ -102,7 +102,7 @@ def test_every_head_matches_torch_and_the_enlarged_head_and_drill_agree(lang):
     labels = [label for label, _ in classify_heads(w)]
     panels = list(dict.fromkeys(grid.sort_values("head")["panel"]))
     for h, (title, label) in enumerate(zip(panels, labels)):
-        assert f"{h + 1}" in title and cat[f"multihead.pattern_{label}"] in title
+        assert f"{h + 1}" in title and cat[f"multihead.short_{label}"] in title     # small panels: short names
     # enlarged head 1 (previous token) and the drill-down of the default query "it"
     big = chart_titled(at, cat["multihead.big_title"].format(head=1, recipe=cat["multihead.recipe_previous"]))
     assert np.allclose(matrix(frame_of(big)), w[0].numpy(), atol=1e-5)
@@ -145,12 +145,12 @@ def test_notice_quotes_the_numbers_on_screen():
 def test_shapes_tab_live_shapes_split_and_parameters():
     at = open_page("multihead", "en", tab("en", "tab_shapes") | {"d": "48", "h": "6"})
     assert exceptions(at) == []
-    shapes = at.dataframe[0].value
+    shapes = at.table[0].value
     got = list(shapes[EN["multihead.col_shape"]])
     n = len(TOKENS)
     assert got == [str(s) for s in [(1, n, 48), (1, n, 48), (1, n, 6, 8), (1, 6, n, 8), (1, 6, n, n),
                                     (1, 6, n, n), (1, 6, n, 8), (1, n, 48), (1, n, 48)]]
-    params = at.dataframe[1].value
+    params = at.table[1].value
     totals = params[params[""] == EN["multihead.param_module"]].iloc[0].tolist()[1:]
     assert totals == [f"{MultiHeadAttention(48, h).parameter_count():,}" for h in (1, 6)]
     assert totals[0] == totals[1]
@@ -187,7 +187,7 @@ def test_gallery_tab_patterns_and_classifier_scores():
     scores = matrix(frame_of(chart_titled(at, EN["multihead.scores_title"])))   # patterns x heads
     classes = classify_heads(w)
     assert np.allclose(scores, np.array([[s[p] for p in PATTERNS] for _, s in classes]).T, atol=1e-6)
-    table = at.dataframe[0].value
+    table = at.table[0].value
     assert list(table[EN["multihead.col_label"]]) == [EN[f"multihead.pattern_{lab}"] for lab, _ in classes]
     assert list(table[EN["multihead.col_planted"]]) == [EN[f"multihead.recipe_{r}"] for r in recipes]
 
@@ -196,7 +196,7 @@ def test_geometry_tab_query_sits_on_its_most_weighted_key():
     at = open_page("multihead", "en", tab("en", "tab_geometry"))
     assert exceptions(at) == []
     w, mine, x, _ = oracle()
-    title = EN["multihead.geo_chart"].format(head=1, q="it")
+    title = EN["multihead.geo_chart"].format(head=1, q="it").split("; ")      # drawn as two lines
     data = pieces(chart_titled(at, title))
     keys = [f for f in data.values() if "kind" in f.columns and (f["kind"] == "key").all()][0]
     keys = keys.sort_values("pos")
@@ -352,7 +352,7 @@ def test_one_head_parameter_table_has_distinct_columns(lang):
     (Arrow: duplicate column names). AppTest does not serialise it, so check the columns directly."""
     at = open_page("multihead", lang, {"h": "1"} | tab(lang, "tab_shapes"))
     assert exceptions(at) == []
-    for frame in at.dataframe:
+    for frame in at.table:
         assert frame.value.columns.is_unique, list(frame.value.columns)
 
 
