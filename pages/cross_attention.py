@@ -29,10 +29,10 @@ PATCHES = (4, 8, 16)
 TABS = ("decoder", "crossmodal", "paths")   # the page's tabs, in lesson order
 HEADS = (1, 2, 4)
 SPOT_SIZE = 170                     # px per picture: the two pictures side by side fit a 390 px phone
-# three short rows (a phone is 358 px wide): the cross-attention, then where Q, K and V come from
+# short rows (a phone is 358 px wide): the cross-attention, then where Q, K and V come from
 FORMULA = (r"\begin{gathered}\mathrm{CrossAttention}(X_{tgt}, X_{src}) \\ "
-           r"= \mathrm{softmax}\!\left(\frac{QK^{\top}}{\sqrt{d_k}}\right) V \\ "
-           r"Q = X_{tgt}W_Q,\;\; K = X_{src}W_K,\;\; V = X_{src}W_V\end{gathered}")
+           r"= \mathrm{softmax}\left(\frac{QK^{\top}}{\sqrt{d_k}}\right) V \\ "
+           r"Q = X_{tgt}W_Q \\ K = X_{src}W_K,\;\; V = X_{src}W_V\end{gathered}")
 
 
 # ------------------------------------------------------------------ drawing
@@ -212,7 +212,7 @@ def crossmodal_section(scene: Scene, seed: int) -> GateSeen:
     st.caption(t("cross_attention.spot_caption"))
 
     st.subheader(t("cross_attention.gate_title"))
-    st.latex(r"\begin{aligned} g &= \sigma\!\left(W_g\,[\,t_{enh}\,;\,\bar v\,] + b_g\right) \\ "
+    st.latex(r"\begin{aligned} g &= \sigma\left(W_g\,[\,t_{enh}\,;\,\bar v\,] + b_g\right) \\ "
              r"\mathrm{out} &= g \odot t_{enh} + (1 - g) \odot \bar v \end{aligned}")
     st.caption(t("cross_attention.gate_caption", d=TEXT_DIM))
     anatomy.show_chart(charts.heatmap(                 # full width: 32 channel labels need the room
@@ -375,11 +375,14 @@ def paths_tab_body() -> None:
 
 
 # lazy tabs (issue 13 §4): only the open tab runs and draws, so a new seed redraws two charts, not five
-for tab, body in zip((decoder_tab, crossmodal_tab, paths_tab), (decoder_tab_body, crossmodal_tab_body, paths_tab_body)):
+CODE = {decoder_tab_body: (lab.decoder_cross_attention, modules.MultiHeadAttention.forward),
+        crossmodal_tab_body: (crossmodal.CrossModalAttention.forward, crossmodal.grounded_features),
+        paths_tab_body: (lab.layer_connections, lab.path_lengths, lab.table1)}
+ran = []
+for tab, body in zip((decoder_tab, crossmodal_tab, paths_tab), CODE):
     if tab.open or (tab.open is None and body is decoder_tab_body):   # None: no state yet (the first tab)
         with tab:
             body()
-anatomy.show_code(lab.decoder_cross_attention, modules.MultiHeadAttention.forward,
-                  crossmodal.CrossModalAttention.forward, crossmodal.grounded_features, lab.layer_connections,
-                  lab.path_lengths, lab.table1)
+        ran += CODE[body]
+anatomy.show_code(*ran)                    # the source of what ran in the open tab
 lesson.end()
