@@ -34,14 +34,14 @@ MIXES = {"both": ("en", "zh"), "en": ("en",), "zh": ("zh",)}
 MIX_NAMES = {"both": "English + 中文", "en": "English", "zh": "中文"}      # the same in both languages
 MAX_LISTED = 40           # sentences offered for the per-sentence views
 CHUNK = 64                # sentences classified at a time (the default batch is one chunk)
-GEO_SIZE = 300            # px: the query/key plane fits a phone (358 px) and its column on a projector
+GEO_SIZE = 320            # px: the query/key plane fits a phone (358 px) and its column on a projector
 TABS = ("stats", "patterns", "sentence")   # the page's tabs, in lesson order; only the open one runs
 LEGEND_ROOM = 240         # px: a heatmap of 2 layers is drawn this tall, so its colour legend is not cut off
 # one definition a row: a phone (358 px) shows it without scrolling sideways
 FORMULA = (r"\begin{gathered}H(\text{row}) = -\sum_j p_j \log p_j \quad(0\log 0 = 0)\\[4pt]"
            r"\text{sparsity}_\tau(\text{row}) = \frac{1}{n}\,\#\{j : p_j < \tau\}\\[4pt]"
            r"R = \hat A_L\cdots\hat A_1\\[4pt]"
-           r"\hat A_\ell = \mathrm{rownorm}\Big(\frac{1}{h}\sum_i A_\ell^{(i)} + I\Big)\end{gathered}")
+           r"\hat A_\ell = \mathrm{rownorm}\Big(\frac{1}{h}\sum_i A_\ell^{(i)} + I\Big)\end{gathered}\,")
 
 
 # ------------------------------------------------------------------ the model and the cached computations
@@ -286,15 +286,25 @@ def geometry(seed_: int, mix: str, idx: int, layer: int, head: int) -> analysis.
 
 @cache_data(max_entries=64, max_bytes=8 * MB)
 def geometry_chart(seed_: int, mix: str, idx: int, layer: int, head: int, query: int, lang: str):
+    """The multi-head page's query/key plane, with only the keys the caption quotes labelled (the most weighted
+    and the nearest key): a label for every token overlaps on a 300 px plane."""
     s, g = sentence(seed_, mix, idx), geometry(seed_, mix, idx, layer, head)
     var = g.explained_variance_ratio.numpy()
-    return mc.geometry_chart(
-        g.queries, g.keys, s.tokens, s.weights[layer, head, query], query,
+    row = s.weights[layer, head, query]
+    data = mc.geometry_frames(g.queries, g.keys, s.tokens, row, query, t("common.key"), t("common.query"))
+    dist = np.linalg.norm(g.keys.numpy() - g.queries.numpy()[query], axis=1)
+    quoted_keys = {int(row.argmax()), int(dist.argmin())}
+    keys = data["keys"].copy()
+    keys["label"] = [label if pos in quoted_keys else "" for pos, label in zip(keys["pos"], keys["label"])]
+    data["keys"] = keys
+    points = pd.concat([data["keys"], data["others"], data["chosen"]])
+    dx, dy = mc.equal_aspect(points["x"], points["y"], GEO_SIZE, GEO_SIZE)
+    return mc.geometry_kind(
+        data, key_name=t("common.key"), query_name=t("common.query"), weight_title=t("common.weight"),
+        token_title=t(f"{NS}.token"), width=GEO_SIZE, height=GEO_SIZE,
         title=t(f"{NS}.geo_title", head=head_label(layer, head), q=unique_labels(s.tokens)[query]),
         x_title=t(f"{NS}.pc", i=1, pct=fmt.fixed(100 * var[0], 0)),
-        y_title=t(f"{NS}.pc", i=2, pct=fmt.fixed(100 * var[1], 0)),
-        key_name=t("common.key"), query_name=t("common.query"), weight_title=t("common.weight"),
-        token_title=t(f"{NS}.token"), width=GEO_SIZE, height=GEO_SIZE)
+        y_title=t(f"{NS}.pc", i=2, pct=fmt.fixed(100 * var[1], 0)), x_domain=dx, y_domain=dy)
 
 
 @cache_data(max_entries=64, max_bytes=8 * MB)

@@ -32,7 +32,7 @@ SPOT_SIZE = 170                     # px per picture: the two pictures side by s
 # short rows (a phone is 358 px wide): the cross-attention, then where Q, K and V come from
 FORMULA = (r"\begin{gathered}\mathrm{CrossAttention}(X_{tgt}, X_{src}) \\ "
            r"= \mathrm{softmax}\left(\frac{QK^{\top}}{\sqrt{d_k}}\right) V \\ "
-           r"Q = X_{tgt}W_Q \\ K = X_{src}W_K,\;\; V = X_{src}W_V\end{gathered}")
+           r"Q = X_{tgt}W_Q \\ K = X_{src}W_K,\;\; V = X_{src}W_V\end{gathered}\,")
 
 
 # ------------------------------------------------------------------ drawing
@@ -213,7 +213,7 @@ def crossmodal_section(scene: Scene, seed: int) -> GateSeen:
 
     st.subheader(t("cross_attention.gate_title"))
     st.latex(r"\begin{aligned} g &= \sigma\left(W_g\,[\,t_{enh}\,;\,\bar v\,] + b_g\right) \\ "
-             r"\mathrm{out} &= g \odot t_{enh} + (1 - g) \odot \bar v \end{aligned}")
+             r"\mathrm{out} &= g \odot t_{enh} + (1 - g) \odot \bar v \end{aligned}\,")
     st.caption(t("cross_attention.gate_caption", d=TEXT_DIM))
     anatomy.show_chart(charts.heatmap(                 # full width: 32 channel labels need the room
         gate, words, [str(j) for j in range(TEXT_DIM)], kind="weights", show_numbers=False,
@@ -301,7 +301,10 @@ def paths_section(paths: Paths) -> None:
         t("cross_attention.paths_c_seq"): f"{TABLE1[row.kind][1]} = {row.sequential}",
         t("cross_attention.paths_c_path"): f"{TABLE1[row.kind][2]} → {row.max_path}",
         t("cross_attention.paths_c_steps", i=i, j=j): row.steps} for row in rows])
-    st.table(frame.set_index(frame.columns[0]))         # a table wraps its cells: no sideways scroll on a phone
+    frame = frame.set_index(frame.columns[0])
+    # two narrow tables (cost; paths) that wrap their cells: a phone's 358 px hold three columns, not five
+    st.table(frame[frame.columns[:2]])
+    st.table(frame[frame.columns[2:]])
     st.caption(t("cross_attention.paths_caption", k=kernel, r=r))
     by = {row.kind: row for row in rows}
     sa, rnn = by["self_attention"], by["recurrent"]

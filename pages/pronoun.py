@@ -33,7 +33,7 @@ CHUNK = 200               # fresh sentences per forward pass (the default, 100 p
 # one equation a row: a phone (358 px) shows it without scrolling sideways
 FORMULA = (r"\begin{gathered}a^{(\ell,i)}_{\text{it},j}=\mathrm{softmax}_j\Big(\frac{q^{(\ell,i)}_{\text{it}}\cdot "
            r"k^{(\ell,i)}_j}{\sqrt{d_k}}\Big)\\ h=W_{\text{read}}\,x^{(L)}_{\text{it}}\\ "
-           r"P(w)=\mathrm{softmax}_w\big(h\cdot E_w+b_w\big)\end{gathered}")
+           r"P(w)=\mathrm{softmax}_w\big(h\cdot E_w+b_w\big)\end{gathered}\,")
 STAR = "★ "
 
 

@@ -86,10 +86,10 @@ def heads_grid_chart(frame, *, columns: int, x_title: str, y_title: str, value_t
 
 def heads_grid(weights, tokens: Sequence[str], *, titles: Sequence[str], x_title: str, y_title: str,
                value_title: str, panel_title: str, columns: int = 2) -> Spec:
-    """Every head's (n, n) weights (``weights``: (panels, n, n)) as ``heads_grid_chart``; panels of 10 px a token,
-    at least 130 px."""
+    """Every head's (n, n) weights (``weights``: (panels, n, n)) as ``heads_grid_chart``; panels of 11 px a token,
+    at least 130 px (a vertical label 9 px high needs 11 px)."""
     frame, _ = panels_frame(weights, tokens, tokens, titles)
     return heads_grid_chart(frame, columns=columns, x_title=x_title, y_title=y_title, value_title=value_title,
                             panel_title=panel_title, key_order=list(dict.fromkeys(frame["key"])),
                             query_order=list(dict.fromkeys(frame["query"])),
-                            panel_order=list(dict.fromkeys(frame["panel"])), panel_size=max(130, 10 * len(tokens)))
+                            panel_order=list(dict.fromkeys(frame["panel"])), panel_size=max(130, 11 * len(tokens)))
