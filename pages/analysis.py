@@ -301,9 +301,7 @@ def geometry_chart(seed_: int, mix: str, idx: int, layer: int, head: int, query:
     dx, dy = mc.equal_aspect(points["x"], points["y"], GEO_SIZE, GEO_SIZE)
     return mc.geometry_kind(
         data, key_name=t("common.key"), query_name=t("common.query"), weight_title=t("common.weight"),
-        token_title=t(f"{NS}.token"), width=GEO_SIZE, height=GEO_SIZE,
-        title=t(f"{NS}.geo_title", head=head_label(layer, head), q=unique_labels(s.tokens)[query]),
-        x_title=t(f"{NS}.pc", i=1, pct=fmt.fixed(100 * var[0], 0)),
+        token_title=t(f"{NS}.token"), width=GEO_SIZE, height=GEO_SIZE, x_title=t(f"{NS}.pc", i=1, pct=fmt.fixed(100 * var[0], 0)),
         y_title=t(f"{NS}.pc", i=2, pct=fmt.fixed(100 * var[1], 0)), x_domain=dx, y_domain=dy)
 
 
@@ -466,7 +464,8 @@ def sentence_tab(choice: lab.Batch) -> None:
                                             int(agreement(choice.b, choice.seed, choice.mix).argmax()))
         facts = quoted(sentence_facts(choice, idx, layer, head, query))
         left, right = st.columns([3, 2])
-        with left:
+        with left:                # the title above the chart: Vega drew it outside a content-width chart's box
+            st.markdown(f"**{t(f'{NS}.geo_title', head=head_label(layer, head), q=facts['q'])}**")   # q: escaped
             anatomy.show_chart(geometry_chart(choice.seed, choice.mix, idx, layer, head, query, current_lang()),
                                key="an_geo", width="content")
         with right:

@@ -207,7 +207,9 @@ def test_geometry_of_a_trained_head_from_the_models_own_projections(lm):
         k = mha.W_key(x)[0].view(-1, 4, 16)[:, 2]
     w = torch.softmax(q @ k.T / 4.0, -1)
     g = qk_geometry(q, k)
-    chart = titled(tab(at, SENTENCE), EN["analysis.geo_title"].format(head="L1·H3", q="it"))
+    tab(at, SENTENCE)
+    assert f'**{EN["analysis.geo_title"].format(head="L1·H3", q="it")}**' in [m.value for m in at.markdown]
+    chart = next(c for c in charts(at) if "link" in chart_data(c))          # the q/k plane
     frame = pd.concat(chart_data(chart).values())  # one frame: layers filter their piece
     keys = frame[(frame["kind"] == "key") & (frame.get("piece", "keys") == "keys")].sort_values("pos")
     assert np.allclose(keys[["x", "y"]].to_numpy(), g.keys.numpy(), atol=1e-4)
@@ -235,7 +237,7 @@ def test_default_head_is_the_one_that_finds_the_referent_over_the_batch(lm, lang
     assert f"**{name}**" in text and f"**{100 * agree.max():.0f}%**" in text
     tab(at, SENTENCE)
     assert at.selectbox(key="head").placeholder == catalog(lang)["analysis.auto"].format(x=name)
-    assert titled(at, catalog(lang)["analysis.geo_title"].format(head=name, q="it")) is not None
+    assert f'**{catalog(lang)["analysis.geo_title"].format(head=name, q="it")}**' in [m.value for m in at.markdown]
 
 
 def test_rollout_equals_a_numpy_rollout_of_the_models_weights(lm):
