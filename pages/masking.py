@@ -22,9 +22,9 @@ NS = "masking"
 MAX_SENTENCES = 6
 MAX_TOKENS = 10          # per sentence: a padded batch stays at most 6 x 10, numbers fit in the cells
 MAX_CHARS = 1200
-FORMULA = (r"\operatorname{{Attention}}(Q,K,V)=\operatorname{{softmax}}\!\Big(\frac{{QK^{{\top}}}}{{\sqrt{{d_k}}}}"
-           r"+M\Big)V,\qquad M_{{ij}}=\begin{{cases}}0 & \text{{{visible}}}\\ -\infty & \text{{{hidden}}}"
-           r"\end{{cases}}")
+FORMULA = (r"\begin{{gathered}}\operatorname{{Attention}}(Q,K,V)=\operatorname{{softmax}}\!\Big("
+           r"\frac{{QK^{{\top}}}}{{\sqrt{{d_k}}}}+M\Big)V\\ M_{{ij}}=\begin{{cases}}0 & \text{{{visible}}}\\ -\infty & "
+           r"\text{{{hidden}}}\end{{cases}}\end{{gathered}}")          # two lines: fits a phone
 
 
 # ------------------------------------------------------------------ inputs
@@ -256,8 +256,10 @@ def custom_section(tokens: list[str], s: int) -> str:
     editor_key = f"cm_ed_{code_now}"
     frame = pd.DataFrame(mask.numpy(), index=labels, columns=labels)
     st.caption(t("masking.grid_caption"))
+    # 36 px per key column, titled by its position (the tooltip names the token): 10 keys fit a phone
     st.data_editor(frame, key=editor_key, on_change=_apply_edits, args=(editor_key, code_now, labels),
-                   column_config={c: st.column_config.CheckboxColumn(c, width="small") for c in labels},
+                   column_config={c: st.column_config.CheckboxColumn(str(j), help=c, width=30)
+                                  for j, c in enumerate(labels)} | {"_index": st.column_config.Column(width=72)},
                    width="content")
     return code_now
 
@@ -286,9 +288,9 @@ def custom_weights(tokens: list[str], code: str, seed: int) -> None:
 def nan_demo(sentences: Batch, seed: int) -> None:
     d = fully_masked_demo(sentences, seed)
     st.caption(t("masking.nan_where_hand" if d.by_hand else "masking.nan_where", i=d.sentence + 1))
-    st.dataframe(pd.DataFrame([d.naive, d.safe], columns=unique_labels(d.tokens),
-                              index=[t("masking.row_naive"), t("masking.row_safe")]).map(fmt.exact),
-                 width="stretch")
+    # a row per key, a column per softmax: three columns fit a phone (a row per softmax scrolled sideways)
+    st.dataframe(pd.DataFrame({t("masking.row_naive"): d.naive, t("masking.row_safe"): d.safe},
+                              index=unique_labels(d.tokens)).map(fmt.exact), width="stretch")
     st.markdown(t("masking.nan_batch", nan=d.nan, naive=fmt.exact(d.naive_sum), safe=fmt.exact(d.safe_sum),
                   zeros=d.zeros))
 

@@ -117,8 +117,8 @@ def kernel_evidence(k: KernelChoice) -> None:
 
 
 def kernel_tab(lesson: presenter.Lesson) -> None:
-    tab_intro(lesson, "kernel", r"f(x) = \sum_{i=1}^{n} \underbrace{\operatorname{softmax}_i\!\Big(-\frac{(x - x_i)^2}"
-              r"{2h^2}\Big)}_{\alpha(x,\,x_i)}\; y_i", t("qkv.k_formula_caption"))
+    tab_intro(lesson, "kernel", r"\begin{aligned}f(x) &= \sum_{i=1}^{n} \alpha(x, x_i)\; y_i\\ \alpha(x, x_i) &= "
+              r"\operatorname{softmax}_i\!\Big(-\frac{(x - x_i)^2}{2h^2}\Big)\end{aligned}", t("qkv.k_formula_caption"))
     with lesson.step("kernel: controls", keep=True):
         chosen = kernel_controls()
     with lesson.step("kernel: question"):
@@ -188,8 +188,8 @@ def library_evidence(books: qkv_state.Books, query: np.ndarray, r: lab.LibraryRe
 
 
 def library_tab(lesson: presenter.Lesson) -> None:
-    tab_intro(lesson, "library", r"s_i = q \cdot k_i, \qquad \alpha_i = \operatorname{softmax}_i(s), \qquad "
-              r"o = \sum_i \alpha_i\, v_i", t("qkv.l_formula_caption"))
+    tab_intro(lesson, "library", r"\begin{gathered}s_i = q \cdot k_i, \qquad \alpha_i = \operatorname{softmax}_i(s)"
+              r"\\ o = \sum_i \alpha_i\, v_i\end{gathered}", t("qkv.l_formula_caption"))
     with lesson.step("library: controls", keep=True):
         edited = qkv_state.book_table(LIMIT)
         query = query_sliders()
@@ -375,10 +375,12 @@ def similarity_evidence(res: lab.SimilarityLesson, labels: list[str], d_k: int, 
                          value_title=t("common.weight"))
             st.caption(t("qkv.s_caption", params=fmt.count(by[name].parameters), max=fmt.fixed(by[name].max_weight, 3),
                          ent=fmt.fixed(by[name].entropy, 2)))
-    headers = {c: t(f"qkv.s_col_{c}") for c in ("function", "param_formula", "params", "max", "entropy", "range")}
+    rows = {c: t(f"qkv.s_col_{c}") for c in ("param_formula", "params", "max", "entropy")}
+    rows |= {c: t(f"qkv.s_row_{c}") for c in ("measure", "score_min", "score_max")}
     st.caption(t("qkv.s_colours"))
-    st.dataframe(qkv_charts.similarity_table([by[n] for n in names], [t(f"qkv.s_{n}") for n in names], headers),
-                 hide_index=True, width="stretch")
+    # a static table, transposed (a column per function): it wraps on a phone instead of scrolling sideways
+    st.table(qkv_charts.similarity_table([by[n] for n in names], [t(f"qkv.s_{n}") for n in names], rows)
+             .set_index(rows["measure"]))
     notice([
         t("qkv.s_notice_saturate", dk=d_k, dot=fmt.fixed(by["dot"].max_weight, 3),
           scaled=fmt.fixed(by["scaled"].max_weight, 3), uniform=fmt.fixed(1 / len(labels), 3)),
@@ -438,8 +440,8 @@ with lesson.step("intuition"):
 with lesson.step("where attention comes from"):
     origin_section()
 with lesson.step("formula"):
-    formula(r"\operatorname{Attention}\big(q, (k_1, v_1), \dots, (k_n, v_n)\big) = \sum_{i=1}^{n} "
-            r"\underbrace{\operatorname{softmax}_i\big(a(q, k_i)\big)}_{\alpha_i}\; v_i",
+    formula(r"\begin{aligned}&\operatorname{Attention}\big(q, (k_1, v_1), \dots, (k_n, v_n)\big)\\ &\qquad= "
+            r"\sum_{i=1}^{n} \underbrace{\operatorname{softmax}_i\big(a(q, k_i)\big)}_{\alpha_i}\; v_i\end{aligned}",
             t("qkv.formula_caption"))
 tabs = st.tabs(controls.tab_labels(NS, TABS), key="tab", bind="query-params",
                on_change=start_tab_at_its_first_step, args=(lesson.count + 1,))

@@ -28,7 +28,10 @@ WEIGHT_SCHEME = "viridis"
 SIGNED_SCHEME = "blueorange"
 MASKED_GREY = "#d4d4d4"
 OUTLINE_ORANGE = "#e66101"   # the query's colour: a row framed in it is the query shown in another chart
-MAX_NUMBERS = 16          # numbers printed in cells up to 16 x 16
+MAX_NUMBERS = 16          # numbers printed in cells up to 16 x 16 (and only where they fit: ``number_fit``)
+NUMBER_FONT = 11          # px, the numbers in cells
+TITLE_FONT = 16           # px, chart titles in Streamlit's Vega theme (bold)
+LABEL_FONT = 12           # px, axis labels in Streamlit's Vega theme (Source Sans)
 MAX_CELLS_PER_AXIS = 128  # larger matrices are shown as averaged tiles (the CSV keeps every value)
 ROW_SELECTION = "row"     # name of the click selection; st.altair_chart returns it
 FIT_X = alt.AutoSizeParams(type="fit-x", contains="padding")   # stretch to the column, keep the height
@@ -310,25 +313,93 @@ def heatmap_height(n_rows: int) -> int:
     return max(120, cell * n_rows)
 
 
+# ----------------------------------------------------------------------------- what fits, decided in the browser
+# A chart that stretches to its column (``fit_x``) does not know its width before the browser lays it out: 700 px
+# on a projector, 250 px of plot on a phone. So the rules below are Vega expressions on the laid-out band scales
+# (``bandwidth('x')`` is the cell width in px, ``bandwidth('y')`` its height), evaluated at every size:
+#
+# - numbers in cells (``number_fit``): drawn only when every cell is at least as wide as the widest number of the
+#   format plus 4 px, and at least the font size + 2 px high; otherwise the number layer is fully transparent
+#   (the tooltip and the CSV keep every value). The widest number's width is estimated per character:
+#   digit 0.62 em, "." 0.32 em, "−" 0.84 em, "×" 0.84 em (measured in Chromium's sans-serif, rounded up).
+# - dense axes (``thin_labels``): every k-th label is kept, k = ceil(spacing / band width), where the spacing a
+#   label needs is the font size + 2 px (y axis; and an x axis rotated -45°: 1.42 x that across), or the longest
+#   label's width + 4 px (an upright x axis of short labels); the band is the scale's step (range / count, bar
+#   padding included). The others are written as "" (the tick stays; the tooltip names every band).
+#   With 12 query rows of 30 px nothing is thinned; 32 columns on a 250 px phone plot keep every 2nd or 3rd.
+# - long titles (``title_size``): the font shrinks from 16 px towards 10 px where the estimated title width
+#   exceeds the chart's container, instead of Vega cutting the title with "…" (the spec's title stays the
+#   string given). At 10 px a phone's 358 px hold about 65 Latin or 33 Chinese characters: longer titles
+#   belong in a caption.
+
+def text_px(text: str, font: float) -> float:
+    """An upper estimate of ``text``'s width in px in a sans-serif font of ``font`` px."""
+    em = {".": 0.32, ",": 0.32, "−": 0.84, "-": 0.4, "×": 0.84, " ": 0.3}
+    return font * sum(em.get(c, 1.0 if ord(c) > 0x2e7f else 0.62) for c in text)
+
+
+def number_width(lo: float, hi: float, digits: int = 2) -> int:
+    """The cell width (px) the numbers of ``format(value, '.{digits}f')`` need for values in [lo, hi]."""
+    widest = max((f"{v:.{digits}f}".replace("-", "−") for v in (lo, hi, 0.0)), key=len)
+    return math.ceil(text_px(widest, NUMBER_FONT) + 4)
+
+
+def number_fit(min_width: int, min_height: int) -> str:
+    """Vega expression: 1 when the heatmap's cells hold a number of ``min_width`` x ``min_height`` px, else 0."""
+    return f"bandwidth('x') >= {min_width} && bandwidth('y') >= {min_height} ? 1 : 0"
+
+
+def thin_labels(channel: str, spacing: float) -> str:
+    """Vega ``labelExpr``: keep every k-th label of a band axis so labels ``spacing`` px apart never overlap."""
+    band = f"span(range('{channel}')) / max(length(domain('{channel}')), 1)"     # the band's step, padding included
+    step = f"max(1, ceil({spacing:g} / max({band}, 0.01)))"
+    return f"indexof(domain('{channel}'), datum.value) % {step} === 0 ? datum.label : ''"
+
+
+def title_width(title: str | None) -> int:
+    """An estimate of a chart title's width in px (Streamlit's theme: 16 px bold), a little high."""
+    return max(1, math.ceil(text_px(title or "", TITLE_FONT)))
+
+
+def title_size(title_px: int) -> alt.ExprRef:
+    """The title's font size: 16 px, smaller (down to 10 px) where the chart's container is narrower than the
+    title (``containerSize()``: the column the chart stretches to; else the plot width and its axes/legend)."""
+    room = "max(containerSize()[0], width + 110) - 50"     # Vega cuts a title ~45 px short of the container
+    return alt.ExprRef(f"clamp({TITLE_FONT} * ({room}) / {title_px}, 10, {TITLE_FONT})")
+
+
+def label_spacing(labels: Sequence[str], upright: bool) -> float:
+    """The band width (px) below which the x labels must be thinned (see above)."""
+    if upright:
+        return math.ceil(max((text_px(str(x), LABEL_FONT) for x in labels), default=0) + 4)
+    return math.ceil((LABEL_FONT + 2) * 1.42)
+
+
 @chart_kind(fill=("domain", "threshold", "selected", "height", "width", "title", "row_order", "col_order",
-                  "outline"))
+                  "outline", "title_px"))
 def heatmap_chart(frame, *, kind: str, show_numbers: bool, fine: bool, any_masked: bool, upright_x: bool,
                   overlap_x: bool, overlap_y: bool, selectable: bool, legend: bool, fit_x: bool, x_title: str,
                   y_title: str, value_title: str, domain, threshold: float, selected: int | None, height: int,
                   width: int | None = None, title: str | None = None, row_order=(), col_order=(),
-                  outline: int | None = None) -> alt.Chart:
+                  outline: int | None = None, number_min_width: int = 30, x_spacing: float = 17,
+                  label_limit: int = 120, title_px: int = 1) -> alt.Chart:
     """The Altair heatmap of ``heatmap_frame``'s data: rect per cell, numbers where they fit, click = row;
-    ``outline``: the query row (``query_pos``) framed in orange (a query shown in another chart)."""
+    ``outline``: the query row (``query_pos``) framed in orange (a query shown in another chart).
+    ``overlap_x`` / ``overlap_y``: thin the axis's labels to those that fit (``thin_labels``)."""
     if kind == "weights":
         scale = alt.Scale(domain=domain, scheme=WEIGHT_SCHEME, clamp=True)
     else:
         scale = alt.Scale(domain=domain, scheme=SIGNED_SCHEME, domainMid=0)
+    x_thin = {"labelExpr": thin_labels("x", x_spacing)} if overlap_x else {}
+    y_thin = {"labelExpr": thin_labels("y", LABEL_FONT + 2)} if overlap_y else {}
     base = alt.Chart(frame).encode(
-        # every token label stays up to 40 per axis (Vega would drop every other one when narrow)
+        # Vega's own labelOverlap would hide labels the page may quote: thinning keeps every k-th instead;
+        # Streamlit's theme flushes the end labels inwards (labelFlush), which pushes them onto their neighbours
         x=alt.X("key:N", sort=col_order, title=x_title,
-                axis=alt.Axis(labelAngle=0 if upright_x else -45, labelOverlap=overlap_x, labelLimit=90,
-                              orient="top")),
-        y=alt.Y("query:N", sort=row_order, title=y_title, axis=alt.Axis(labelOverlap=overlap_y, labelLimit=90)),
+                axis=alt.Axis(labelAngle=0 if upright_x else -45, labelOverlap=False, labelLimit=label_limit,
+                              labelFlush=False, orient="top", **x_thin)),
+        y=alt.Y("query:N", sort=row_order, title=y_title,
+                axis=alt.Axis(labelOverlap=False, labelLimit=label_limit, labelFlush=False, **y_thin)),
     )
     colour = (alt.when(alt.datum.masked).then(alt.value(MASKED_GREY))
               .otherwise(alt.Color("value:Q", scale=scale, title=value_title,
@@ -347,7 +418,8 @@ def heatmap_chart(frame, *, kind: str, show_numbers: bool, fine: bool, any_maske
             light_text = alt.datum.value < 0.55          # dark end of viridis
         else:
             light_text = abs(alt.datum.value) > threshold  # dark ends of blue/orange
-        text = base.mark_text(fontSize=11).encode(
+        text = base.mark_text(fontSize=NUMBER_FONT,
+                              opacity=alt.ExprRef(number_fit(number_min_width, NUMBER_FONT + 2))).encode(
             text=alt.Text("cell_text:N"),
             color=(alt.when(alt.datum.masked).then(alt.value("#555555"))
                    .when(light_text).then(alt.value("white")).otherwise(alt.value("black"))),
@@ -355,7 +427,8 @@ def heatmap_chart(frame, *, kind: str, show_numbers: bool, fine: bool, any_maske
         ).transform_calculate(cell_text="datum.masked ? '×' : format(datum.value, '.2f')")
         layers.append(text)
     elif any_masked and fine:
-        layers.append(base.transform_filter(alt.datum.masked).mark_text(text="×", color="#666666", fontSize=10))
+        layers.append(base.transform_filter(alt.datum.masked).mark_text(
+            text="×", color="#666666", fontSize=10, opacity=alt.ExprRef(number_fit(12, 12))))
     if outline is not None:
         layers.append(alt.Chart(frame).transform_filter(alt.datum.query_pos == outline)
                       .transform_aggregate(groupby=["query"]).mark_rect(fill=None, stroke=OUTLINE_ORANGE,
@@ -367,7 +440,7 @@ def heatmap_chart(frame, *, kind: str, show_numbers: bool, fine: bool, any_maske
     if not legend:
         chart = chart.configure_legend(disable=True)
     if title:
-        chart = chart.properties(title=title)
+        chart = chart.properties(title=title).configure_title(fontSize=title_size(title_px))
     if fit_x:
         chart = chart.properties(autosize=FIT_X)
     return chart
@@ -389,6 +462,9 @@ def heatmap(matrix, row_labels: Sequence[str], col_labels: Sequence[str] | None 
     Masked cells are drawn grey with a "×", never just dark. Clicking a cell selects its query row
     (selection named ``row``, field ``query_pos``). ``outline_row``: a query row framed in orange.
     Larger than 128 per axis: averaged tiles.
+    Numbers in cells (``show_numbers``; default: up to 16 x 16) are drawn only where the laid-out cells hold
+    them, and dense axes keep every k-th label (``number_fit``, ``thin_labels``: decided in the browser at
+    the rendered size, so the same spec is legible at 1280 px and at 390 px).
     """
     col_labels = row_labels if col_labels is None else col_labels
     data = _heatmap_data(matrix, row_labels, col_labels, masked)
@@ -396,15 +472,20 @@ def heatmap(matrix, row_labels: Sequence[str], col_labels: Sequence[str] | None 
     if show_numbers is None:
         show_numbers = n_rows <= MAX_NUMBERS and n_cols <= MAX_NUMBERS
     lo, hi = domain or ((0.0, 1.0) if kind == "weights" else (-data.bound, data.bound))
+    upright = all(len(str(c)) <= 2 for c in data.cols)
+    # the numbers drawn are the values (weights 0..1 whatever the colour domain; scores up to the bound)
+    v_lo, v_hi = (0.0, 1.0) if kind == "weights" else (-data.bound, data.bound)
     return heatmap_chart(
         data.frame, kind=kind, show_numbers=bool(show_numbers), fine=n_rows <= 48, any_masked=data.any_masked,
-        upright_x=all(len(str(c)) <= 2 for c in data.cols), overlap_x=n_cols > 40, overlap_y=n_rows > 40,
+        upright_x=upright, overlap_x=n_cols > 8, overlap_y=n_rows > 16,
         selectable=selectable, legend=bool(legend), fit_x=bool(fit_x), x_title=x_title, y_title=y_title,
         value_title=value_title, domain=[float(lo), float(hi)], threshold=0.6 * float(hi),
         selected=None if selected_row is None else int(selected_row) // data.factor * data.factor,
         height=int(height or heatmap_height(n_rows)), width=width, title=title,
         row_order=list(data.rows), col_order=list(data.cols),
-        outline=None if outline_row is None else int(outline_row) // data.factor * data.factor)
+        outline=None if outline_row is None else int(outline_row) // data.factor * data.factor,
+        number_min_width=number_width(v_lo, v_hi), x_spacing=label_spacing(data.cols, upright),
+        title_px=title_width(title))
 
 
 def attention_heatmap(weights, tokens: Sequence[str], key_tokens: Sequence[str] | None = None, *,
@@ -430,20 +511,23 @@ def bars_frame(values, labels: Sequence[str], highlight: int | None = None) -> p
                          "highlight": np.arange(len(vals)) == (-1 if highlight is None else highlight)})
 
 
-@chart_kind(fill=("order", "domain", "height", "title"))
+@chart_kind(fill=("order", "domain", "height", "title", "title_px"))
 def bars_chart(frame, *, value_title: str, label_title: str, upright: bool, fit_x: bool, order=(),
-               domain=None, height: int = 220, title: str | None = None) -> alt.Chart:
+               domain=None, height: int = 220, title: str | None = None, x_spacing: float = 17,
+               label_limit: int = 120, title_px: int = 1) -> alt.Chart:
+    """Labelled bars; x labels thinned to those that fit (``thin_labels``), never hidden by Vega's overlap."""
     y = alt.Y("value:Q", title=value_title, scale=alt.Scale(domain=domain) if domain else alt.Undefined)
     chart = alt.Chart(frame).mark_bar().encode(
         x=alt.X("label:N", sort=order, title=label_title,
-                axis=alt.Axis(labelAngle=0 if upright else -45, labelOverlap=True)),
+                axis=alt.Axis(labelAngle=0 if upright else -45, labelOverlap=False, labelFlush=False,
+                              labelLimit=label_limit, labelExpr=thin_labels("x", x_spacing))),
         y=y,
         color=alt.when(alt.datum.highlight).then(alt.value("#e66101")).otherwise(alt.value("#3b528b")),
         tooltip=[alt.Tooltip("label:N", title=label_title), alt.Tooltip("exact:N", title=value_title)],
     ).properties(height=height)
     if fit_x:
         chart = chart.properties(autosize=FIT_X)
-    return chart.properties(title=title) if title else chart
+    return chart.properties(title=title).configure_title(fontSize=title_size(title_px)) if title else chart
 
 
 def bars(values, labels: Sequence[str], *, value_title: str = "weight", label_title: str = "key",
@@ -451,10 +535,11 @@ def bars(values, labels: Sequence[str], *, value_title: str = "weight", label_ti
          height: int = 220, title: str | None = None, fit_x: bool = False) -> Spec:
     """One row of weights (or any vector) as labelled bars, exact value in the tooltip."""
     frame = bars_frame(values, labels, highlight)
-    return bars_chart(frame, value_title=value_title, label_title=label_title,
-                      upright=all(len(str(label)) <= 2 for label in frame["label"]), fit_x=fit_x,
+    upright = all(len(str(label)) <= 2 for label in frame["label"])
+    return bars_chart(frame, value_title=value_title, label_title=label_title, upright=upright, fit_x=fit_x,
+                      x_spacing=label_spacing(list(frame["label"]), upright),
                       order=list(frame["label"]), domain=None if domain is None else [float(d) for d in domain],
-                      height=height, title=title)
+                      height=height, title=title, title_px=title_width(title))
 
 
 def matrix_csv(matrix, row_labels: Sequence[str], col_labels: Sequence[str] | None = None) -> bytes:

@@ -13,13 +13,14 @@ import numpy as np
 import pandas as pd
 
 from . import format as fmt
-from .charts import MASKED_GREY, Spec, as_numpy, chart_kind, unique_labels
+from .charts import MASKED_GREY, Spec, as_numpy, chart_kind, label_spacing, thin_labels, unique_labels
 
 VISIBLE_BLUE = "#4c78a8"
 HIGHLIGHT = "#e66101"
 MAX_TOKEN_CHARS = 8
 CELL = 22                  # px per cell of the mask panels
 BATCH_ROW = 28             # px per sentence of the batch grid
+PHONE_WIDTH = 358          # px, the main column at 390 px
 
 
 def _visible_colour():
@@ -82,26 +83,34 @@ def mask_frame(mask, labels: Sequence[str], panel: str = "") -> pd.DataFrame:
 
 
 @chart_kind(fill=("panel_order", "order"))
-def mask_facets(frame, *, x_title: str, y_title: str, mask_title: str, panel_order=(), order=()) -> alt.FacetChart:
-    """Masks side by side (e.g. padding, look-ahead, their AND), one facet column per mask."""
+def mask_facets(frame, *, x_title: str, y_title: str, mask_title: str, panel_order=(), order=(),
+                columns: int = 3) -> alt.FacetChart:
+    """Masks side by side (e.g. padding, look-ahead, their AND), one facet column per mask; ``columns``: panels
+    per row (1: one above the other, when three side by side would not fit a phone's 358 px)."""
     tooltip = [alt.Tooltip("query:N", title=y_title), alt.Tooltip("key:N", title=x_title),
                alt.Tooltip("mask:Q", title=mask_title)]
+    # every token labelled (the page quotes them): never Vega's labelOverlap, nor the theme's labelFlush
     base = alt.Chart().encode(
-        x=alt.X("key:N", sort=order, title=x_title, axis=alt.Axis(orient="bottom", labelAngle=-45, labelLimit=70)),
-        y=alt.Y("query:N", sort=order, title=y_title, axis=alt.Axis(labelLimit=70)))
+        x=alt.X("key:N", sort=order, title=x_title,
+                axis=alt.Axis(orient="bottom", labelAngle=-45, labelLimit=70, labelOverlap=False, labelFlush=False)),
+        y=alt.Y("query:N", sort=order, title=y_title, axis=alt.Axis(labelLimit=70, labelOverlap=False,
+                                                                    labelFlush=False)))
     rect = base.mark_rect(stroke="white", strokeWidth=1).encode(color=_visible_colour(), tooltip=tooltip)
     cross = base.transform_filter("!datum.visible").mark_text(text="×", color="#666666", fontSize=11)
     return alt.layer(rect, cross, data=frame).properties(width=alt.Step(CELL), height=alt.Step(CELL)).facet(
         column=alt.Column("panel:N", sort=panel_order, title=None,
                           header=alt.Header(labelFontSize=13, labelFontWeight="bold", labelOrient="top")),
-        spacing=24)
+        spacing=24, columns=columns)
 
 
 def mask_panels(panels: Sequence[tuple[str, object]], labels: Sequence[str], *, x_title: str,
                 y_title: str, mask_title: str) -> Spec:
     frame = pd.concat([mask_frame(m, labels, title) for title, m in panels], ignore_index=True)
+    # side by side only when the panels (cells, axis labels ~70 px, gaps) fit a phone; else one above the other
+    side_by_side = len(panels) * (len(labels) * CELL + 70) + 24 * (len(panels) - 1) <= PHONE_WIDTH
     return mask_facets(frame, x_title=x_title, y_title=y_title, mask_title=mask_title,
-                       panel_order=[p for p, _ in panels], order=unique_labels(list(labels)))
+                       panel_order=[p for p, _ in panels], order=unique_labels(list(labels)),
+                       columns=len(panels) if side_by_side else 1)
 
 
 # ------------------------------------------------------------------ one row of weights
@@ -119,7 +128,9 @@ def row_bars_chart(frame, *, value_title: str, label_title: str, height: int = 2
     tooltip = [alt.Tooltip("label:N", title=label_title), alt.Tooltip("exact:N", title=value_title),
                alt.Tooltip("status:N", title=" ")]
     base = alt.Chart(frame).encode(
-        x=alt.X("label:N", sort=order, title=label_title, axis=alt.Axis(labelAngle=-45, labelOverlap=True)))
+        x=alt.X("label:N", sort=order, title=label_title,
+                axis=alt.Axis(labelAngle=-45, labelOverlap=False, labelFlush=False,
+                              labelExpr=thin_labels("x", label_spacing(["xx"], upright=False)))))
     bars = base.mark_bar().encode(
         y=alt.Y("value:Q", title=value_title, scale=alt.Scale(domain=[0, 1])), color=_visible_colour(),
         tooltip=tooltip)

@@ -14,7 +14,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from .charts import Spec, as_numpy, chart_kind, unique_labels
+from .charts import Spec, as_numpy, chart_kind, label_spacing, thin_labels, unique_labels
 
 QUERY_ORANGE = "#e66101"
 KEY_BLUE = "#3b528b"
@@ -76,7 +76,7 @@ def kernel_fit_chart(data, *, x_title: str, y_title: str, series_title: str, que
                      weight_domain=(0, 1), height: int = 420) -> alt.LayerChart:
     x_enc = alt.X("x:Q", title=x_title, scale=alt.Scale(domain=[0, 5], nice=False))
     colour = alt.Color("series:N", title=series_title, scale=alt.Scale(domain=series, range=[TRUTH_GREY, KEY_BLUE]),
-                       legend=alt.Legend(orient="bottom"))
+                       legend=alt.Legend(orient="bottom", direction="vertical"))    # one per line: fits 390 px
     lines = alt.Chart(data["curves"]).mark_line(strokeWidth=2.5).encode(
         x=x_enc, y=alt.Y("y:Q", title=y_title), color=colour,
         strokeDash=alt.StrokeDash("series:N", legend=None, scale=alt.Scale(domain=series, range=[[5, 4], [1, 0]])))
@@ -296,11 +296,14 @@ def grouped_rows_frame(rows: dict[str, object], keys: Sequence[str]) -> pd.DataF
 def grouped_rows_chart(frame, *, key_title: str, weight_title: str, series_title: str, colours: tuple,
                        keys=(), series=(), domain=(0, 1), height: int = 340) -> alt.Chart:
     return alt.Chart(frame).mark_bar().encode(
-        x=alt.X("key:N", sort=keys, title=key_title, axis=alt.Axis(labelAngle=-45, labelOverlap=True)),
+        # every key labelled where the bands allow (the page quotes keys); thinned, never hidden by Vega
+        x=alt.X("key:N", sort=keys, title=key_title,
+                axis=alt.Axis(labelAngle=-45, labelOverlap=False, labelFlush=False,
+                              labelExpr=thin_labels("x", label_spacing(["xx"], upright=False)))),
         xOffset=alt.XOffset("series:N", sort=series),
         y=alt.Y("weight:Q", title=weight_title, scale=alt.Scale(domain=domain)),
         color=alt.Color("series:N", sort=series, title=series_title, scale=alt.Scale(range=list(colours)),
-                        legend=alt.Legend(orient="bottom", labelLimit=320, titleLimit=400)),
+                        legend=alt.Legend(orient="bottom", direction="vertical", labelLimit=320, titleLimit=400)),
         tooltip=[alt.Tooltip("series:N", title=series_title), alt.Tooltip("key:N", title=key_title),
                  alt.Tooltip("exact:N", title=weight_title)],
     ).properties(height=height)
@@ -319,15 +322,16 @@ def grouped_rows(rows: dict[str, object], keys: Sequence[str], *, key_title: str
 
 # --- formulas drawn next to the charts (LaTeX) -----------------------------------------------
 
+# each formula in lines that fit a phone's column (about 330 px), aligned at "=" where it has one
 STAGE_LATEX = {
-    1: r"X \in \mathbb{R}^{%N \times %D},\quad Q = X W_Q,\; K = X W_K,\; V = X W_V "
-       r"\in \mathbb{R}^{%N \times %K}",
-    2: r"S = Q K^\top \in \mathbb{R}^{%N \times %N}, \qquad S_{ij} = q_i \cdot k_j "
-       r"= \sum_{m=1}^{%K} q_{im} k_{jm}",
+    1: r"\begin{gathered}X \in \mathbb{R}^{%N \times %D},\quad Q, K, V \in \mathbb{R}^{%N \times %K}\\"
+       r"Q = X W_Q,\; K = X W_K,\; V = X W_V\end{gathered}",
+    2: r"\begin{aligned}S &= Q K^\top \in \mathbb{R}^{%N \times %N}\\ S_{ij} &= q_i \cdot k_j "
+       r"= \sum_{m=1}^{%K} q_{im} k_{jm}\end{aligned}",
     3: r"S' = \frac{Q K^\top}{\sqrt{d_k}} = \frac{S}{\sqrt{%K}}",
-    4: r"A = \operatorname{softmax}(S'), \qquad A_{ij} = \frac{e^{S'_{ij}}}{\sum_{l} e^{S'_{il}}}, \qquad "
-       r"\sum_j A_{ij} = 1",
-    5: r"O = A V \in \mathbb{R}^{%N \times %K}, \qquad o_i = \sum_j A_{ij}\, v_j",
+    4: r"\begin{gathered}A = \operatorname{softmax}(S'),\qquad \sum_j A_{ij} = 1\\"
+       r"A_{ij} = \frac{e^{S'_{ij}}}{\sum_{l} e^{S'_{il}}}\end{gathered}",
+    5: r"\begin{gathered}O = A V \in \mathbb{R}^{%N \times %K}\\ o_i = \sum_j A_{ij}\, v_j\end{gathered}",
 }
 SIMILARITY_LATEX = {
     "additive": r"a(q, k) = v^\top \tanh(W_q q + W_k k)",
@@ -341,15 +345,20 @@ def stage_formula(stage: int, n: int, d_model: int, d_k: int) -> str:
     return STAGE_LATEX[stage].replace("%N", str(n)).replace("%D", str(d_model)).replace("%K", str(d_k))
 
 
-def similarity_table(stats: Sequence, names: Sequence[str], headers: dict[str, str]) -> pd.DataFrame:
-    """One row per similarity function (additive, dot, scaled dot: ``labs.qkv.SimilarityStats``, in that order):
-    its parameters (formula and count), the mean largest weight, the mean entropy, the range of its scores.
-    ``headers``: the translated column titles by name (function, param_formula, params, max, entropy, range)."""
-    return pd.DataFrame({
-        headers["function"]: list(names),
-        headers["param_formula"]: ["h·(d_q + d_k + 1)", "0", "0"],
-        headers["params"]: [s.parameters for s in stats],
-        headers["max"]: [round(s.max_weight, 4) for s in stats],
-        headers["entropy"]: [round(s.entropy, 4) for s in stats],
-        headers["range"]: [f"{s.scores.min():.2f} … {s.scores.max():.2f}" for s in stats],
-    })
+def similarity_table(stats: Sequence, names: Sequence[str], rows: dict[str, str]) -> pd.DataFrame:
+    """One column per similarity function (additive, dot, scaled dot: ``labs.qkv.SimilarityStats``, in that
+    order), one row per measure: its parameters (formula and count), the mean largest weight, the mean entropy,
+    the lowest and highest score. ``rows``: the translated row titles by name (measure: the first column's
+    title; param_formula, params, max, entropy, score_min, score_max). Four narrow columns fit a phone."""
+    cells = {
+        "param_formula": ["h·(d_q + d_k + 1)", "0", "0"],
+        "params": [f"{s.parameters:,}" for s in stats],
+        "max": [f"{s.max_weight:.4f}" for s in stats],
+        "entropy": [f"{s.entropy:.4f}" for s in stats],
+        "score_min": [f"{float(s.scores.min()):.2f}" for s in stats],
+        "score_max": [f"{float(s.scores.max()):.2f}" for s in stats],
+    }
+    frame = pd.DataFrame({rows["measure"]: [rows[k] for k in cells]})
+    for j, name in enumerate(names):
+        frame[name] = [cells[k][j] for k in cells]
+    return frame

@@ -94,13 +94,19 @@ def _reset_books() -> None:
 
 def book_table(limit: float) -> pd.DataFrame:
     """The editable table of books (title, key features, value features) and its reset button."""
-    cols = {"title": st.column_config.TextColumn(t("qkv.l_col_title"), max_chars=60, width="medium")}
-    for axes, name, step, form in ((lab.KEY_AXES, "key", 0.1, "%.2f"), (lab.VALUE_AXES, "value", 0.5, "%.1f")):
-        for axis in axes:
+    # pixel widths that fit a phone's column (96 + 6 x 42 px < 356 px): the number columns are titled k₁ ... v₃
+    # (the caption and each title's tooltip name them), so no title is cut and the grid never scrolls sideways
+    cols = {"title": st.column_config.TextColumn(t("qkv.l_col_title"), max_chars=60, width=96)}
+    names = {}
+    for axes, name, symbol, step, form in ((lab.KEY_AXES, "key", "k", 0.1, "%.1f"),
+                                           (lab.VALUE_AXES, "value", "v", 0.5, "%.1f")):
+        for i, axis in enumerate(axes):
             prefix = "axis" if name == "key" else "vaxis"
-            cols[axis] = st.column_config.NumberColumn(t(f"qkv.l_col_{name}", axis=t(f"qkv.{prefix}_{axis}")),
-                                                       min_value=-limit, max_value=limit, step=step, format=form,
-                                                       width="small")
+            names[f"{symbol}{i + 1}"] = t(f"qkv.{prefix}_{axis}")
+            cols[axis] = st.column_config.NumberColumn(f"{symbol}{'₁₂₃'[i]}", min_value=-limit, max_value=limit,
+                                                       help=t(f"qkv.l_col_{name}", axis=names[f"{symbol}{i + 1}"]),
+                                                       step=step, format=form, width=42)
+    st.caption(t("qkv.l_cols_caption", **names))
     version = st.session_state.get("_qkv_books_v", 0)
     edited = st.data_editor(_default_books(), key="books" if version == 0 else f"books{version}",
                             column_config=cols, num_rows="dynamic", hide_index=True, width="stretch")

@@ -301,8 +301,8 @@ def test_similarity_functions_side_by_side():
     np.testing.assert_allclose(scaled, _softmax(q @ k.T / 8.0), atol=1e-5)
     for m in (add, dot, scaled):
         np.testing.assert_allclose(m.sum(axis=1), 1.0, atol=1e-5)
-    table = at.dataframe[0].value
-    assert list(table.iloc[:, 2]) == [16 * (64 + 64 + 1), 0, 0]
+    table = at.table[0].value         # a column per function, a row per measure (it fits a phone)
+    assert list(table.iloc[1]) == [f"{16 * (64 + 64 + 1):,}", "0", "0"]
     assert dot.max(axis=1).mean() > scaled.max(axis=1).mean() > add.max(axis=1).mean()
     assert f"{dot.max(axis=1).mean():.3f}" in _notice(at) and "2,064" in _notice(at)
 
