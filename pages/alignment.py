@@ -40,9 +40,10 @@ PATTERNS = {
 }
 DEFAULT_FORMS = ("en_mdy_long", "en_dmy_abbr_yy", "num_ymd_slash", "zh_numerals")
 MAX_FORMS = 6
-FORMULA = (r"e_{tj} = v^{\top}\tanh\!\big(W_q\, s_{t-1} + W_k\, h_j\big),\qquad "
+# one equation a row (a phone is 358 px wide); the thin space: KaTeX's last column overhangs its box by 2 px
+FORMULA = (r"\begin{gathered}e_{tj} = v^{\top}\tanh\big(W_q\, s_{t-1} + W_k\, h_j\big)\\ "
            r"\alpha_{tj} = \frac{\exp(e_{tj})}{\sum_{k=1}^{n}\exp(e_{tk})},\qquad "
-           r"c_t = \sum_{j=1}^{n} \alpha_{tj}\, h_j")
+           r"c_t = \sum_{j=1}^{n} \alpha_{tj}\, h_j\end{gathered}\,")
 assert set(PATTERNS) == set(DATE_FORMAT_IDS)
 
 
@@ -167,7 +168,8 @@ def forms_section() -> tuple[dt.date, list[lab.FormReading]]:
     controls.cap_selection("forms", MAX_FORMS)
     chosen = c2.multiselect(t(f"{NS}.cmp_forms"), list(PATTERNS.values()),
                             default=[PATTERNS[f] for f in DEFAULT_FORMS], max_selections=MAX_FORMS, key="forms",
-                            bind="query-params", help=t(f"{NS}.cmp_forms_help", max=MAX_FORMS))
+                            bind="query-params", help=t(f"{NS}.cmp_forms_help", max=MAX_FORMS),
+                            wrap=True)                      # a phone: the chosen forms wrap, no sideways scroll
     forms = tuple(by_label[c] for c in chosen if c in by_label)
     if not forms:
         anatomy.problem(f"{NS}.err_no_forms")
@@ -183,8 +185,9 @@ def forms_section() -> tuple[dt.date, list[lab.FormReading]]:
                 x_title=t(f"{NS}.input_axis"), y_title=t(f"{NS}.output_axis"), height=340),
                 key=f"form_{r.form}")
     st.markdown(f"**{t(f'{NS}.moves_title')}**")
-    st.dataframe(ac.moves_table(res, PARTS, {k: t(f"{NS}.part_{k}") for k in PARTS}, PATTERNS,
-                                t(f"{NS}.col_part"), t(f"{NS}.col_form")), hide_index=True, width="stretch")
+    moves = ac.moves_table(res, PARTS, {k: t(f"{NS}.part_{k}") for k in PARTS}, PATTERNS, t(f"{NS}.col_part"),
+                           t(f"{NS}.col_form"))
+    st.table(moves.set_index(t(f"{NS}.col_part")).T)     # a form a row, a part a column: fits a phone
     return day, res
 
 

@@ -34,11 +34,14 @@ MIXES = {"both": ("en", "zh"), "en": ("en",), "zh": ("zh",)}
 MIX_NAMES = {"both": "English + 中文", "en": "English", "zh": "中文"}      # the same in both languages
 MAX_LISTED = 40           # sentences offered for the per-sentence views
 CHUNK = 64                # sentences classified at a time (the default batch is one chunk)
+GEO_SIZE = 320            # px: the query/key plane fits a phone (358 px) and its column on a projector
+TABS = ("stats", "patterns", "sentence")   # the page's tabs, in lesson order; only the open one runs
 LEGEND_ROOM = 240         # px: a heatmap of 2 layers is drawn this tall, so its colour legend is not cut off
-FORMULA = (r"\begin{gathered}H(\text{row}) = -\sum_j p_j \log p_j \quad(0\log 0 = 0)\qquad "
-           r"\text{sparsity}_\tau(\text{row}) = \frac{1}{n}\,\#\{j : p_j < \tau\}\\[6pt]"
-           r"R = \hat A_L\cdots\hat A_1,\qquad "
-           r"\hat A_\ell = \mathrm{rownorm}\Big(\frac{1}{h}\sum_i A_\ell^{(i)} + I\Big)\end{gathered}")
+# one definition a row: a phone (358 px) shows it without scrolling sideways
+FORMULA = (r"\begin{gathered}H(\text{row}) = -\sum_j p_j \log p_j \quad(0\log 0 = 0)\\[4pt]"
+           r"\text{sparsity}_\tau(\text{row}) = \frac{1}{n}\,\#\{j : p_j < \tau\}\\[4pt]"
+           r"R = \hat A_L\cdots\hat A_1\\[4pt]"
+           r"\hat A_\ell = \mathrm{rownorm}\Big(\frac{1}{h}\sum_i A_\ell^{(i)} + I\Big)\end{gathered}\,")
 
 
 # ------------------------------------------------------------------ the model and the cached computations
@@ -179,9 +182,7 @@ def pattern_table(counts: np.ndarray, s: lab.BatchStats) -> pd.DataFrame:
             k = int(counts[a, c].argmax())
             rows.append({t(f"{NS}.head"): head_label(a, c),
                          t(f"{NS}.col_label"): pattern_name(analysis.PATTERNS[k]),
-                         t(f"{NS}.col_share"): fmt.pct(counts[a, c, k] / max(counts[a, c].sum(), 1)),
-                         t(f"{NS}.col_entropy"): round(float(s.entropy[a, c]), 3),
-                         t(f"{NS}.col_sparsity"): round(float(s.sparsity[a, c]), 3)})
+                         t(f"{NS}.col_share"): fmt.pct(counts[a, c, k] / max(counts[a, c].sum(), 1))})
     return pd.DataFrame(rows)
 
 
@@ -196,9 +197,16 @@ def patterns_chart(b: int, seed_: int, mix: str, lang: str):
                    selectable=False, height=heatmap_height(L * h))
 
 
-def patterns_section(pats: lab.BatchPatterns, c: lab.Batch) -> None:
+def patterns_question() -> None:
+    """The patterns tab opens with its question (can a row be a bright horizontal stripe?), before the evidence."""
     st.subheader(t(f"{NS}.patterns_heading"))
     st.markdown(lesson(f"{NS}/patterns"))
+    st.markdown(t(f"{NS}.seedpat_intro"))
+    anatomy.exercise("seedpat_ex", t(f"{NS}.seedpat_ex_q"), [t(f"{NS}.seedpat_ex_a{i}") for i in range(3)], 1,
+                     t(f"{NS}.seedpat_ex_why"))
+
+
+def patterns_section(pats: lab.BatchPatterns, c: lab.Batch) -> None:
     s = batch_stats(c)
     left, right = st.columns([3, 2])
     with left:
@@ -209,11 +217,8 @@ def patterns_section(pats: lab.BatchPatterns, c: lab.Batch) -> None:
 
 
 def seed_pattern_map(counts: np.ndarray, lengths: np.ndarray) -> None:
-    """Where each row of the tutorial's table went: a question first (can a row be a bright horizontal
-    stripe?), the table with the classifier's names (this page's keys), and what this batch's labels say."""
-    st.markdown(t(f"{NS}.seedpat_intro"))
-    anatomy.exercise("seedpat_ex", t(f"{NS}.seedpat_ex_q"), [t(f"{NS}.seedpat_ex_a{i}") for i in range(3)], 1,
-                     t(f"{NS}.seedpat_ex_why"))
+    """Where each row of the tutorial's table went: the table with the classifier's names (this page's keys),
+    and what this batch's labels say."""
     st.table(pd.DataFrame([{
         t(f"{NS}.seedpat_c_seed"): t(f"{NS}.seedpat_{row}"),
         t(f"{NS}.seedpat_c_desc"): t(f"{NS}.seedpat_{row}_desc"),
@@ -244,9 +249,8 @@ def heads_chart(seed_: int, mix: str, idx: int, lang: str):
     s = sentence(seed_, mix, idx)
     L, h = s.weights.shape[:2]
     titles = [f"{head_label(a, c)} · {pattern_name(s.labels[a][c])}" for a in range(L) for c in range(h)]
-    return mc.small_multiples(s.weights.reshape(L * h, s.n, s.n), s.tokens, titles=titles, columns=h,
-                              selectable=False, x_title=t("common.key"), y_title=t("common.query"),
-                              value_title=t("common.weight"), panel_title=t(f"{NS}.head"), panel_size=150)
+    return ac.heads_grid(s.weights.reshape(L * h, s.n, s.n), s.tokens, titles=titles, x_title=t("common.key"),
+                         y_title=t("common.query"), value_title=t("common.weight"), panel_title=t(f"{NS}.head"))
 
 
 def heads_section(seed_: int, mix: str, idx: int) -> None:
@@ -282,15 +286,23 @@ def geometry(seed_: int, mix: str, idx: int, layer: int, head: int) -> analysis.
 
 @cache_data(max_entries=64, max_bytes=8 * MB)
 def geometry_chart(seed_: int, mix: str, idx: int, layer: int, head: int, query: int, lang: str):
+    """The multi-head page's query/key plane, with only the keys the caption quotes labelled (the most weighted
+    and the nearest key): a label for every token overlaps on a 300 px plane."""
     s, g = sentence(seed_, mix, idx), geometry(seed_, mix, idx, layer, head)
     var = g.explained_variance_ratio.numpy()
-    return mc.geometry_chart(
-        g.queries, g.keys, s.tokens, s.weights[layer, head, query], query,
-        title=t(f"{NS}.geo_title", head=head_label(layer, head), q=unique_labels(s.tokens)[query]),
-        x_title=t(f"{NS}.pc", i=1, pct=fmt.fixed(100 * var[0], 0)),
-        y_title=t(f"{NS}.pc", i=2, pct=fmt.fixed(100 * var[1], 0)),
-        key_name=t("common.key"), query_name=t("common.query"), weight_title=t("common.weight"),
-        token_title=t(f"{NS}.token"), width=460, height=400)
+    row = s.weights[layer, head, query]
+    data = mc.geometry_frames(g.queries, g.keys, s.tokens, row, query, t("common.key"), t("common.query"))
+    dist = np.linalg.norm(g.keys.numpy() - g.queries.numpy()[query], axis=1)
+    quoted_keys = {int(row.argmax()), int(dist.argmin())}
+    keys = data["keys"].copy()
+    keys["label"] = [label if pos in quoted_keys else "" for pos, label in zip(keys["pos"], keys["label"])]
+    data["keys"] = keys
+    points = pd.concat([data["keys"], data["others"], data["chosen"]])
+    dx, dy = mc.equal_aspect(points["x"], points["y"], GEO_SIZE, GEO_SIZE)
+    return mc.geometry_kind(
+        data, key_name=t("common.key"), query_name=t("common.query"), weight_title=t("common.weight"),
+        token_title=t(f"{NS}.token"), width=GEO_SIZE, height=GEO_SIZE, x_title=t(f"{NS}.pc", i=1, pct=fmt.fixed(100 * var[0], 0)),
+        y_title=t(f"{NS}.pc", i=2, pct=fmt.fixed(100 * var[1], 0)), x_domain=dx, y_domain=dy)
 
 
 @cache_data(max_entries=64, max_bytes=8 * MB)
@@ -312,42 +324,59 @@ def rollout_section(seed_: int, mix: str, idx: int) -> None:
     st.info(lesson(f"{NS}/rollout"), icon=":material/warning:")
 
 
-def facts_of(c: lab.Batch, idx: int, layer: int, head: int, query: int) -> dict:
-    """The numbers the notices, the exercise and the geometry caption quote (the fields of their texts)."""
-    s_, pats, s = batch_stats(c), patterns(c.b, c.seed, c.mix), sentence(c.seed, c.mix, idx)
-    seed_, mix, tau, normalize = c.seed, c.mix, c.tau, c.normalize
+def stats_facts(c: lab.Batch) -> dict:
+    """The numbers the entropy and sparsity notices quote."""
+    s_ = batch_stats(c)
     ent, spa = s_.entropy, s_.sparsity
-    L, h = ent.shape
+    h = ent.shape[1]
     lo, hi = int(ent.argmin()), int(ent.argmax())
+    n_mean = float(np.mean(s_.lengths))
+    return {
+        "lo_head": head_label(*divmod(lo, h)), "lo": fmt.fixed(ent.reshape(-1)[lo]),
+        "hi_head": head_label(*divmod(hi, h)), "hi": fmt.fixed(ent.reshape(-1)[hi]),
+        "uniform": "1.00" if c.normalize else fmt.fixed(math.log(n_mean)), "n_mean": fmt.fixed(n_mean, 1),
+        "rows": s_.rows, "spa_min": fmt.fixed(spa.min()), "spa_max": fmt.fixed(spa.max()), "tau": fmt.fixed(c.tau),
+        "uniform_spa": fmt.fixed(s_.uniform_rows), "inv_tau": f"{1 / c.tau:.3g}"}
+
+
+def pattern_facts(pats: lab.BatchPatterns) -> dict:
+    """The numbers the patterns notice quotes."""
+    L, h, _ = pats.counts.shape
     counts = pats.counts.reshape(L * h, -1)
     top = counts.sum(0)
+    return {
+        "top_pattern": pattern_name(analysis.PATTERNS[int(top.argmax())]),
+        "top_share": fmt.pct(top.max() / max(top.sum(), 1)),
+        "n_broad": int((counts.argmax(1) == analysis.PATTERNS.index("broad")).sum()), "n_heads": L * h,
+        "adj_head": head_label(*divmod(int(pats.adjective.argmax()), h)), "adj_w": fmt.fixed(pats.adjective.max()),
+        "ref_head": head_label(*divmod(int(pats.agree.argmax()), h)), "ref_frac": fmt.pct(pats.agree.max())}
+
+
+def sentence_facts(c: lab.Batch, idx: int, layer: int, head: int, query: int) -> dict:
+    """The numbers the geometry caption and the rollout notice quote."""
+    s = sentence(c.seed, c.mix, idx)
     labels = unique_labels(s.tokens)
     row = s.weights[layer, head, query]
-    g = geometry(seed_, mix, idx, layer, head)
+    g = geometry(c.seed, c.mix, idx, layer, head)
     dist = np.linalg.norm(g.keys.numpy() - g.queries.numpy()[query], axis=1)
     key = int(row.argmax())
     roll = s.rollout[-1][query]
     last = s.weights[-1].mean(0)[query]
     others = np.where(np.arange(len(roll)) == query, -1.0, roll)       # rollout's strongest *other* token
-    n_mean = float(np.mean(s_.lengths))
     return {
-        "lo_head": head_label(*divmod(lo, h)), "lo": fmt.fixed(ent.reshape(-1)[lo]),
-        "hi_head": head_label(*divmod(hi, h)), "hi": fmt.fixed(ent.reshape(-1)[hi]),
-        "uniform": "1.00" if normalize else fmt.fixed(math.log(n_mean)), "n_mean": fmt.fixed(n_mean, 1),
-        "rows": s_.rows, "spa_min": fmt.fixed(spa.min()), "spa_max": fmt.fixed(spa.max()), "tau": fmt.fixed(tau),
-        "uniform_spa": fmt.fixed(s_.uniform_rows), "inv_tau": f"{1 / tau:.3g}",
-        "top_pattern": pattern_name(analysis.PATTERNS[int(top.argmax())]),
-        "top_share": fmt.pct(top.max() / max(top.sum(), 1)),
-        "n_broad": int((counts.argmax(1) == analysis.PATTERNS.index("broad")).sum()), "n_heads": L * h,
         "head": head_label(layer, head), "q": labels[query], "k": labels[key], "w": fmt.fixed(row[key]),
         "rank": int((dist < dist[key]).sum()) + 1, "nearest": labels[int(dist.argmin())],
         "var": fmt.fixed(100 * float(g.explained_variance_ratio.sum()), 0),
         "roll_k": labels[int(others.argmax())], "roll_w": fmt.fixed(others.max()),
-        "last_k": labels[int(last.argmax())], "last_w": fmt.fixed(last.max()), "L": L,
-        "roll_self": fmt.fixed(roll[query]),
-        "adj_head": head_label(*divmod(int(pats.adjective.argmax()), h)), "adj_w": fmt.fixed(pats.adjective.max()),
-        "ref_head": head_label(*divmod(int(pats.agree.argmax()), h)), "ref_frac": fmt.pct(pats.agree.max()),
-    }
+        "last_k": labels[int(last.argmax())], "last_w": fmt.fixed(last.max()), "L": s.weights.shape[0],
+        "roll_self": fmt.fixed(roll[query])}
+
+
+@cache_data(max_entries=32, max_bytes=1 * MB)
+def agreement(b: int, seed_: int, mix: str) -> np.ndarray:
+    """(L, h): in what fraction of the first b sentences each head's weight from "it" prefers the referent over
+    the other noun (no pattern classification needed: the sentence tab's default head)."""
+    return sentences.prefix_rows([chunk_rows(seed_, mix, c) for c in chunks(b)], b).agree.float().mean(0).numpy()
 
 
 WORDS = ("q", "k", "nearest", "roll_k", "last_k")
@@ -399,6 +428,53 @@ def seed_pitfall(c: lab.Batch) -> None:
 
 # ------------------------------------------------------------------ the page
 
+def stats_tab(choice: lab.Batch) -> None:
+    """Entropy and sparsity over the batch: the question, the two heatmaps, what to notice, the tutorial's analyser."""
+    with steps.step("question"):
+        sparsity_exercise(choice)
+    with steps.step("entropy and sparsity"):
+        stats_section(choice)
+        facts = stats_facts(choice)
+        anatomy.notice([t(f"{NS}.notice_{k}", **facts) for k in ("entropy", "sparsity")])
+    with steps.step("pitfall"):
+        seed_pitfall(choice)
+
+
+def patterns_tab(choice: lab.Batch) -> None:
+    """The classifier's patterns over the batch (the only tab that classifies every head of every sentence)."""
+    with steps.step("patterns question"):
+        patterns_question()
+    with steps.step("patterns"):
+        pats = patterns(choice.b, choice.seed, choice.mix)
+        patterns_section(pats, choice)
+        anatomy.notice([t(f"{NS}.notice_patterns", **pattern_facts(pats))])
+
+
+def sentence_tab(choice: lab.Batch) -> None:
+    """One sentence: every head, the query/key geometry of one head, rollout."""
+    with steps.step("one sentence"):
+        st.subheader(t(f"{NS}.sentence_heading"))
+        idx = sentence_choice(choice.b, choice.seed, choice.mix)
+        heads_section(choice.seed, choice.mix, idx)
+    with steps.step("geometry"):
+        st.subheader(t(f"{NS}.geometry_heading"))
+        st.markdown(lesson(f"{NS}/geometry"))
+        # the default head: the one whose attention from "it" most often prefers the referent over the batch
+        layer, head, query = head_and_query(sentence(choice.seed, choice.mix, idx),
+                                            int(agreement(choice.b, choice.seed, choice.mix).argmax()))
+        facts = quoted(sentence_facts(choice, idx, layer, head, query))
+        left, right = st.columns([3, 2])
+        with left:                # the title above the chart: Vega drew it outside a content-width chart's box
+            st.markdown(f"**{t(f'{NS}.geo_title', head=head_label(layer, head), q=facts['q'])}**")   # q: escaped
+            anatomy.show_chart(geometry_chart(choice.seed, choice.mix, idx, layer, head, query, current_lang()),
+                               key="an_geo", width="content")
+        with right:
+            st.markdown(t(f"{NS}.geo_caption", **facts))
+    with steps.step("rollout"):
+        rollout_section(choice.seed, choice.mix, idx)
+        anatomy.notice([t(f"{NS}.notice_rollout", **facts)])
+
+
 anatomy.header(NS)
 steps = presenter.Lesson(NS)
 with steps.step("intuition and formula"):
@@ -410,36 +486,16 @@ if models.unavailable("pronoun"):
     st.stop()
 with steps.step("controls", keep=True):
     choice = batch_controls()
-with steps.step("question"):
-    sparsity_exercise(choice)
-with steps.step("entropy and sparsity"):
-    stats_section(choice)
-with steps.step("patterns"):
-    pats = patterns(choice.b, choice.seed, choice.mix)
-    patterns_section(pats, choice)
-with steps.step("one sentence"):
-    st.subheader(t(f"{NS}.sentence_heading"))
-    idx = sentence_choice(choice.b, choice.seed, choice.mix)
-    heads_section(choice.seed, choice.mix, idx)
-with steps.step("geometry"):
-    st.subheader(t(f"{NS}.geometry_heading"))
-    st.markdown(lesson(f"{NS}/geometry"))
-    # the default head: the one whose attention from "it" most often prefers the referent over the batch
-    layer, head, query = head_and_query(sentence(choice.seed, choice.mix, idx), int(pats.agree.argmax()))
-    left, right = st.columns([3, 2])
-    with left:
-        anatomy.show_chart(geometry_chart(choice.seed, choice.mix, idx, layer, head, query, current_lang()),
-                           key="an_geo", width="content")
-    facts = quoted(facts_of(choice, idx, layer, head, query))
-    with right:
-        st.markdown(t(f"{NS}.geo_caption", **facts))
-with steps.step("rollout"):
-    rollout_section(choice.seed, choice.mix, idx)
-with steps.step("notice"):
-    anatomy.notice([t(f"{NS}.notice_{k}", **facts) for k in ("entropy", "sparsity", "patterns", "rollout")])
-with steps.step("pitfall"):
-    seed_pitfall(choice)
-anatomy.show_code(lab.head_stats, lab.seed_analyzer_stats, analysis.head_entropy, analysis.head_sparsity,
-                  lab.sentence_labels, analysis.classify_heads, lab.head_qk, analysis.qk_geometry,
-                  analysis.attention_rollout)
+# lazy tabs (issue 13 §4): only the open tab computes and draws; a new seed redraws that tab's charts only
+tabs = st.tabs([t(f"{NS}.tab_{k}") for k in TABS], key="tab", bind="query-params")
+CODE = {stats_tab: (lab.head_stats, lab.seed_analyzer_stats, analysis.head_entropy, analysis.head_sparsity),
+        patterns_tab: (lab.sentence_labels, analysis.classify_heads),
+        sentence_tab: (analysis.classify_heads, lab.head_qk, analysis.qk_geometry, analysis.attention_rollout)}
+ran = []
+for tab, body in zip(tabs, CODE):
+    if tab.open or (tab.open is None and body is stats_tab):        # None: no state yet (the first tab)
+        with tab:
+            body(choice)
+        ran += CODE[body]
+anatomy.show_code(*ran)                    # the source of what ran in the open tab
 steps.end()

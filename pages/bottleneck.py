@@ -20,6 +20,14 @@ from ui.cache import MB, cache_data
 from ui.i18n import lesson as lesson_text
 from ui.i18n import t
 from ui.models import curves, model
+from ui.wrap import title_lines
+
+SUBSCRIPTS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
+
+
+def positioned(chars) -> list[str]:
+    """Characters labelled with their 1-based position as a subscript: "6₁", "6₂", "1₁₀"."""
+    return [f"{c}{str(i + 1).translate(SUBSCRIPTS)}" for i, c in enumerate(chars)]
 
 NS = "bottleneck"
 MODELS = {"attention": "reverse_attn", "no_attention": "reverse_noattn"}
@@ -27,13 +35,15 @@ MAX_LEN = 60                 # longest string the page runs (the models were tra
 DEFAULT_LEN = 30
 CHECK_N = 100                # fresh strings per "check many" batch
 PITFALL_SHORT = "12345"
+# short rows (a phone is 358 px wide); the thin space at the end: KaTeX's last column overhangs its box by 2 px
 FORMULA = (r"\begin{aligned}"
-           r"&\text{without attention:} && c = h_n,\quad s_0 = c,\quad "
-           r"s_t = \mathrm{LSTM}(y_{t-1},\, s_{t-1})\\"
-           r"&\text{with attention:} && c_t = \sum_{j=1}^{n} \alpha_{tj}\, h_j,\quad "
-           r"\alpha_{tj} = \mathrm{softmax}_j\big(v^{\top}\tanh(W_q s_{t-1} + W_k h_j)\big),\quad "
-           r"s_t = \mathrm{LSTM}([y_{t-1}; c_t],\, s_{t-1})"
-           r"\end{aligned}")
+           r"&\text{without attention:}\\ &\quad c = h_n,\quad s_0 = c\\ "
+           r"&\quad s_t = \mathrm{LSTM}(y_{t-1},\, s_{t-1})\\[6pt]"
+           r"&\text{with attention:}\\ &\quad c_t = \sum_{j=1}^{n} \alpha_{tj}\, h_j,\quad "
+           r"\alpha_{tj} = \mathrm{softmax}_j(e_{tj})\\ "
+           r"&\quad e_{tj} = v^{\top}\tanh(W_q s_{t-1} + W_k h_j)\\ "
+           r"&\quad s_t = \mathrm{LSTM}([y_{t-1}; c_t],\, s_{t-1})"
+           r"\end{aligned}\,")
 
 
 # ------------------------------------------------------------------ models and cached computations
@@ -142,14 +152,15 @@ def answers_section(digits: str, res: lab.Answers) -> dict:
                   k_no=right["no_attention"], k_at=right["attention"], n=len(target)))
 
     w = res.alignment
-    out_labels, in_labels = list(res.attention), list(digits)
+    # each digit with its position as a subscript ("6₁ 6₂"): readable where "6·0 6·1" was not, and unique
+    out_labels, in_labels = positioned(res.attention), positioned(digits)
     st.subheader(t(f"{NS}.align_title"))
     st.markdown(lesson_text(f"{NS}/alignment"))
     if not out_labels:                                   # the model stopped at once: no row to draw
         st.caption(t(f"{NS}.empty_answer"))
         return {"marks": marks, "right": right}
     anatomy.show_matrix(charts.attention_heatmap(
-        w, out_labels, in_labels, title=t(f"{NS}.align_chart", n=len(digits)), x_title=t(f"{NS}.input_axis"),
+        w, out_labels, in_labels, title=title_lines(t(f"{NS}.align_chart", n=len(digits))), x_title=t(f"{NS}.input_axis"),
         y_title=t(f"{NS}.output_axis"), selectable=False),
         w, out_labels, in_labels, key="align", selectable=False, file_name="reversal_alignment.csv")
     return {"marks": marks, "right": right}
@@ -173,12 +184,12 @@ def diagram_section(digits: str, res: lab.Answers) -> int:
     common = dict(encoder_title=t(f"{NS}.encoder"), decoder_title=t(f"{NS}.decoder"),
                   weight_title=t("common.weight"))
     plain = res.no_attention
-    anatomy.show_chart(bc.architecture(digits, plain, len(plain), title=t(f"{NS}.arch_no", note=2 * hidden),
+    anatomy.show_chart(bc.architecture(digits, plain, len(plain), title=title_lines(t(f"{NS}.arch_no", note=2 * hidden)),
                                        **common), key="arch_no")
     weights = res.alignment[step] if len(out) else None
     anatomy.show_chart(bc.architecture(digits, out, step, weights, **common,
-                                       title=t(f"{NS}.arch_at", t=step + 1, ch=out[step] if out else "—",
-                                               big=fmt.count(len(digits) * hidden))), key="arch_at")
+                                       title=title_lines(t(f"{NS}.arch_at", t=step + 1, ch=out[step] if out else "—",
+                                                           big=fmt.count(len(digits) * hidden)))), key="arch_at")
     st.caption(t(f"{NS}.arch_caption"))
     return step
 
@@ -198,8 +209,8 @@ def check_section(digits: str) -> dict[str, lab.LengthCheck] | None:
         return None
     res = check_many(length, seed)
     by_pos = {k: res[k].by_position for k in MODELS}
-    anatomy.show_chart(bc.accuracy_by_position(by_pos, names=names(), title=t(f"{NS}.pos_chart", n=CHECK_N,
-                                                                               length=length),
+    anatomy.show_chart(bc.accuracy_by_position(by_pos, names=names(), title=title_lines(t(f"{NS}.pos_chart", n=CHECK_N,
+                                                                                           length=length)),
                                                x_title=t(f"{NS}.written_axis"), y_title=t(f"{NS}.share_right")),
                        key="pos")
     st.caption(t(f"{NS}.check_caption", n=CHECK_N, length=length,

@@ -28,6 +28,11 @@ TEXT_DIM = 32                       # d of the cross-modal module
 PATCHES = (4, 8, 16)
 TABS = ("decoder", "crossmodal", "paths")   # the page's tabs, in lesson order
 HEADS = (1, 2, 4)
+SPOT_SIZE = 170                     # px per picture: the two pictures side by side fit a 390 px phone
+# short rows (a phone is 358 px wide): the cross-attention, then where Q, K and V come from
+FORMULA = (r"\begin{gathered}\mathrm{CrossAttention}(X_{tgt}, X_{src}) \\ "
+           r"= \mathrm{softmax}\left(\frac{QK^{\top}}{\sqrt{d_k}}\right) V \\ "
+           r"Q = X_{tgt}W_Q \\ K = X_{src}W_K,\;\; V = X_{src}W_V\end{gathered}\,")
 
 
 # ------------------------------------------------------------------ drawing
@@ -99,9 +104,9 @@ def decoder_section(choice: Translation, seed: int) -> None:
     tgt_labels, src_labels = charts.unique_labels(target), charts.unique_labels(source)
     st.caption(t("cross_attention.row_caption", tok=anatomy.md_escape(tgt_labels[row]),
                  gloss=anatomy.md_escape(meaning[row] or "—")))
-    anatomy.show_chart(charts.bars(w[row], source, value_title=t("common.weight"),
-                                 label_title=t("cross_attention.source_axis"),
-                                 highlight=int(w[row].argmax()), height=200, fit_x=True), key="xa_row")
+    anatomy.show_chart(cc.row_bars(w[row], source, value_title=t("common.weight"),
+                                   label_title=t("cross_attention.source_axis"), highlight=int(w[row].argmax())),
+                       key="xa_row")
 
     best = int(w[row].argmax())
     items = [t("cross_attention.notice_shape", n_t=n_t, n_s=n_s, lo=fmt.fixed(float(w.sum(1).min()), 6),
@@ -203,22 +208,19 @@ def crossmodal_section(scene: Scene, seed: int) -> GateSeen:
     anatomy.show_chart(cc.image_attention(
         res.image, w[row], patch, cov[row] > 0.5, title=t("cross_attention.spot_title", w=labels[row]),
         picture_title=t("cross_attention.picture_title"), weight_title=t("common.weight"),
-        patch_title=t("cross_attention.patch_axis")), key="spot", width="content")
+        patch_title=t("cross_attention.patch_axis"), size=SPOT_SIZE), key="spot", width="content")
     st.caption(t("cross_attention.spot_caption"))
 
     st.subheader(t("cross_attention.gate_title"))
-    left, right = st.columns([2, 3])
-    with left:
-        st.latex(r"\begin{aligned} g &= \sigma\!\left(W_g\,[\,t_{enh}\,;\,\bar v\,] + b_g\right) \\ "
-                 r"\mathrm{out} &= g \odot t_{enh} + (1 - g) \odot \bar v \end{aligned}")
-        st.caption(t("cross_attention.gate_caption", d=TEXT_DIM))
-    with right:
-        anatomy.show_chart(charts.heatmap(
-            gate, words, [str(j) for j in range(TEXT_DIM)], kind="weights", show_numbers=False,
-            title=t("cross_attention.gate_heatmap", n_w=n_w, d=TEXT_DIM),
-            x_title=t("cross_attention.channel"), y_title=t("cross_attention.word_axis"),
-            value_title=t("cross_attention.gate_value"),
-            selectable=False, height=max(190, 22 * n_w)), key="gate")
+    st.latex(r"\begin{aligned} g &= \sigma\left(W_g\,[\,t_{enh}\,;\,\bar v\,] + b_g\right) \\ "
+             r"\mathrm{out} &= g \odot t_{enh} + (1 - g) \odot \bar v \end{aligned}\,")
+    st.caption(t("cross_attention.gate_caption", d=TEXT_DIM))
+    anatomy.show_chart(charts.heatmap(                 # full width: 32 channel labels need the room
+        gate, words, [str(j) for j in range(TEXT_DIM)], kind="weights", show_numbers=False,
+        title=t("cross_attention.gate_heatmap", n_w=n_w, d=TEXT_DIM),
+        x_title=t("cross_attention.channel"), y_title=t("cross_attention.word_axis"),
+        value_title=t("cross_attention.gate_value"),
+        selectable=False, height=max(190, 22 * n_w)), key="gate")
 
     inside = cov[row] > 0.5
     mass = float(w[row][inside].sum()) if inside.any() else 0.0
@@ -299,7 +301,10 @@ def paths_section(paths: Paths) -> None:
         t("cross_attention.paths_c_seq"): f"{TABLE1[row.kind][1]} = {row.sequential}",
         t("cross_attention.paths_c_path"): f"{TABLE1[row.kind][2]} → {row.max_path}",
         t("cross_attention.paths_c_steps", i=i, j=j): row.steps} for row in rows])
-    st.dataframe(frame, hide_index=True, width="stretch")
+    frame = frame.set_index(frame.columns[0])
+    # two narrow tables (cost; paths) that wrap their cells: a phone's 358 px hold three columns, not five
+    st.table(frame[frame.columns[:2]])
+    st.table(frame[frame.columns[2:]])
     st.caption(t("cross_attention.paths_caption", k=kernel, r=r))
     by = {row.kind: row for row in rows}
     sa, rnn = by["self_attention"], by["recurrent"]
@@ -333,21 +338,23 @@ anatomy.header(NS)
 lesson = presenter.Lesson(NS)          # presenter mode (?present=1) shows one step at a time
 with lesson.step("intuition"):
     anatomy.intuition(NS)
-    anatomy.formula(r"\mathrm{CrossAttention}(X_{tgt}, X_{src}) = \mathrm{softmax}\!\left("
-                    r"\frac{(X_{tgt}W_Q)\,(X_{src}W_K)^{\top}}{\sqrt{d_k}}\right) X_{src}W_V",
-                    t("cross_attention.formula_caption"))
+    anatomy.formula(FORMULA, t("cross_attention.formula_caption"))
 with lesson.step("seed", keep=True):
     seed = controls.seed()
 decoder_tab, crossmodal_tab, paths_tab = st.tabs([t(f"cross_attention.tab_{k}") for k in TABS], key="tab",
                                                  bind="query-params")
-with decoder_tab:                          # no exercise here: the translation, then what to notice
-    with lesson.step("decoder controls", keep=True):
+
+
+def decoder_tab_body() -> None:
+    with lesson.step("decoder controls", keep=True):           # no exercise here: the translation, then the notice
         translation = decoder_controls()
     if translation is not None:
         with lesson.step("decoder evidence"):
             decoder_section(translation, seed)
-with crossmodal_tab:                       # the "green" question before the weights over the picture
-    with lesson.step("crossmodal controls", keep=True):
+
+
+def crossmodal_tab_body() -> None:
+    with lesson.step("crossmodal controls", keep=True):        # the "green" question before the weights
         scene = crossmodal_controls()
     with lesson.step("crossmodal question"):
         crossmodal_question()
@@ -359,14 +366,26 @@ with crossmodal_tab:                       # the "green" question before the wei
         anatomy.pitfall(t("cross_attention.pit_title"), t("cross_attention.pit_body"),
                         code=t("cross_attention.pit_code"),
                         demo=lambda: gate_demo(seen.n_words if seen else 7, seen.shape if seen else None))
-with paths_tab:                            # the path-length question before Table 1
-    with lesson.step("paths controls", keep=True):
+
+
+def paths_tab_body() -> None:
+    with lesson.step("paths controls", keep=True):              # the path-length question before Table 1
         paths = paths_controls()
     with lesson.step("paths question"):
         paths_question(paths.n)
     with lesson.step("paths evidence"):
         paths_section(paths)
-anatomy.show_code(lab.decoder_cross_attention, modules.MultiHeadAttention.forward,
-                  crossmodal.CrossModalAttention.forward, crossmodal.grounded_features, lab.layer_connections,
-                  lab.path_lengths, lab.table1)
+
+
+# lazy tabs (issue 13 §4): only the open tab runs and draws, so a new seed redraws two charts, not five
+CODE = {decoder_tab_body: (lab.decoder_cross_attention, modules.MultiHeadAttention.forward),
+        crossmodal_tab_body: (crossmodal.CrossModalAttention.forward, crossmodal.grounded_features),
+        paths_tab_body: (lab.layer_connections, lab.path_lengths, lab.table1)}
+ran = []
+for tab, body in zip((decoder_tab, crossmodal_tab, paths_tab), CODE):
+    if tab.open or (tab.open is None and body is decoder_tab_body):   # None: no state yet (the first tab)
+        with tab:
+            body()
+        ran += CODE[body]
+anatomy.show_code(*ran)                    # the source of what ran in the open tab
 lesson.end()

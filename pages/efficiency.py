@@ -20,6 +20,7 @@ from ui import efficiency_charts as ec
 from ui import format as fmt
 from ui.cache import MB, cache_data, shared_arrays
 from ui.i18n import lesson, t
+from ui.wrap import title_lines
 
 NS = "efficiency"
 MAX_TOKENS = 32          # the learner's sentence: two 32 x 32 heatmaps side by side stay readable
@@ -193,7 +194,7 @@ def knob_chart(inputs: lab.LabInputs, variant: str, knobs: lab.Knobs, view: lab.
     sweep = knob_sweep(variant, inputs.tokens, inputs.n, knobs.for_sweep(variant), SWEEP_SEEDS, gain=inputs.gain)
     knob_title = t(f"efficiency.knob_{name}")
     anatomy.show_chart(ec.knob(sweep, current=getattr(knobs, name), this_error=view.rel_error, knob_title=knob_title,
-                               title=t("efficiency.knob_title", knob=knob_title, seeds=len(SWEEP_SEEDS)),
+                               title=title_lines(t("efficiency.knob_title", knob=knob_title, seeds=len(SWEEP_SEEDS))),
                                log_x=name == "m"), key="knob_chart")
     st.caption(t("efficiency.knob_caption", seeds=len(SWEEP_SEEDS), seed=inputs.seed))
     return [lab.knob_sweep]
@@ -247,7 +248,9 @@ def cost_section() -> list:
         anatomy.notice(ec.cost_notes(doc, sizes))
     with steps.step("cost_table"):
         st.subheader(t("efficiency.table_title"))
-        st.table(ec.complexity_table(doc, sizes))
+        table = ec.complexity_table(doc, sizes)       # two narrow tables (the tutorial's; what we measured): a phone
+        st.table(table[table.columns[:3]])
+        st.table(table[table.columns[3:]])
         st.caption(t("efficiency.table_caption"))
         anatomy.pitfall(t("efficiency.pit3_title"), t("efficiency.pit3_body"), None,
                         demo=lambda: st.markdown(ec.flash_space_note(doc, sizes.memory_rows)))
@@ -256,7 +259,7 @@ def cost_section() -> list:
         st.markdown(t("efficiency.lra_intro"))
         if not models.unavailable("lra"):
             lra = ec.lra_table(doc, models.lra(), LRA_NAMES, LRA_N)
-            st.dataframe(lra, hide_index=True, width="stretch", height=35 * (len(lra) + 1) + 3)
+            st.table(lra.set_index(lra.columns[0]))           # a table wraps its cells: fits a phone
         st.warning(lesson("efficiency/lra_caveat"), icon=":material/balance:")
     with steps.step("cost_live"):
         st.subheader(t("efficiency.live_title"))
@@ -317,7 +320,7 @@ def flash_section(inputs: lab.LabInputs, labels: list[str]) -> list:
             anatomy.show_chart(ec.tiles(view.status, labels, bq, bk), key="tile_chart")
         with right:
             st.markdown(where)
-            st.dataframe(ec.flash_table(view.step, labels), hide_index=True, width="stretch")
+            st.table(ec.flash_table(view.step, labels).set_index(t("efficiency.fc_query")))   # wraps: a phone
             st.caption(t("efficiency.flash_table_caption"))
             say(after)
             if view.last_of_block:
@@ -398,7 +401,7 @@ def precision_section(seed: int) -> list:
                          explanation=t("efficiency.tips_mp_ex_explain"))
     with steps.step("mp_evidence"):
         rows = precision_table(PREC_N, PREC_D, gain, seed)
-        st.dataframe(ec.precision_table(rows), hide_index=True, width="stretch")
+        st.table(ec.precision_table(rows).set_index(t("efficiency.tips_mp_c_recipe")))     # wraps: a phone
         st.caption(t("efficiency.tips_mp_caption", n=PREC_N, d=PREC_D, seed=seed))
         anatomy.notice(ec.precision_notes(rows, gain, lab.largest_score(PREC_N, PREC_D, gain, seed)))
     return [lab.precision_table, lab.attention_in, lab.largest_score]

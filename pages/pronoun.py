@@ -22,6 +22,7 @@ from ui import pronoun_charts as pc
 from ui.cache import MB, cache_data, shared_arrays
 from ui.charts import ROW_SELECTION, attention_heatmap
 from ui.i18n import LANGS, catalog, current_lang, lesson, t
+from ui.wrap import title_lines
 
 NS = "pronoun"
 TEMPLATE_IDS = tuple(tp.id for tp in tasks.PRONOUN_TEMPLATES)
@@ -29,9 +30,10 @@ DEFAULT_NOUNS = {"cross": ("animal", "street"), "fit": ("trophy", "suitcase")}
 SOURCES = ("pick", "type")
 N_DEFAULT, N_MIN, N_MAX = 100, 10, 500
 CHUNK = 200               # fresh sentences per forward pass (the default, 100 per language, is one)
-FORMULA = (r"a^{(\ell,i)}_{\text{it},j}=\mathrm{softmax}_j\Big(\frac{q^{(\ell,i)}_{\text{it}}\cdot k^{(\ell,i)}_j}"
-           r"{\sqrt{d_k}}\Big)\qquad h=W_{\text{read}}\,x^{(L)}_{\text{it}}\qquad "
-           r"P(w)=\mathrm{softmax}_w\big(h\cdot E_w+b_w\big)")
+# one equation a row: a phone (358 px) shows it without scrolling sideways
+FORMULA = (r"\begin{gathered}a^{(\ell,i)}_{\text{it},j}=\mathrm{softmax}_j\Big(\frac{q^{(\ell,i)}_{\text{it}}\cdot "
+           r"k^{(\ell,i)}_j}{\sqrt{d_k}}\Big)\\ h=W_{\text{read}}\,x^{(L)}_{\text{it}}\\ "
+           r"P(w)=\mathrm{softmax}_w\big(h\cdot E_w+b_w\big)\end{gathered}\,")
 STAR = "★ "
 
 
@@ -236,7 +238,7 @@ def answers_section(e: tasks.PronounExample, r: lab.Reading, e2: tasks.PronounEx
 
 def from_it_chart(e: tasks.PronounExample, r: lab.Reading, drilled: int):
     L, h = r.from_it.shape[:2]
-    return pc.from_it_heatmap(r, row_labels(L, h), e.tokens, title=sentence_text(e), token_title=t(f"{NS}.token"),
+    return pc.from_it_heatmap(r, row_labels(L, h), e.tokens, title=title_lines(sentence_text(e)), token_title=t(f"{NS}.token"),
                               head_title=t(f"{NS}.head"), selected=drilled)
 
 

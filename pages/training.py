@@ -28,6 +28,7 @@ from ui.cache import MB, cache_data
 from ui.charts import heatmap, heatmap_height, unique_labels
 from ui.controls import seed as seed_control
 from ui.i18n import lesson, t
+from ui.wrap import title_lines
 
 NS = "training"
 TASKS = {"dates": "march 5, 2017 → 2017-03-05", "reverse": "12345 → 54321",     # same label in both languages
@@ -43,9 +44,10 @@ DECAY_GRADS = (0.0, 0.01, 1.0, 100.0)     # gradient sizes of the weight-decay p
 LR, WARMUP = 1e-2, 20     # live_run's defaults: a fast schedule for a short run
 LRS = {"dates": LR, "reverse": LR, "pronoun": 3e-3}   # the encoder learns less steadily at 1e-2 (loss ~1.7 after
 #                                                      300 steps, against ~0.5 at 3e-3, seeds 0-2 measured)
-FORMULA = (r"\mathcal{L} = -\frac{1}{T}\sum_{t=1}^{T}\log p_\theta\big(y_t \mid y_{<t},\, x\big),\qquad "
+# one equation a row: a phone (358 px) shows it without scrolling sideways
+FORMULA = (r"\begin{gathered}\mathcal{L} = -\frac{1}{T}\sum_{t=1}^{T}\log p_\theta\big(y_t \mid y_{<t},\, x\big)\\[6pt]"
            r"\eta_s = \eta\cdot\begin{cases}\dfrac{s+1}{w} & s < w\\[4pt]"
-           r"\tfrac12\big(1+\cos\big(\pi\,\frac{s-w}{S-1-w}\big)\big) & s \ge w\end{cases}")
+           r"\tfrac12\big(1+\cos\big(\pi\,\frac{s-w}{S-1-w}\big)\big) & s \ge w\end{cases}\end{gathered}\,")
 
 
 # ------------------------------------------------------------------ this session's runs
@@ -58,7 +60,8 @@ def controls() -> lab.RunSettings | None:
     """The run's settings (all in the URL); None after a message about the probe."""
     c1, c2, c3 = st.columns([4, 2, 2])     # the three task buttons fit on one line
     task = c1.segmented_control(t(f"{NS}.task"), list(TASKS), default="dates", required=True,
-                                format_func=TASKS.get, key="task", bind="query-params", help=t(f"{NS}.task_help"))
+                                format_func=TASKS.get, key="task", bind="query-params", help=t(f"{NS}.task_help"),
+                                wrap=True)                  # a phone: the buttons wrap, no sideways scroll
     task = task if task in TASKS else "dates"
     attention = c2.toggle(t(f"{NS}.attention"), value=True, key="attn", bind="query-params",
                           help=t(f"{NS}.attention_help_pronoun" if task == "pronoun" else f"{NS}.attention_help"),
@@ -370,7 +373,7 @@ def schedule_demo(steps: int) -> None:
     ours = [trainer.warmup_cosine(s, min(WARMUP, steps), steps) for s in range(steps)]
     theirs = [trainer.seed_warmup_cosine(s, WARMUP) for s in range(steps)]
     anatomy.show_chart(tc.schedules(ours, theirs, names=(t(f"{NS}.sched_ours"), t(f"{NS}.sched_tutorial")),
-                                    title=t(f"{NS}.sched_chart", steps=steps), x_title=t(f"{NS}.step_axis"),
+                                    title=title_lines(t(f"{NS}.sched_chart", steps=steps)), x_title=t(f"{NS}.step_axis"),
                                     y_title=t(f"{NS}.sched_axis")), key="sched")
     st.caption(t(f"{NS}.sched_caption", steps=steps, ours=fmt.fixed(ours[-1], 4), theirs=fmt.fixed(theirs[-1], 5),
                  first=fmt.fixed(theirs[0], 0)))
@@ -396,9 +399,9 @@ def loss_head_demo() -> None:
 
 def adamw_demo() -> None:
     decay = decay_effects()
-    st.dataframe(pd.DataFrame([{t(f"{NS}.pit_decay_grad"): f"{g:g}", t(f"{NS}.pit_decay_adam"): f"{a:.2e}",
-                                t(f"{NS}.pit_decay_adamw"): f"{w:.2e}"} for g, (a, w) in decay.items()]),
-                 hide_index=True)
+    st.table(pd.DataFrame([{t(f"{NS}.pit_decay_grad"): f"{g:g}", t(f"{NS}.pit_decay_adam"): f"{a:.2e}",   # wraps
+                            t(f"{NS}.pit_decay_adamw"): f"{w:.2e}"} for g, (a, w) in decay.items()]).set_index(
+        t(f"{NS}.pit_decay_grad")))
     st.markdown(t(f"{NS}.pit_decay_now", a0=fmt.fixed(decay[0.0][0], 3), a001=f"{decay[0.01][0]:.1e}",
                   a100=f"{decay[100.0][0]:.1e}", w=f"{decay[1.0][1]:.2e}"))
 

@@ -12,7 +12,8 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from .charts import Spec, chart_kind
+from .charts import WEIGHT_SCHEME, Spec, chart_kind
+from .multihead_charts import panels_frame
 
 VERSION_COLOURS = ("#e66101", "#3b528b")     # the tutorial's numbers orange, the corrected ones blue
 
@@ -55,3 +56,40 @@ def compare_bars(values: Sequence, versions: Sequence[str], layers: Sequence[str
     return compare_chart(compare_frame(values, versions, layers), layer_title=layer_title, value_title=value_title,
                          version_title=version_title, domain=None if domain is None else [float(d) for d in domain],
                          versions=list(versions), layers=list(layers), title=title)
+
+
+# --- every head of one sentence --------------------------------------------------------------------------
+
+@chart_kind(fill=("key_order", "query_order", "panel_order", "panel_size"))
+def heads_grid_chart(frame, *, columns: int, x_title: str, y_title: str, value_title: str, panel_title: str,
+                     key_order=(), query_order=(), panel_order=(), panel_size: int = 130) -> alt.FacetChart:
+    """One small heatmap per head (``multihead_charts.panels_frame``'s frame), 0..1 colours, in ``columns``
+    columns. Sized for a phone as well as a projector: two columns of ``panel_size`` px fit 358 px, the key
+    labels stand vertical (one font height apart, never hidden for overlap: the page quotes tokens), the colour
+    legend sits below."""
+    axis_x = alt.Axis(labelAngle=-90, labelFontSize=9, labelLimit=60, labelOverlap=False)
+    axis_y = alt.Axis(labelFontSize=9, labelLimit=60, labelOverlap=False)
+    tooltip = [alt.Tooltip("panel:N", title=panel_title), alt.Tooltip("query:N", title=y_title),
+               alt.Tooltip("key:N", title=x_title), alt.Tooltip("exact:N", title=value_title)]
+    base = alt.Chart(frame).mark_rect().encode(
+        x=alt.X("key:N", sort=key_order, title=x_title, axis=axis_x),
+        y=alt.Y("query:N", sort=query_order, title=y_title, axis=axis_y),
+        color=alt.Color("value:Q", title=value_title, scale=alt.Scale(domain=[0, 1], scheme=WEIGHT_SCHEME),
+                        legend=alt.Legend(orient="bottom", gradientLength=200)),
+        tooltip=tooltip,
+    ).properties(width=panel_size, height=panel_size)
+    return base.facet(
+        facet=alt.Facet("panel:N", sort=panel_order, title=None,
+                        header=alt.Header(labelFontSize=11, labelFontWeight="bold", labelLimit=panel_size + 20)),
+        columns=max(1, columns), spacing=8)
+
+
+def heads_grid(weights, tokens: Sequence[str], *, titles: Sequence[str], x_title: str, y_title: str,
+               value_title: str, panel_title: str, columns: int = 2) -> Spec:
+    """Every head's (n, n) weights (``weights``: (panels, n, n)) as ``heads_grid_chart``; panels of 11 px a token,
+    at least 130 px (a vertical label 9 px high needs 11 px)."""
+    frame, _ = panels_frame(weights, tokens, tokens, titles)
+    return heads_grid_chart(frame, columns=columns, x_title=x_title, y_title=y_title, value_title=value_title,
+                            panel_title=panel_title, key_order=list(dict.fromkeys(frame["key"])),
+                            query_order=list(dict.fromkeys(frame["query"])),
+                            panel_order=list(dict.fromkeys(frame["panel"])), panel_size=max(130, 11 * len(tokens)))

@@ -103,7 +103,7 @@ def tapes_chart(frame, *, lines: list[str], status_names: list[str], font: int, 
     ``status_names``: the legend names of reference, right, wrong and missing."""
     colour = alt.Color("status_name:N", title=None, sort=status_names,
                        scale=alt.Scale(domain=status_names, range=[REFERENCE, RIGHT, WRONG, "#ffffff"]),
-                       legend=alt.Legend(orient="bottom"))
+                       legend=alt.Legend(orient="bottom", columns=2, labelLimit=0))     # 2 a row: fits a phone
     base = alt.Chart().encode(
         x=alt.X("pos:O", title=x_title, axis=alt.Axis(labelAngle=0, labelExpr=TICKS_1_5)),
         y=alt.Y("line:N", sort=lines, title=None, axis=alt.Axis(labelLimit=220, labelOverlap=False)),

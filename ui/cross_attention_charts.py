@@ -11,7 +11,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from .charts import Spec, as_numpy, chart_kind
+from .charts import Spec, as_numpy, bars_frame, chart_kind
 
 NAMED_STROKE = "#e66101"   # orange outline: the patches the word names (where it "should" look)
 SHADE = 0.7                # darkest shade, over a patch with no attention (sqrt keeps mid weights visible)
@@ -95,3 +95,25 @@ def image_attention(image, weights, patch: int, named=None, *, title: str, pictu
     return image_attention_chart(frame, image_height=int(frame["y1"].max()), image_width=int(frame["x1"].max()),
                                  numbers=bool(frame["patch"].max() < 16), picture_title=picture_title,
                                  weight_title=weight_title, patch_title=patch_title, size=size, title=title)
+
+
+@chart_kind(fill=("order", "height", "title"))
+def row_bars_chart(frame, *, value_title: str, label_title: str, order=(), height: int = 220,
+                   title: str | None = None) -> alt.Chart:
+    """One row of weights as horizontal bars: a label per bar, never hidden (a phone keeps every source token
+    the notices quote), the highlighted bar orange, the exact weight in the tooltip."""
+    chart = alt.Chart(frame).mark_bar().encode(
+        y=alt.Y("label:N", sort=order, title=label_title, axis=alt.Axis(labelOverlap=False, labelLimit=120)),
+        x=alt.X("value:Q", title=value_title, scale=alt.Scale(domain=[0, 1])),
+        color=alt.when(alt.datum.highlight).then(alt.value(NAMED_STROKE)).otherwise(alt.value("#3b528b")),
+        tooltip=[alt.Tooltip("label:N", title=label_title), alt.Tooltip("exact:N", title=value_title)],
+    ).properties(height=height, autosize=alt.AutoSizeParams(type="fit-x", contains="padding"))
+    return chart.properties(title=title) if title else chart
+
+
+def row_bars(values, labels, *, value_title: str, label_title: str, highlight: int | None = None,
+             title: str | None = None) -> Spec:
+    """``row_bars_chart`` of one row of weights over ``labels`` (18 px a bar)."""
+    frame = bars_frame(values, labels, highlight)
+    return row_bars_chart(frame, value_title=value_title, label_title=label_title, order=list(frame["label"]),
+                          height=max(120, 18 * len(frame)), title=title)

@@ -21,7 +21,7 @@ from attention_core.labs import efficiency_bench as bench
 from attention_core.labs import seed_bugs
 
 from . import format as fmt
-from .charts import MASKED_GREY, Spec, as_numpy, attention_heatmap, bars, chart_kind, unique_labels
+from .charts import Spec, as_numpy, attention_heatmap, bars, chart_kind, unique_labels
 from .i18n import t
 
 ERROR_COLOUR = "#5e3c99"      # purple / orange: a colour-blind-safe pair
@@ -35,19 +35,29 @@ METHOD_COLOURS = {"full": "#4c78a8", "linear": "#f58518", "performer": "#54a24b"
                   "torch_sdpa": "#555555"}
 # drawn dashed in the recorded scaling charts: the methods whose time grows like n^2 (flash saves memory, not time)
 QUADRATIC_TIME = ("full", "flash", "sparse_masked", "torch_sdpa")
-# done, current, to do, skipped, hidden
-STATUS_COLOURS = ("#3b528b", "#e66101", "#d9d9d9", MASKED_GREY, "#f7f7f7")
+# done, current, to do, skipped, hidden: the three greys differ in lightness (L* about 95, 48, 76) so they are
+# told apart without colour vision; skipped tiles also carry a white "×"
+STATUS_COLOURS = ("#3b528b", "#e66101", "#f0f0f0", "#737373", "#bdbdbd")
 FIT_X = alt.AutoSizeParams(type="fit-x", contains="padding")
+
+
+def thin(channel: str, spacing: float) -> str:
+    """Vega ``labelExpr``: keep every k-th label of a band axis so labels ``spacing`` px apart never overlap (all of
+    them while the cells are wide enough: a sentence of up to ~20 tokens keeps every label at 390 px)."""
+    step = f"max(1, ceil({spacing:g} / max(bandwidth('{channel}'), 0.01)))"
+    return f"indexof(domain('{channel}'), datum.value) % {step} === 0 ? datum.label : ''"
 
 
 def mib(n_bytes: float) -> float:
     return n_bytes / 2 ** 20
 
 
-FORMULA = (r"\underbrace{\operatorname{softmax}\!\Big(\tfrac{QK^\top}{\sqrt{d}}\Big)V}_{O(n^2 d)}"
-           r"\;\approx\;\frac{\phi(Q)\,\big(\phi(K)^\top V\big)}{\phi(Q)\,\phi(K)^\top\mathbf 1}"
-           r"\;\;\text{or}\;\;\operatorname{softmax}\!\Big(\tfrac{Q\,(EK)^\top}{\sqrt d}\Big)FV"
-           r"\;\;\text{or}\;\;\operatorname{softmax}\!\Big(\tfrac{QK^\top}{\sqrt d}+M_{\text{pattern}}\Big)V")
+# one approximation a row (a phone is 358 px wide); the thin space: KaTeX's last column overhangs its box by 2 px
+FORMULA = (r"\begin{gathered}\underbrace{\operatorname{softmax}\Big(\tfrac{QK^\top}{\sqrt{d}}\Big)V}_{O(n^2 d)}"
+           r"\;\approx\;\frac{\phi(Q)\,\big(\phi(K)^\top V\big)}{\phi(Q)\,\phi(K)^\top\mathbf 1}\\ "
+           r"\text{or}\;\;\operatorname{softmax}\Big(\tfrac{Q\,(EK)^\top}{\sqrt d}\Big)FV\\ "
+           r"\text{or}\;\;\operatorname{softmax}\Big(\tfrac{QK^\top}{\sqrt d}+M_{\text{pattern}}\Big)V"
+           r"\end{gathered}\,")
 
 
 def formula() -> str:
@@ -58,8 +68,8 @@ def formula() -> str:
 
 def checkpoint_formula() -> str:
     """What gradient checkpointing keeps for the backward pass: L layers' activations -> L inputs + one layer."""
-    return (r"\text{%s} \approx L \cdot A_{\text{layer}}\;\;\longrightarrow\;\;"
-            r"L \cdot \underbrace{b\,n\,d}_{\text{%s}} + A_{\text{layer}}"
+    return (r"\begin{gathered}\text{%s} \approx L \cdot A_{\text{layer}}\\ \longrightarrow\;\;"
+            r"L \cdot \underbrace{b\,n\,d}_{\text{%s}} + A_{\text{layer}}\end{gathered}\,"
             % (t("efficiency.tips_ck_saved"), t("efficiency.tips_ck_input")))
 
 
@@ -139,28 +149,30 @@ def pair_frame(first, second, labels: Sequence[str], names: tuple[str, str]) -> 
                          "value": both, "exact": [f"{v:.6g}" for v in both]})
 
 
-@chart_kind(fill=("order", "title", "domain"))
+@chart_kind(fill=("order", "title", "domain", "height"))
 def pair_chart(frame, *, order, title: str, label_title: str, value_title: str, series_title: str,
-               names: tuple[str, str], domain=None) -> alt.Chart:
-    """Grouped bars: for each label, the first series next to the second."""
-    y = alt.Y("value:Q", title=value_title, scale=alt.Scale(domain=domain) if domain else alt.Undefined)
+               names: tuple[str, str], domain=None, height: int = 230) -> alt.Chart:
+    """Grouped horizontal bars: for each label (a row, never hidden: the page quotes the query's keys), the first
+    series above the second."""
+    x = alt.X("value:Q", title=value_title, scale=alt.Scale(domain=domain) if domain else alt.Undefined)
     return alt.Chart(frame).mark_bar().encode(
-        x=alt.X("label:N", sort=order, title=label_title, axis=alt.Axis(labelAngle=-45, labelOverlap=True)),
-        xOffset=alt.XOffset("series:N", sort=list(names)),
-        y=y,
+        y=alt.Y("label:N", sort=order, title=label_title, axis=alt.Axis(labelOverlap=False, labelLimit=100)),
+        yOffset=alt.YOffset("series:N", sort=list(names)),
+        x=x,
         color=alt.Color("series:N", title=series_title, sort=list(names),
                         scale=alt.Scale(domain=list(names), range=["#3b528b", COST_COLOUR]),
                         legend=alt.Legend(orient="bottom")),
         tooltip=[alt.Tooltip("label:N", title=label_title), alt.Tooltip("series:N", title=series_title),
                  alt.Tooltip("exact:N", title=value_title)],
-    ).properties(title=title, height=230, autosize=FIT_X)
+    ).properties(title=title, height=height, autosize=FIT_X)
 
 
 def pair(first, second, labels: Sequence[str], names: tuple[str, str], *, title: str, label_title: str,
          value_title: str, domain: tuple[float, float] | None = None) -> Spec:
     return pair_chart(pair_frame(first, second, labels, names), order=unique_labels(list(labels)), title=title,
                       label_title=label_title, value_title=value_title, series_title=t("efficiency.series"),
-                      names=tuple(names), domain=None if domain is None else [float(d) for d in domain])
+                      names=tuple(names), domain=None if domain is None else [float(d) for d in domain],
+                      height=max(120, 16 * len(labels)))
 
 
 # --- the recorded benchmark -------------------------------------------------------------------------
@@ -193,14 +205,14 @@ def fmt_slope(s: float | None) -> str:
 
 @chart_kind(fill=("labels", "colours", "ticks", "title"))
 def scaling_chart(frame, *, y: str, label: str, exact: str, title: str, x_title: str, y_title: str,
-                  method_title: str, labels, colours, ticks, legend_columns: int = 2) -> alt.Chart:
+                  method_title: str, labels, colours, ticks, legend_columns: int = 1) -> alt.Chart:
     """Log-log lines of ``y`` against n, one per method (legend ``label``, in the order ``labels``); O(n^2)
     methods (theory) are dashed. Rows without a positive ``y`` (a missing memory) are left out."""
     return alt.Chart(frame).transform_filter(f"isValid(datum.{y}) && datum.{y} > 0").mark_line(point=True).encode(
         x=alt.X("n:Q", title=x_title, scale=alt.Scale(type="log", base=2), axis=alt.Axis(values=ticks, format="d")),
         y=alt.Y(f"{y}:Q", title=y_title, scale=alt.Scale(type="log")),
         color=alt.Color(f"{label}:N", title=method_title, sort=labels, scale=alt.Scale(domain=labels, range=colours),
-                        legend=alt.Legend(orient="bottom", columns=legend_columns, labelLimit=320)),
+                        legend=alt.Legend(orient="bottom", columns=legend_columns, labelLimit=0)),
         strokeDash=alt.condition(alt.FieldOneOfPredicate("method", list(QUADRATIC_TIME)),
                                  alt.value([5, 3]), alt.value([1, 0])),
         tooltip=[alt.Tooltip(f"{label}:N", title=method_title), alt.Tooltip("n:Q", title=x_title),
@@ -241,8 +253,7 @@ def live(frame: pd.DataFrame, order: Sequence[str]) -> Spec:
     labels, colours, ticks = _legend(frame, "label", order)
     return scaling_chart(frame, y="time_ms", label="label", exact="time_exact", title=t("efficiency.live_chart"),
                          x_title=t("efficiency.n_axis"), y_title=t("efficiency.rec_time_y"),
-                         method_title=t("efficiency.method"), labels=labels, colours=colours, ticks=ticks,
-                         legend_columns=3)
+                         method_title=t("efficiency.method"), labels=labels, colours=colours, ticks=ticks)
 
 
 def recorded(doc: Mapping, order: Sequence[str]) -> dict[str, Spec]:
@@ -309,17 +320,20 @@ def tile_chart(frame, *, rows, cols, title: str, x_title: str, y_title: str, sta
     """The n_q x n_k score matrix as flash attention visits it: finished tiles blue, the current one orange,
     tiles still to do light grey, tiles skipped above the causal diagonal grey with a cross."""
     base = alt.Chart(frame).encode(
-        x=alt.X("key:N", sort=cols, title=x_title, axis=alt.Axis(orient="top", labelAngle=-45, labelLimit=80)),
-        y=alt.Y("query:N", sort=rows, title=y_title, axis=alt.Axis(labelLimit=80)))
+        # every label that fits, the others thinned evenly (never hidden at random: the page quotes tokens)
+        x=alt.X("key:N", sort=cols, title=x_title, axis=alt.Axis(orient="top", labelAngle=-45, labelLimit=80,
+                                                                 labelOverlap=False, labelExpr=thin("x", 17))),
+        y=alt.Y("query:N", sort=rows, title=y_title, axis=alt.Axis(labelLimit=80, labelOverlap=False,
+                                                                   labelExpr=thin("y", 12))))
     tooltip = [alt.Tooltip("query:N", title=y_title), alt.Tooltip("key:N", title=x_title),
                alt.Tooltip("tile:N", title=tile_title), alt.Tooltip("status:N", title=status_title)]
     rect = base.mark_rect(stroke="white", strokeWidth=0.6).encode(
         color=alt.Color("status:N", title=status_title,
                         scale=alt.Scale(domain=list(status_names), range=list(STATUS_COLOURS)),
-                        legend=alt.Legend(orient="bottom", columns=3, labelLimit=220)),
+                        legend=alt.Legend(orient="bottom", columns=1, labelLimit=0)),    # a row each: never cut
         opacity=alt.condition(alt.datum.odd, alt.value(0.78), alt.value(1.0)),
         tooltip=tooltip)
-    cross = base.transform_filter(alt.datum.code == 3).mark_text(text="×", color="#666666", fontSize=10)
+    cross = base.transform_filter(alt.datum.code == 3).mark_text(text="×", color="white", fontSize=10)
     return alt.layer(rect, cross).properties(title=title, height=height, autosize=FIT_X)
 
 

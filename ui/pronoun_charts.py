@@ -42,10 +42,12 @@ def flip_frame(weights: Sequence, heads: Sequence[str], sentences: Sequence[str]
 
 @chart_kind(fill=("heads", "sentences", "slots", "weight_title"))
 def flip_chart(frame, *, head_title: str, noun_title: str, weight_title: str, heads=(), sentences=(), slots=(),
-               width: int = 330, height: int = 220) -> alt.FacetChart:
-    """One panel per sentence: for every head (x) two bars, the weight from "it" on the first noun
-    and on the second noun (same 0..1 axis in both panels); the referent's bar is outlined."""
-    colour = alt.Color("slot:N", title=noun_title, legend=alt.Legend(labelLimit=260),
+               width: int = 290, height: int = 190) -> alt.FacetChart:
+    """One panel per sentence, one above the other (a phone's 358 px hold one panel): for every head (x) two
+    bars, the weight from "it" on the first noun and on the second noun (same 0..1 axis in both panels); the
+    referent's bar is outlined. The legend sits below, one noun a row, never cut."""
+    colour = alt.Color("slot:N", title=noun_title, legend=alt.Legend(orient="bottom", direction="vertical",
+                                                                     labelLimit=0),
                        scale=alt.Scale(domain=slots, range=list(NOUN_COLOURS)))
     return alt.Chart(frame).mark_bar(strokeWidth=2).encode(
         x=alt.X("head:N", sort=heads, title=head_title, axis=alt.Axis(labelAngle=-45, labelOverlap=False)),
@@ -57,8 +59,9 @@ def flip_chart(frame, *, head_title: str, noun_title: str, weight_title: str, he
                  alt.Tooltip("noun:N", title=noun_title), alt.Tooltip("exact:N", title=weight_title),
                  alt.Tooltip("role:N", title="")],
     ).properties(width=width, height=height).facet(
-        column=alt.Column("sentence:N", sort=sentences, title=None,
-                          header=alt.Header(labelFontSize=13, labelFontWeight="bold", labelLimit=width + 40)))
+        facet=alt.Facet("sentence:N", sort=sentences, title=None,
+                        header=alt.Header(labelFontSize=13, labelFontWeight="bold", labelLimit=width + 40)),
+        columns=1)
 
 
 def flip(weights: Sequence, heads: Sequence[str], sentences: Sequence[str], nouns: Sequence[Sequence[str]],

@@ -127,7 +127,7 @@ def schedule_chart(frame, *, x_title: str, y_title: str, names=(), title: str | 
         x=alt.X("step:Q", title=x_title),
         y=alt.Y("factor:Q", title=y_title, scale=alt.Scale(domain=[0, 1.05])),
         color=alt.Color("schedule:N", title=None, sort=names, scale=alt.Scale(domain=names, range=[ORANGE, BLUE]),
-                        legend=alt.Legend(orient="bottom", labelLimit=400)),
+                        legend=alt.Legend(orient="bottom", direction="vertical", labelLimit=0)),   # a phone: a row each
         tooltip=[alt.Tooltip("schedule:N", title=" "), alt.Tooltip("step:Q", title=x_title),
                  alt.Tooltip("factor:Q", title=y_title, format=".5f")],
     ).properties(title=title, height=height, autosize=FIT_X)

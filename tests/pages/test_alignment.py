@@ -120,7 +120,7 @@ def test_one_date_in_several_forms():
     rendered = date_forms(dt.date(1998, 11, 23), forms)
     outs = translate(M.model, [s for _, s in rendered], M.src_vocab, M.tgt_vocab, max_len=12)
     spans = {"year": range(0, 4), "month": range(5, 7), "day": range(8, 10)}
-    moves = at.dataframe[1].value
+    moves = at.table[0].value                 # a form a row (fits a phone)
     for (fmt, text), o in zip(rendered, outs):
         charts_ = [c for c in au.charts(at) if f"“{text}” → {o.output}" in (title_of(c) or "")]
         assert len(charts_) == 1
@@ -128,10 +128,10 @@ def test_one_date_in_several_forms():
         assert au.chart_spec(charts_[0])["title"] == [patterns[fmt], f"“{text}” → {o.output}"]
         g = grid(frame(charts_[0]))
         assert np.allclose(g, o.alignment.numpy(), atol=1e-6) and np.allclose(g.sum(1), 1, atol=1e-5)
-        column = next(c for c in moves.columns if c.endswith(f": {text}"))
+        column = next(c for c in moves.index if c.endswith(f": {text}"))
         focus = part_focus(o.alignment.numpy(), spans)
         want = [" ".join(visible_chars(text)[j] for j in focus[k][0]) + f"  ({focus[k][1]:.2f})" for k in spans]
-        assert moves[column].tolist() == want
+        assert moves.loc[column].tolist() == want
     at.multiselect(key="forms").set_value([]).run()
     assert au.exceptions(at) == [] and EN["alignment.err_no_forms"] in warnings(at)
 

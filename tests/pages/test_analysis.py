@@ -58,6 +58,15 @@ def _entropy(w):
 
 
 titled = chart_titled          # the shared lookup (tests.apptest_util)
+STATS, PATTERNS_TAB, SENTENCE = range(3)   # the page's tabs (lazy: only the open one runs and draws)
+
+
+def tab(at, i: int):
+    """Open the page's i-th tab (as a click does) and rerun."""
+    at.session_state["tab"] = at.tabs[i].label
+    at.run()
+    assert exceptions(at) == []
+    return at
 
 
 def frame(chart):
@@ -106,7 +115,7 @@ def test_url_sets_batch_language_threshold_and_normalisation(lm):
     ent, spa = oracle_stats(per_sentence(lm, exs), 0.3, normalize=True)
     assert np.allclose(matrix(titled(at, EN["analysis.entropy_title_norm"].format(top="1.00"))), ent, atol=1e-5)
     assert np.allclose(matrix(titled(at, EN["analysis.sparsity_title"].format(tau="0.30"))), spa, atol=1e-5)
-    assert at.selectbox(key="ex").options[0].startswith("#1 · " + pronoun_text(exs[0].tokens, "zh"))
+    assert tab(at, SENTENCE).selectbox(key="ex").options[0].startswith("#1 · " + pronoun_text(exs[0].tokens, "zh"))
 
 
 def test_the_tutorials_analyser_is_its_code_on_the_padded_batch(lm):
@@ -141,12 +150,13 @@ def test_pattern_shares_and_every_head_of_one_sentence(lm):
         for layer in range(2):
             for head, (label, _) in enumerate(classify_heads(torch.from_numpy(w[layer]).float())):
                 counts[layer * 4 + head, PATTERNS.index(label)] += 1
-    shares = matrix(titled(at, EN["analysis.patterns_title"].format(b=64)))
+    assert not [c for c in charts(at) if "facet" in chart_spec(c)]       # lazy tabs: only the first one drew
+    shares = matrix(titled(tab(at, PATTERNS_TAB), EN["analysis.patterns_title"].format(b=64)))
     assert np.allclose(shares, counts / 64, atol=1e-9)
     table = at.dataframe[0].value
     assert list(table[EN["analysis.col_label"]]) == [EN[f"analysis.pattern_{PATTERNS[k]}"]
                                                       for k in counts.argmax(1)]
-    grid = [c for c in charts(at) if "facet" in chart_spec(c)][0]
+    grid = [c for c in charts(tab(at, SENTENCE)) if "facet" in chart_spec(c)][0]
     f = frame(grid)
     n = len(exs[0].tokens)
     for panel in range(8):
@@ -173,12 +183,13 @@ def test_a_new_batch_size_beyond_the_first_chunk_shows_that_prefix_of_the_batch(
         for layer in range(2):
             for head, (label, _) in enumerate(classify_heads(torch.from_numpy(w[layer]).float())):
                 counts[layer * 4 + head, PATTERNS.index(label)] += 1
-    assert np.allclose(matrix(titled(at, EN["analysis.patterns_title"].format(b=70))), counts / 70, atol=1e-9)
+    f = frame(titled(at, EN["analysis.compare_sparsity"].format(tau="0.10")))
+    assert np.allclose(matrix(titled(tab(at, PATTERNS_TAB), EN["analysis.patterns_title"].format(b=70))),
+                       counts / 70, atol=1e-9)
     batch = make_pronoun_batch(exs, lm.src_vocab)             # the tutorial's analyser on this padded batch
     with torch.no_grad():
         weights = lm.model(batch.tokens, batch.lengths, batch.pronoun, batch.nouns).weights
     seed_s = [(attn < 0.1).float().mean().item() for attn in weights]
-    f = frame(titled(at, EN["analysis.compare_sparsity"].format(tau="0.10")))
     got = f.pivot_table(index="version_pos", columns="layer_pos", values="value").to_numpy()
     assert np.allclose(got[0], seed_s, atol=1e-6) and np.allclose(got[1], spa.mean(1), atol=1e-5)
 
@@ -196,7 +207,9 @@ def test_geometry_of_a_trained_head_from_the_models_own_projections(lm):
         k = mha.W_key(x)[0].view(-1, 4, 16)[:, 2]
     w = torch.softmax(q @ k.T / 4.0, -1)
     g = qk_geometry(q, k)
-    chart = titled(at, EN["analysis.geo_title"].format(head="L1·H3", q="it"))
+    tab(at, SENTENCE)
+    assert f'**{EN["analysis.geo_title"].format(head="L1·H3", q="it")}**' in [m.value for m in at.markdown]
+    chart = next(c for c in charts(at) if "link" in chart_data(c))          # the q/k plane
     frame = pd.concat(chart_data(chart).values())  # one frame: layers filter their piece
     keys = frame[(frame["kind"] == "key") & (frame.get("piece", "keys") == "keys")].sort_values("pos")
     assert np.allclose(keys[["x", "y"]].to_numpy(), g.keys.numpy(), atol=1e-4)
@@ -220,10 +233,11 @@ def test_default_head_is_the_one_that_finds_the_referent_over_the_batch(lm, lang
     layer, head = divmod(int(agree.argmax()), 4)
     assert agree.max() >= 0.9 and layer == 1
     name = f"L{layer + 1}·H{head + 1}"
-    assert at.selectbox(key="head").placeholder == catalog(lang)["analysis.auto"].format(x=name)
-    assert titled(at, catalog(lang)["analysis.geo_title"].format(head=name, q="it")) is not None
-    text = "\n".join(m.value for m in at.markdown if m.value.startswith("- "))
+    text = "\n".join(m.value for m in tab(at, PATTERNS_TAB).markdown if m.value.startswith("- "))
     assert f"**{name}**" in text and f"**{100 * agree.max():.0f}%**" in text
+    tab(at, SENTENCE)
+    assert at.selectbox(key="head").placeholder == catalog(lang)["analysis.auto"].format(x=name)
+    assert f'**{catalog(lang)["analysis.geo_title"].format(head=name, q="it")}**' in [m.value for m in at.markdown]
 
 
 def test_rollout_equals_a_numpy_rollout_of_the_models_weights(lm):
@@ -234,7 +248,7 @@ def test_rollout_equals_a_numpy_rollout_of_the_models_weights(lm):
     for layer in w:
         a = layer.mean(0) + np.eye(n)
         r = (a / a.sum(-1, keepdims=True)) @ r
-    roll = matrix(titled(at, EN["analysis.rollout_title"].format(n=2)))
+    roll = matrix(titled(tab(at, SENTENCE), EN["analysis.rollout_title"].format(n=2)))
     assert np.allclose(roll, r, atol=1e-5) and np.allclose(roll.sum(-1), 1, atol=1e-5)
     last = matrix(titled(at, EN["analysis.last_title"].format(n=2)))
     assert np.allclose(last, w[-1].mean(0), atol=1e-5)
@@ -265,6 +279,9 @@ def test_sweep_every_widget_over_its_extremes():
     for kind, key, value in steps:
         getattr(at, kind)(key=key).set_value(value).run()
         assert exceptions(at) == [], (key, value)
+    for i in (PATTERNS_TAB, STATS):
+        tab(at, i)                                   # each tab at the last settings
+    tab(at, SENTENCE)
     for key in ("ex", "head", "q"):
         box = at.selectbox(key=key)
         for index in (0, len(box.options) - 1):
@@ -277,7 +294,7 @@ def test_sweep_every_widget_over_its_extremes():
 def test_a_link_in_one_language_opens_in_the_other():
     at = open_page("analysis", "zh", {"mix": "English", "b": "8", "head": "L2·H1"})
     assert exceptions(at) == []
-    assert at.button_group(key="mix").value == "en" and at.selectbox(key="head").value == 4
+    assert at.button_group(key="mix").value == "en" and tab(at, SENTENCE).selectbox(key="head").value == 4
     assert ZH["analysis.title"] in [x.value for x in at.title]
 
 

@@ -12,6 +12,7 @@ from attention_core.models.seq2seq import decode_as_tutorial, translate
 from tests.apptest_util import (
     all_text,
     chart_data,
+    chart_spec,
     chart_titled,
     charts,
     exceptions,
@@ -30,7 +31,14 @@ def frame(chart):
     return chart_data(chart)["data"]
 
 
-titled = chart_titled          # the shared lookup (tests.apptest_util)
+def titled(at, title: str):
+    """The chart titled ``title`` (a long title is drawn on several lines: ``ui.wrap.title_lines``)."""
+    for c in charts(at):
+        got = chart_spec(c).get("title")
+        got = got.get("text") if isinstance(got, dict) else got
+        if (" ".join(got) if isinstance(got, list) else got) == title:
+            return c
+    return chart_titled(at, title)          # fails listing the titles shown
 
 
 def tapes(at):

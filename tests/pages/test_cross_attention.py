@@ -27,8 +27,23 @@ TGT = tokenize(EN["cross_attention.default_target_sentence"])
 CAPTION = tokenize(EN["cross_attention.default_caption"])
 
 
+TAB_CHARTS = (2, 3, 0)       # charts drawn in each tab (the tabs are lazy: only the open one runs)
+
+
+def open_tab(at, i: int):
+    """Open the i-th tab (as a click on it does) and rerun."""
+    at.session_state["tab"] = at.tabs[i].label
+    return at.run()
+
+
 def by_name(at) -> dict:
-    found = charts(at)
+    """Every chart of the page, by name: each tab opened in turn, then the first one again."""
+    found = []
+    for i, n in enumerate(TAB_CHARTS):
+        open_tab(at, i)
+        assert exceptions(at) == [] and len(charts(at)) == n, (i, len(charts(at)))
+        found += charts(at)
+    open_tab(at, 0)
     assert len(found) == len(ORDER), len(found)
     return dict(zip(ORDER, found))
 
@@ -81,7 +96,8 @@ def test_opens_without_exception(lang):
     at = open_page("cross_attention", lang)
     assert exceptions(at) == []
     assert at.title[0].value == catalog(lang)["cross_attention.title"]
-    assert len(charts(at)) == len(ORDER)
+    assert len(charts(at)) == TAB_CHARTS[0]          # lazy tabs: the other tabs' charts are not drawn
+    by_name(at)
 
 
 def test_decoder_heatmap_is_the_non_square_alignment(en):
@@ -132,6 +148,7 @@ def test_words_over_patches_and_the_picture(en):
     np.testing.assert_allclose(pat["weight"].to_numpy(), w[red], atol=1e-6)
     assert list(pat["named"]) == list(named)
     assert (pat["shade"] >= 0).all() and pat.loc[pat["weight"].idxmax(), "shade"] == 0
+    open_tab(en, 1)
     mass = w[red][named].sum()
     assert shows_label(all_text(en), "cross_attention.notice_mass", w="red", mass=f"{mass:.2f}", k=named.sum())
     assert image_to_patches(scene.image, 4).shape == (64, 48)
@@ -144,17 +161,19 @@ def test_gate_values(en):
     spec = chart_spec(c["gate"])
     assert spec["layer"][0]["encoding"]["color"]["scale"]["domain"] == [0.0, 1.0]
     red = CAPTION.index("red")
+    open_tab(en, 1)
     assert shows_label(all_text(en), "cross_attention.notice_gate", w="red", g=f"{g[red].mean():.2f}")
 
 
 def test_tutorial_gate_bug_is_shown_live(en):
+    open_tab(en, 1)
     errors = " ".join(e.value for e in en.error)
     assert shows_label(errors, "cross_attention.gate_error", n=7) and "Expected size 7" in errors
     assert shows_label(" ".join(s.value for s in en.success), "cross_attention.gate_fixed", n=7, d=32)
 
 
 def test_exercise_feedback():
-    at = open_page("cross_attention", "en")
+    at = open_tab(open_page("cross_attention", "en"), 1)
     at.radio(key="xa_ex_guess").set_value(1).run()
     at.button(key="xa_ex_reveal").click().run()
     assert exceptions(at) == []
@@ -169,10 +188,11 @@ def test_url_reproduces_the_view():
     at = open_page("cross_attention", "en", params)
     assert exceptions(at) == []
     assert at.slider(key="dm").value == 32 and at.number_input(key="seed").value == 3
+    c = by_name(at)
+    open_tab(at, 1)
     assert at.segmented_control(key="img").value == "sun_grass"
     assert at.segmented_control(key="patch").value == 8
     assert at.segmented_control(key="heads").value == 1 and at.slider(key="sharp").value == 10
-    c = by_name(at)
     ref = decoder_oracle(tokenize(params["src"]), tokenize(params["tgt"]), 32, 3)
     np.testing.assert_allclose(grid(frame(c["xa"])), ref, atol=1e-5)
     _, ref = crossmodal_oracle("sun_grass", ["yellow", "sun"], patch=8, heads=1, sharp=10.0, seed=3)
@@ -198,6 +218,9 @@ def test_every_control_at_its_extremes(params):
     at = open_page("cross_attention", "en", params)
     assert exceptions(at) == []
     warnings = " ".join(w.value for w in at.warning)
+    open_tab(at, 1)                                   # the caption's words are read in the second tab
+    assert exceptions(at) == []
+    warnings += " ".join(w.value for w in at.warning)
     if "" in (params.get("src"), params.get("tgt"), params.get("words")):
         assert EN["common.err_empty"] in warnings
     if params.get("src", "").startswith("tok tok"):
@@ -206,7 +229,7 @@ def test_every_control_at_its_extremes(params):
         assert EN["common.warn_truncated"].format(n=300, max=12) in warnings
     if params.get("words") == "green":
         assert shows_label(all_text(at), "cross_attention.notice_absent", w="green")
-        w = grid(frame(charts(at)[2]))
+        w = grid(frame(charts(at)[0]))
         np.testing.assert_allclose(w, 1 / 4, atol=1e-6)                         # 2 x 2 patches, uniform
     if "<script>" in params.get("tgt", ""):
         assert all("<script>" not in m.value for m in at.markdown)
@@ -219,6 +242,7 @@ def test_zh_defaults_use_chinese_caption():
     w = grid(frame(by_name(at)["cm"]))
     _, ref = crossmodal_oracle("circle_square", words)
     np.testing.assert_allclose(w, ref, atol=1e-5)
+    open_tab(at, 1)
     assert "把 " in all_text(at) and "红" in all_text(at)
 
 
@@ -233,3 +257,13 @@ def test_a_clicked_row_is_kept_in_the_url():
     heat = charts(at)[0]
     assert chart_spec(heat)["params"][0]["value"] == [{"query_pos": 1}]
 
+
+
+def test_row_bars_keep_every_source_label(en):
+    """Issue 13 §2: the drilled row is horizontal bars, one label per source token, none hidden for overlap (the
+    notices quote source tokens; a phone hid "animal" and "it" when they were rotated labels under vertical bars)."""
+    spec = chart_spec(by_name(en)["xa_row"])
+    y = spec["encoding"]["y"]
+    assert y["field"] == "label" and y["axis"]["labelOverlap"] is False
+    assert spec["encoding"]["x"]["field"] == "value"
+    assert list(frame(by_name(en)["xa_row"])["label"]) == SRC

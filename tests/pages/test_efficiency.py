@@ -25,7 +25,8 @@ TAB = {name: EN[f"efficiency.tab_{name}"] for name in ("approx", "cost", "flash"
 def title_of(chart) -> str:
     spec = chart_spec(chart)
     title = spec.get("title", "")
-    return title.get("text", "") if isinstance(title, dict) else str(title)
+    title = title.get("text", "") if isinstance(title, dict) else title
+    return " ".join(title) if isinstance(title, list) else str(title)     # a long title: several lines
 
 
 def chart_by_title(at, prefix: str):
@@ -217,10 +218,10 @@ def test_recorded_scaling_chart_matches_the_json():
             assert fit == pytest.approx(s[slope], abs=1e-9)
             label = rows["label_time" if y == "time_ms" else "label_memory"].iloc[0]
             assert label.endswith(f"slope {s[slope]:.2f}")
-    table = at.table[0].value
+    tutorial, table = at.table[0].value, at.table[1].value          # the tutorial's columns; what we measured
+    assert "✗" in tutorial.loc[EN["efficiency.cx_flash"], EN["efficiency.col_space"]]
     assert table.loc[EN["efficiency.cx_standard"], EN["efficiency.col_tslope"]] == \
         f"{DOC['slopes']['full']['time_slope']:.2f}"
-    assert "✗" in table.loc[EN["efficiency.cx_flash"], EN["efficiency.col_space"]]
     by = {(r["method"], r["n"]): r for r in DOC["results"] if r.get("time_s")}
     speed = by[("full", 16384)]["time_s"] / by[("linear", 16384)]["time_s"]
     assert table.loc[EN["efficiency.cx_linear"], EN["efficiency.col_speed"].format(n=16384)] == f"{speed:.3g}×"
@@ -234,7 +235,7 @@ def test_lra_table_beside_ours():
     csv_rows = [line.split(",") for line in lines if line and not line.startswith(("#", "model"))]
     lra = {(m, int(n)): (float(ratio), float(mem)) for m, n, _, ratio, mem in csv_rows}
     at = open_page("efficiency", "en", {"tab": TAB["cost"]})
-    table = next(d.value for d in at.dataframe if EN["efficiency.lra_speed_paper"] in d.value.columns)
+    table = next(d.value for d in at.table if EN["efficiency.lra_speed_paper"] in d.value.columns).reset_index()
     by = {(r["method"], r["n"]): r for r in DOC["results"] if r.get("time_s")}
     assert len(table) == 12
     for _, row in table.iterrows():
@@ -294,7 +295,7 @@ def test_flash_tiles_state_and_final_difference(causal):
         s = np.where(j > i, -np.inf, s)
     seen = s[0:4, :10]
     m = seen.max(-1)
-    table = next(d.value for d in at.dataframe if EN["efficiency.fc_m_new"] in d.value.columns)
+    table = next(d.value for d in at.table if EN["efficiency.fc_m_new"] in d.value.columns)
     shown_m = table[EN["efficiency.fc_m_new"]].astype(float).to_numpy()
     shown_l = table[EN["efficiency.fc_l_new"]].astype(float).to_numpy()
     assert np.allclose(shown_m, m, rtol=6e-3, atol=1e-3)
@@ -325,7 +326,7 @@ def test_flash_last_tile_and_out_of_range_tile():
 def test_flash_first_tile_starts_from_minus_infinity():
     """Before a row's first tile the running max is −∞ (written so, as the lesson writes it) and the sum 0."""
     at = open_page("efficiency", "en", {"tab": TAB["flash"], "bq": "4", "bk": "4", "tile": "1"})
-    table = next(d.value for d in at.dataframe if EN["efficiency.fc_m_old"] in d.value.columns)
+    table = next(d.value for d in at.table if EN["efficiency.fc_m_old"] in d.value.columns)
     assert list(table[EN["efficiency.fc_m_old"]]) == ["−∞"] * 4 and list(table[EN["efficiency.fc_l_old"]]) == ["0"] * 4
 
 

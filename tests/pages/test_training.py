@@ -35,7 +35,8 @@ def frame(chart):
 
 def title_of(chart):
     got = chart_spec(chart).get("title")
-    return got.get("text") if isinstance(got, dict) else got
+    got = got.get("text") if isinstance(got, dict) else got
+    return " ".join(got) if isinstance(got, list) else got       # a long title is drawn on several lines
 
 
 def titled(at, title: str):
