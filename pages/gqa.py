@@ -187,6 +187,7 @@ def absorption_section() -> None:
                     t(f"{NS}.notice_absorb_cache", bytes=count(demo.latent_bytes), c=demo.d_latent,
                       r=lab.DEMO["d_rope"], per=demo.latent_per_token, mha=demo.mha_per_token,
                       h=lab.DEMO["num_heads"], d=lab.DEMO["d_head"])])
+    st.caption(t(f"{NS}.mla_not_trained"))
 
 
 def rope_demo() -> None:

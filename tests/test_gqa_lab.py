@@ -97,12 +97,15 @@ def test_recall_batches_ask_what_a_brute_force_lookup_answers():
     itos = gqa_lm.TASK.vocab.itos
     assert batch.weight.sum(1).tolist() == [gqa_lm.QUERIES] * 16
     for row in range(16):
-        seq = [itos[i] for i in batch.ids[row].tolist()] + [itos[batch.targets[row, -1].item()]]
-        pairs = dict(zip(seq[0:2 * gqa_lm.PAIRS:2], seq[1:2 * gqa_lm.PAIRS:2]))
-        assert len(pairs) == gqa_lm.PAIRS                                # distinct keys
+        entries = [itos[i] for i in batch.ids[row, :gqa_lm.PAIRS].tolist()]
+        table = dict(e.split("=") for e in entries)                       # the dictionary, read back
+        assert len(table) == gqa_lm.PAIRS                                 # distinct keys
+        asked = []
         for pos in batch.weight[row].nonzero().flatten().tolist():
-            assert itos[batch.ids[row, pos].item()] in pairs             # a query is a key seen before
-            assert itos[batch.targets[row, pos].item()] == pairs[itos[batch.ids[row, pos].item()]]
+            key = itos[batch.ids[row, pos].item()]
+            assert itos[batch.targets[row, pos].item()] == table[key]     # brute-force lookup
+            asked.append(key)
+        assert sorted(asked) == sorted(table)                             # every key asked once
 
 
 def test_interval_is_1_96_standard_errors():

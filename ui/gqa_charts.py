@@ -33,7 +33,10 @@ def sharing_picture(frame, *, query_title: str, kv_title: str, labels: bool, tit
     reads; neighbouring groups alternate colours."""
     color = alt.when(alt.datum.odd).then(alt.value(ACCENT)).otherwise(alt.value(BASE))
     x = alt.X("qx:Q", axis=None, scale=alt.Scale(padding=14, nice=False))
-    y = alt.Y("q_row:Q", axis=None, scale=alt.Scale(domain=[-0.45, 1.45]))
+    names = f"datum.value == {QUERY_ROW:g} ? '{query_title}' : datum.value == {KV_ROW:g} ? '{kv_title}' : ''"
+    y = alt.Y("q_row:Q", title=None, scale=alt.Scale(domain=[-0.45, 1.45]),
+              axis=alt.Axis(values=[KV_ROW, QUERY_ROW], labelExpr=names, grid=False, domain=False, ticks=False,
+                            labelFontSize=12, labelPadding=6))
     tips = [alt.Tooltip("query:N", title=query_title), alt.Tooltip("kv:N", title=kv_title)]
     base = alt.Chart(frame)
     rules = base.mark_rule(strokeWidth=2, opacity=0.7).encode(x=x, x2="kvx:Q", y=y, y2="kv_row:Q", color=color,
@@ -41,10 +44,7 @@ def sharing_picture(frame, *, query_title: str, kv_title: str, labels: bool, tit
     queries = base.mark_circle(size=110, opacity=1).encode(x=x, y=y, color=color, tooltip=tips)
     kvs = base.mark_square(size=260, opacity=1).encode(x=alt.X("kvx:Q", axis=None), y=alt.Y("kv_row:Q", axis=None),
                                                      color=color, tooltip=tips)
-    rows = pd.DataFrame({"x": [0.0, 0.0], "y": [QUERY_ROW + 0.32, KV_ROW - 0.32], "text": [query_title, kv_title]})
-    names = alt.Chart(rows).mark_text(align="left", fontSize=12, color="#444").encode(
-        x=alt.X("x:Q", axis=None), y=alt.Y("y:Q", axis=None), text="text:N")
-    layers = [rules, queries, kvs, names]
+    layers = [rules, queries, kvs]
     if labels:
         layers.append(base.mark_text(dy=-13, fontSize=10).encode(x=x, y=y, text="query:N"))
         layers.append(base.mark_text(dy=17, fontSize=10).encode(x=alt.X("kvx:Q", axis=None),

@@ -1,21 +1,21 @@
-"""Multi-query associative recall: the task on which the GQA page measures what sharing K/V heads costs.
+"""Associative recall: the task on which the GQA page measures what sharing K/V heads costs.
 
-A sequence lists ``PAIRS`` key-value pairs (distinct keys, random values), then asks ``QUERIES`` of those keys
-again, each followed by its value (the "multi-query associative recall" task of Arora et al. 2023, Zoology):
+A sequence is a small dictionary: ``PAIRS`` entry tokens, each one symbol holding a key and its value
+(``k3=v7``: distinct keys, random values), then every key asked once more in random order, each followed by its
+value (multi-query associative recall, as in Arora et al. 2023, "Zoology", here with the pair in one token):
 
-    k3 v7 k12 v0 k5 v7 ... k9 v2  |  k5 v7 k3 v7 k9 v2 ...
-    ------- the pairs --------      -- the queries (the loss counts at the value after each query key) --
+    k3=v7 k12=v0 k5=v7 ... k9=v2  |  k5 v7  k3 v7  k9 v2 ...
+    ------ the dictionary ------     -- the questions (the loss counts at the value after each key) --
 
-A correct answer needs attention: the value that followed the same key earlier is found by matching the query
-key against the keys in context (a 2-layer decoder: one layer attaches each key to its value's position, the
-next matches and copies). Every position's key and value vectors live in the K/V heads, so the number of K/V
-heads is the capacity of that lookup: the recipes ``gqa_kv4``, ``gqa_kv2`` and ``gqa_kv1`` are the same model
-(4 query heads, d_model 32, d_head 8), the same steps, data and seed; only ``num_kv_heads`` differs
-(MHA, GQA with groups of 2, MQA).
+Answering needs one attention lookup: the query key must find the entry with the same key (that match is done
+with the entries' KEY vectors) and copy its value (carried by their VALUE vectors). Every entry's key and value
+live in the K/V heads, so the number of K/V heads is the capacity of that lookup: the recipes ``gqa_kv4``,
+``gqa_kv2`` and ``gqa_kv1`` are the same model (one layer, 4 query heads, d_model 32, d_head 8), the same steps,
+data and seed; only ``num_kv_heads`` differs (MHA, GQA with groups of 2, MQA).
 
-``evaluate`` answers held-out sequences (``EVAL_SEQUENCES`` of them, from the fixed ``recipes.EVAL_SEED``): the
-accuracy and loss at the query positions, with their 95% intervals over sequences, and the K/V cache bytes per
-token of the model (stored in the checkpoint's ``meta["eval"]``).
+``evaluate_recall`` answers held-out sequences (``EVAL_SEQUENCES`` of them, from the fixed ``EVAL_SEED`` that no
+training run uses): the accuracy and loss at the answers, each with its 95% interval over sequences, and the
+model's K/V cache bytes per token (stored in the checkpoint's ``meta["eval"]``).
 """
 from __future__ import annotations
 
@@ -26,23 +26,23 @@ import torch
 
 from .lm import LMBatch, LMTask, register, token_losses
 
-NUM_KEYS, NUM_VALUES = 24, 24
-PAIRS, QUERIES = 8, 8
+NUM_KEYS, NUM_VALUES = 16, 16
+PAIRS = QUERIES = 8          # every key of the dictionary is asked once
 KEYS = tuple(f"k{i}" for i in range(NUM_KEYS))
 VALUES = tuple(f"v{i}" for i in range(NUM_VALUES))
+ENTRIES = tuple(f"{k}={v}" for k in KEYS for v in VALUES)      # one token per (key, value)
 EVAL_SEQUENCES = 2000
 EVAL_SEED = 777_001          # recipes.EVAL_SEED: never used by a training run (those use seeds < 100)
 KV_HEADS = (4, 2, 1)         # the recipes gqa_kv4, gqa_kv2, gqa_kv1
 
 
 def recall_example(rng: random.Random) -> tuple[list[str], list[int]]:
-    """One sequence (symbols) and the positions of its query keys (the next symbol is their value)."""
+    """One sequence (symbols) and the positions of its question keys (the next symbol is their value)."""
     keys = rng.sample(KEYS, PAIRS)
     values = [rng.choice(VALUES) for _ in keys]
-    seq = [s for pair in zip(keys, values) for s in pair]
-    asked = rng.sample(range(PAIRS), QUERIES)
+    seq = [f"{k}={v}" for k, v in zip(keys, values)]
     queries = []
-    for i in asked:
+    for i in rng.sample(range(PAIRS), QUERIES):
         queries.append(len(seq))
         seq += [keys[i], values[i]]
     return seq, queries
@@ -50,11 +50,11 @@ def recall_example(rng: random.Random) -> tuple[list[str], list[int]]:
 
 def recall_batch(rng: random.Random, batch_size: int) -> LMBatch:
     """Next-token targets everywhere; the loss counts only at the query keys (their target is the value)."""
-    vocab = TASK.vocab
-    ids, weight = [], torch.zeros(batch_size, 2 * (PAIRS + QUERIES) - 1)
+    stoi = _STOI
+    ids, weight = [], torch.zeros(batch_size, PAIRS + 2 * QUERIES - 1)
     for row in range(batch_size):
         seq, queries = recall_example(rng)
-        ids.append([vocab.stoi[s] for s in seq])
+        ids.append([stoi[s] for s in seq])
         weight[row, queries] = 1.0
     ids = torch.tensor(ids)
     return LMBatch(ids[:, :-1], ids[:, 1:], weight)
@@ -84,11 +84,12 @@ def evaluate_recall(model, sequences: int = EVAL_SEQUENCES, seed: int = EVAL_SEE
             "kv_bytes_per_token": sum(a.kv_bytes_per_token() for a in layers)}
 
 
-TASK = LMTask("recall", KEYS + VALUES, recall_batch, evaluate_recall,
-              "multi-query associative recall: 8 key-value pairs, then 8 of the keys again")
+TASK = LMTask("recall", ENTRIES + KEYS + VALUES, recall_batch, evaluate_recall,
+              "associative recall: 8 dictionary entries k=v, then each key again followed by its value")
+_STOI = TASK.vocab.stoi          # built once (TASK.vocab makes a new Vocab at each access)
 
-RECIPE = dict(steps=2500, batch_size=32, lr=3e-3, warmup_steps=100, seed=21,
-              config=dict(d_model=32, num_layers=2, num_heads=4, d_ff=64, position="rope", max_len=64))
+RECIPE = dict(steps=1500, batch_size=64, lr=1e-2, warmup_steps=50, seed=21,
+              config=dict(d_model=32, num_layers=1, num_heads=4, d_ff=64, position="rope", max_len=32))
 
 register(TASK, recipes={f"gqa_kv{h}": {**RECIPE, "config": {**RECIPE["config"], "num_kv_heads": h}}
                         for h in KV_HEADS})
