@@ -121,3 +121,20 @@ def test_the_recipes_differ_only_in_kv_heads():
         assert {k: v for k, v in r.config.items() if k != "num_kv_heads"} == \
             {k: v for k, v in base.config.items() if k != "num_kv_heads"}
     assert [configs[n].config["num_kv_heads"] for n in lab.RECIPES] == [4, 2, 1]
+
+
+def test_the_shipped_models_do_what_their_recorded_evaluation_says():
+    """Re-evaluated on 300 other held-out sequences: each model's accuracy is its recorded one within 4 points,
+    MHA answers (nearly) everything, and sharing K/V heads costs accuracy well beyond the intervals."""
+    got = {}
+    for recipe in lab.RECIPES:
+        loaded = recipes.load_model(recipe)
+        row = lab.quality_row(recipe, loaded.meta)
+        now = gqa_lm.evaluate_recall(loaded.model, sequences=300, seed=gqa_lm.EVAL_SEED + 1)
+        assert now["num_kv_heads"] == row.num_kv_heads and now["kv_bytes_per_token"] == row.kv_bytes_per_token
+        assert abs(now["accuracy"] - row.accuracy) < 0.04 and row.sequences == gqa_lm.EVAL_SEQUENCES
+        got[row.num_kv_heads] = row
+    assert got[4].accuracy > 0.97
+    assert got[4].accuracy >= got[2].accuracy >= got[1].accuracy
+    gap = lab.difference(got[4].accuracy, got[4].accuracy_ci95, got[1].accuracy, got[1].accuracy_ci95)
+    assert gap.value > 0.05 and gap.beyond_noise
