@@ -34,21 +34,21 @@ def sharing_picture(frame, *, query_title: str, kv_title: str, labels: bool, tit
     color = alt.when(alt.datum.odd).then(alt.value(ACCENT)).otherwise(alt.value(BASE))
     x = alt.X("qx:Q", axis=None, scale=alt.Scale(padding=14, nice=False))
     names = f"datum.value == {QUERY_ROW:g} ? '{query_title}' : datum.value == {KV_ROW:g} ? '{kv_title}' : ''"
-    y = alt.Y("q_row:Q", title=None, scale=alt.Scale(domain=[-0.45, 1.45]),
-              axis=alt.Axis(values=[KV_ROW, QUERY_ROW], labelExpr=names, grid=False, domain=False, ticks=False,
-                            labelFontSize=12, labelPadding=6))
+    axis = alt.Axis(values=[KV_ROW, QUERY_ROW], labelExpr=names, grid=False, domain=False, ticks=False,
+                    labelFontSize=12, labelPadding=6)
+    y = alt.Y("q_row:Q", title=None, scale=alt.Scale(domain=[-0.45, 1.45]), axis=axis)
+    y_kv = alt.Y("kv_row:Q", title=None, scale=alt.Scale(domain=[-0.45, 1.45]), axis=axis)
+    x_kv = alt.X("kvx:Q", axis=None, scale=alt.Scale(padding=14, nice=False))
     tips = [alt.Tooltip("query:N", title=query_title), alt.Tooltip("kv:N", title=kv_title)]
     base = alt.Chart(frame)
     rules = base.mark_rule(strokeWidth=2, opacity=0.7).encode(x=x, x2="kvx:Q", y=y, y2="kv_row:Q", color=color,
                                                              tooltip=tips)
     queries = base.mark_circle(size=110, opacity=1).encode(x=x, y=y, color=color, tooltip=tips)
-    kvs = base.mark_square(size=260, opacity=1).encode(x=alt.X("kvx:Q", axis=None), y=alt.Y("kv_row:Q", axis=None),
-                                                     color=color, tooltip=tips)
+    kvs = base.mark_square(size=260, opacity=1).encode(x=x_kv, y=y_kv, color=color, tooltip=tips)
     layers = [rules, queries, kvs]
     if labels:
         layers.append(base.mark_text(dy=-13, fontSize=10).encode(x=x, y=y, text="query:N"))
-        layers.append(base.mark_text(dy=17, fontSize=10).encode(x=alt.X("kvx:Q", axis=None),
-                                                                y=alt.Y("kv_row:Q", axis=None), text="kv:N"))
+        layers.append(base.mark_text(dy=17, fontSize=10).encode(x=x_kv, y=y_kv, text="kv:N"))
     chart = alt.layer(*layers).properties(height=170, autosize=FIT_X)
     return chart.properties(title=title) if title else chart
 
@@ -82,22 +82,22 @@ def quality_points(frame, *, x_title: str, y_title: str, model_title: str, domai
 
 def sizes_frame(variants: Sequence[str], per_layer: Sequence[int], formulas: Sequence[str],
                 chosen: str) -> pd.DataFrame:
-    return pd.DataFrame({"variant": list(variants), "numbers": np.asarray(per_layer, int), "formula": list(formulas),
-                         "chosen": [v == chosen for v in variants]})
+    return pd.DataFrame({"variant": list(variants), "numbers": np.asarray(per_layer, int), "floor": 1,
+                         "formula": list(formulas), "chosen": [v == chosen for v in variants]})
 
 
 @chart_kind(fill=("order", "title"))
 def cache_bars(frame, *, x_title: str, y_title: str, formula_title: str, order=(),
                title: str | None = None) -> alt.Chart:
-    """Numbers cached per token and layer of each variant, logarithmic (MHA is 128 times MQA)."""
+    """Numbers cached per token and layer of each variant on a log scale (MHA is 128 times MQA); the bars start
+    at 1 (a log scale has no 0) and carry their value on the right."""
     base = alt.Chart(frame).encode(
         y=alt.Y("variant:N", sort=order, title=y_title),
-        x=alt.X("numbers:Q", title=x_title, scale=alt.Scale(type="log")),
+        x=alt.X("numbers:Q", title=x_title, scale=alt.Scale(type="log", domain=[1, 400000])),
         tooltip=[alt.Tooltip("variant:N", title=y_title), alt.Tooltip("numbers:Q", title=x_title, format=","),
                  alt.Tooltip("formula:N", title=formula_title)])
     bars = base.mark_bar().encode(
-        color=alt.when(alt.datum.chosen).then(alt.value(ACCENT)).otherwise(alt.value(BASE)))
-    text = base.mark_text(align="right", dx=-4, color="white", fontSize=11).encode(text=alt.Text("numbers:Q",
-                                                                                             format=","))
+        x2="floor:Q", color=alt.when(alt.datum.chosen).then(alt.value(ACCENT)).otherwise(alt.value(BASE)))
+    text = base.mark_text(align="left", dx=4, fontSize=11).encode(text=alt.Text("numbers:Q", format=","))
     chart = (bars + text).properties(height=160, autosize=FIT_X)
     return chart.properties(title=title) if title else chart
