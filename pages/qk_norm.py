@@ -238,7 +238,18 @@ def sweep_section(doc) -> None:
           seeds=seeds),
         t(f"{NS}.notice_sensitivity", off=fmt.fixed(sensitivity(frame, labels[0], chance), 3),
           on=fmt.fixed(sensitivity(frame, labels[1], chance), 3), chance=fmt.fixed(chance, 2)),
-    ])
+    ] + slower_item(means, labels, doc["settings"]))
+
+
+def slower_item(means: pd.Series, labels: tuple[str, str], settings: dict) -> list[str]:
+    """The rate at which QK-norm costs the most (its mean final loss above the plain model's), if any."""
+    gaps = {lr: means[labels[1]][lr] - means[labels[0]][lr] for lr in means[labels[0]].index}
+    lr, gap = max(gaps.items(), key=lambda kv: kv[1])
+    if gap <= 0.05:
+        return []
+    d_head = settings["d_model"] // settings["num_heads"]
+    return [t(f"{NS}.notice_slower", lr=f"{lr:g}", on=fmt.fixed(means[labels[1]][lr], 3),
+              off=fmt.fixed(means[labels[0]][lr], 3), d_head=d_head, bound=fmt.fixed(math.sqrt(d_head), 2))]
 
 
 @cache_data(max_entries=32, max_bytes=1 * MB)

@@ -157,3 +157,45 @@ def test_bad_url_values_get_a_message_not_a_traceback():
     assert exceptions(at) == []
     assert len(drawn(at, "step_lines")) == 3                           # the defaults are shown instead
     assert all("<b>" not in m.value for m in at.markdown)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_queued_live_run_shows_its_place_and_the_wait_bound(lang, monkeypatch):
+    """Another job holds the server's worker: the press shows the place in the queue and the bound of the wait,
+    the button stays disabled; once the worker is free the run trains and is kept."""
+    import threading
+
+    from ui import training_queue as tq
+
+    monkeypatch.setattr(lab, "STEPS", 10)
+    gate = threading.Event()
+
+    def hold(ctx):
+        while not gate.is_set() and not ctx.stopped():
+            time.sleep(0.005)
+
+    blocker = tq.QUEUE.submit(("qk_blocker", lang), "v", hold)
+    try:
+        deadline = time.monotonic() + 30
+        while tq.QUEUE.status(blocker).state != "running":
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        lr = "0.1" if lang == "en" else "0.03"          # another training each: a finished one would be shared
+        at = open_page("qk_norm", lang, {"live_qk": "true", "live_lr": lr})
+        at.button(key="qk_train").click().run()
+        assert exceptions(at) == []
+        head = catalog(lang)["qk_norm.queue_position"].split("{pos}")[0]
+        shown = "\n".join(i.value for i in at.info)
+        assert head + "1" in shown and f"{tq.WALL_CAP:.0f}" in shown
+        assert at.button(key="qk_train").disabled
+    finally:
+        gate.set()
+        tq.QUEUE.release(blocker)
+    deadline = time.monotonic() + 120
+    while "_qk_ticket" in at.session_state:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+        at.run()
+    assert exceptions(at) == [] and len(at.session_state["_qk_runs"]) == 1
+    assert at.session_state["_qk_runs"][0]["spec"] == lab.RunSpec(float(lr), True, 0, 10)
+    assert not at.button(key="qk_train").disabled
