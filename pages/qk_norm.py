@@ -473,8 +473,8 @@ with lesson.step("intuition"):
     anatomy.intuition(NS)
     anatomy.formula(r"\ell_{ij} = \frac{q_i \cdot k_j}{\sqrt{d_{head}}},\qquad |\ell_{ij}| \le "
                     r"\frac{|q_i|\,|k_j|}{\sqrt{d_{head}}}", t(f"{NS}.formula_caption"))
-    anatomy.formula(r"\text{QK-norm: } \hat q = g_q \odot \frac{q}{\mathrm{rms}(q)},\ \hat k = g_k \odot "
-                    r"\frac{k}{\mathrm{rms}(k)}\ \Rightarrow\ |\ell_{ij}| \le \max|g_q|\,\max|g_k|\,\sqrt{d_{head}}",
+    anatomy.formula(r"\text{QK-norm: } \hat q = g_q \odot \frac{q}{\mathrm{RMS}(q)},\ \hat k = g_k \odot "
+                    r"\frac{k}{\mathrm{RMS}(k)}\ \Rightarrow\ |\ell_{ij}| \le \max|g_q|\,\max|g_k|\,\sqrt{d_{head}}",
                     t(f"{NS}.formula_qk_caption"))
 with lesson.step("question"):
     question_section(shown_doc)
