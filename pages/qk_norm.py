@@ -271,14 +271,13 @@ def why_section() -> None:
     factor = st.select_slider(t(f"{NS}.ctl_factor"), options=FACTORS, value=10, key="factor", bind="query-params")
     off, on = grown(False, float(factor)), grown(True, float(factor))
     base_off, base_on = grown(False, 1.0), grown(True, 1.0)
-    table = pd.DataFrame({
-        t(f"{NS}.col_model"): [run_label(False), run_label(True)],
-        t(f"{NS}.col_logit_before"): [fmt.sig(max(s.max_logit for s in g.stats)) for g in (base_off, base_on)],
-        t(f"{NS}.col_logit_after", f=factor): [fmt.sig(max(s.max_logit for s in g.stats)) for g in (off, on)],
-        t(f"{NS}.col_entropy_after", f=factor): [fmt.fixed(min(s.entropy for s in g.stats), 3) for g in (off, on)],
-        t(f"{NS}.col_bound"): ["—", fmt.sig(max(on.bounds))],
-    })
-    st.dataframe(table, hide_index=True)
+    top = [fmt.sig(max(st_.max_logit for st_ in g.stats)) for g in (base_off, base_on, off, on)]
+    ent = [fmt.fixed(min(st_.entropy for st_ in g.stats), 3) for g in (off, on)]
+    st.markdown("\n".join([
+        "- " + t(f"{NS}.why_row_off", run=run_label(False), before=top[0], after=top[2], f=factor, ent=ent[0]),
+        "- " + t(f"{NS}.why_row_on", run=run_label(True), before=top[1], after=top[3], f=factor, ent=ent[1],
+                 bound=fmt.sig(max(on.bounds))),
+    ]))
     before = max(s.max_logit for s in base_off.stats)
     after = max(s.max_logit for s in off.stats)
     st.markdown(t(f"{NS}.why_growth", f=factor, f2=factor * factor, ratio=fmt.sig(after / before),
@@ -444,12 +443,10 @@ def gains_demo() -> None:
         return
     rows = sorted((r for r in doc["runs"] if r["qk_norm"] and r["seed"] == 0), key=lambda r: r["lr"])
     d_head = doc["settings"]["d_model"] // doc["settings"]["num_heads"]
-    st.dataframe(pd.DataFrame({
-        t(f"{NS}.axis_lr"): [f"{r['lr']:g}" for r in rows],
-        t(f"{NS}.col_bound"): [fmt.sig(max(b for b in r["bounds"] if b is not None)) for r in rows],
-        t(f"{NS}.col_logit_end"): [fmt.sig(max(r["probes"][-1][1])) for r in rows],
-        t(f"{NS}.axis_final_loss"): [fmt.fixed(lab.final_loss(r["losses"]), 3) for r in rows],
-    }), hide_index=True)
+    st.markdown("\n".join(
+        "- " + t(f"{NS}.pit_row", lr=f"{r['lr']:g}", bound=fmt.sig(max(b for b in r["bounds"] if b is not None)),
+                 logit=fmt.sig(max(r["probes"][-1][1])), loss=fmt.fixed(lab.final_loss(r["losses"]), 3))
+        for r in rows))
     st.caption(t(f"{NS}.pit_demo", start=fmt.fixed(math.sqrt(d_head), 2), d_head=d_head, command=COMMAND))
 
 
@@ -473,8 +470,9 @@ with lesson.step("intuition"):
     anatomy.intuition(NS)
     anatomy.formula(r"\ell_{ij} = \frac{q_i \cdot k_j}{\sqrt{d_{head}}},\qquad |\ell_{ij}| \le "
                     r"\frac{|q_i|\,|k_j|}{\sqrt{d_{head}}}", t(f"{NS}.formula_caption"))
-    anatomy.formula(r"\text{QK-norm: } \hat q = g_q \odot \frac{q}{\mathrm{RMS}(q)},\ \hat k = g_k \odot "
-                    r"\frac{k}{\mathrm{RMS}(k)}\ \Rightarrow\ |\ell_{ij}| \le \max|g_q|\,\max|g_k|\,\sqrt{d_{head}}",
+    anatomy.formula(r"\begin{aligned}\hat q &= g_q \odot \frac{q}{\mathrm{RMS}(q)},\qquad \hat k = g_k \odot "
+                    r"\frac{k}{\mathrm{RMS}(k)}\\ |\ell_{ij}| &\le \max|g_q|\,\max|g_k|\,\sqrt{d_{head}}"
+                    r"\end{aligned}",
                     t(f"{NS}.formula_qk_caption"))
 with lesson.step("question"):
     question_section(shown_doc)

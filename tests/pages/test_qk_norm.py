@@ -105,8 +105,9 @@ def test_the_weight_growth_demo_squares_the_logits_without_qk_norm():
     ratio = max(s.max_logit for s in grown.stats) / max(s.max_logit for s in base.stats)
     assert 80 < ratio < 120                                          # about 10^2 (layer 2 sees a changed input)
     assert shows_label(all_text(at), "qk_norm.why_growth", "zh", f=10, f2=100, ratio=sig(ratio))
-    table = at.dataframe[0].value
-    assert table.iloc[1, -1] == sig(max(lab.grown_weights(True, 10.0).bounds))
+    on = lab.grown_weights(True, 10.0)
+    assert shows_label(all_text(at), "qk_norm.why_row_on", "zh", f=10, bound=sig(max(on.bounds)),
+                       after=sig(max(s.max_logit for s in on.stats)))
     ((_, sat),) = drawn(at, "saturation_lines")
     assert sat["scale"].nunique() == len(lab.SAT_SCALES)
 
