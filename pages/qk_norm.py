@@ -338,7 +338,8 @@ def start_live(spec: lab.RunSpec) -> None:
 
 
 def live_name(spec: lab.RunSpec, number: int) -> str:
-    return t(f"{NS}.live_name", n=number, run=run_label(spec.qk_norm), lr=fmt.exact(spec.lr))
+    return t(f"{NS}.live_name", n=number, run=t(f"{NS}.live_on") if spec.qk_norm else t(f"{NS}.live_off"),
+             lr=fmt.exact(spec.lr))
 
 
 def harvest() -> None:
@@ -427,7 +428,7 @@ def live_section(seed: int) -> None:
     doc = recorded()
     if isinstance(doc, dict):
         rec = run_of(doc, last["spec"].lr, last["spec"].seed, last["spec"].qk_norm)
-        if rec is not None and rec["steps"] == last["spec"].steps:
+        if rec is not None and rec["steps"] == len(last["losses"]):      # a whole run, not one the cap stopped
             items.append(t(f"{NS}.notice_live_recorded", logit=fmt.sig(max(rec["probes"][-1][1])),
                            loss=fmt.fixed(lab.final_loss(rec["losses"]), 3)))
     if len(kept) > 1 and any(r["spec"].qk_norm != last["spec"].qk_norm for r in kept[:-1]):
@@ -470,7 +471,7 @@ with lesson.step("intuition"):
     anatomy.intuition(NS)
     anatomy.formula(r"\ell_{ij} = \frac{q_i \cdot k_j}{\sqrt{d_{head}}},\qquad |\ell_{ij}| \le "
                     r"\frac{|q_i|\,|k_j|}{\sqrt{d_{head}}}", t(f"{NS}.formula_caption"))
-    anatomy.formula(r"\begin{aligned}\hat q &= g_q \odot \frac{q}{\mathrm{RMS}(q)},\qquad \hat k = g_k \odot "
+    anatomy.formula(r"\begin{aligned}\hat q &= g_q \odot \frac{q}{\mathrm{RMS}(q)}\\ \hat k &= g_k \odot "
                     r"\frac{k}{\mathrm{RMS}(k)}\\ |\ell_{ij}| &\le \max|g_q|\,\max|g_k|\,\sqrt{d_{head}}"
                     r"\end{aligned}",
                     t(f"{NS}.formula_qk_caption"))

@@ -33,7 +33,7 @@ def step_lines(frame, *, x_title: str, y_title: str, run_title: str, layer_title
         x=alt.X("step:Q", title=x_title),
         y=alt.Y("value:Q", title=y_title, scale=y_scale),
         color=alt.Color("run:N", title=run_title, scale=alt.Scale(domain=runs, range=list(RUN_COLORS)),
-                        legend=alt.Legend(orient="bottom", direction="vertical")),
+                        legend=alt.Legend(orient="bottom", direction="vertical", labelLimit=220)),
         tooltip=[alt.Tooltip("run:N", title=run_title), alt.Tooltip("step:Q", title=x_title),
                  alt.Tooltip("exact:N", title=y_title)],
     )
