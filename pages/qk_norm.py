@@ -471,9 +471,8 @@ with lesson.step("intuition"):
     anatomy.intuition(NS)
     anatomy.formula(r"\ell_{ij} = \frac{q_i \cdot k_j}{\sqrt{d_{head}}},\qquad |\ell_{ij}| \le "
                     r"\frac{|q_i|\,|k_j|}{\sqrt{d_{head}}}", t(f"{NS}.formula_caption"))
-    anatomy.formula(r"\begin{aligned}\hat q &= g_q \odot \frac{q}{\mathrm{RMS}(q)}\\ \hat k &= g_k \odot "
-                    r"\frac{k}{\mathrm{RMS}(k)}\\ |\ell_{ij}| &\le \max|g_q|\,\max|g_k|\,\sqrt{d_{head}}"
-                    r"\end{aligned}",
+    anatomy.formula(r"\hat q = g_q \odot \frac{q}{\mathrm{RMS}(q)},\quad \hat k = g_k \odot \frac{k}{\mathrm{RMS}(k)}")
+    anatomy.formula(r"|\ell_{ij}| \le \max|g_q|\,\max|g_k|\,\sqrt{d_{head}}\;",   # \; : the root's tip stays inside
                     t(f"{NS}.formula_qk_caption"))
 with lesson.step("question"):
     question_section(shown_doc)
