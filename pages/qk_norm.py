@@ -181,6 +181,7 @@ def collapse_item(run: dict, chance: float) -> str:
 
 def evidence_section(doc, lr: float, seed: int) -> None:
     st.subheader(t(f"{NS}.evidence_heading"))
+    st.markdown(t(f"{NS}.evidence_intro"))
     if isinstance(doc, Unavailable):
         show_unavailable(doc)
         return
