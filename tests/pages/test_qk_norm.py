@@ -200,3 +200,10 @@ def test_a_queued_live_run_shows_its_place_and_the_wait_bound(lang, monkeypatch)
     assert exceptions(at) == [] and len(at.session_state["_qk_runs"]) == 1
     assert at.session_state["_qk_runs"][0]["spec"] == lab.RunSpec(float(lr), True, 0, 10)
     assert not at.button(key="qk_train").disabled
+
+
+def test_presenter_mode_steps_through_the_lesson():
+    at = open_page("qk_norm", "en", {"present": "1", "step": "3"})
+    assert exceptions(at) == []
+    steps = at.session_state["_present_steps_qk_norm"]
+    assert steps == 7 and any(m.value == f"Step 3 of {steps}" for m in at.markdown)   # the kept controls are no step
