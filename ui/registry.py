@@ -38,6 +38,7 @@ PAGES: tuple[PageSpec, ...] = (
     PageSpec("efficiency", "efficiency", ":material/speed:"),
     PageSpec("kv_cache", "modern", ":material/memory:"),
     PageSpec("gqa", "modern", ":material/call_split:"),
+    PageSpec("qk_norm", "modern", ":material/compress:"),
     PageSpec("bottleneck", "learned", ":material/filter_alt:"),
     PageSpec("alignment", "learned", ":material/translate:"),
     PageSpec("pronoun", "learned", ":material/psychology:"),
