@@ -16,6 +16,7 @@ import streamlit as st
 
 from attention_core.labs import long_context as lab
 from attention_core.models import long_context_lm as lm
+from attention_core.models import recipes
 from attention_core.positional import (
     alibi_slopes,
     rope_linear_frequencies,
@@ -35,9 +36,12 @@ L = lm.TRAIN_LEN
 LENGTHS = tuple(n for n in lm.EVAL_LENGTHS if n > L)          # the lengths the controls offer: beyond L
 ROPE, ALIBI, NOPE, LEARNED = "longctx_rope", "longctx_alibi", "longctx_nope", "longctx_learned"
 RECIPES = (ROPE, ALIBI, NOPE, LEARNED)
+# the control's options are the methods' names, the same in every language, so a shared URL works in both
+METHOD_OPTIONS = {"RoPE": "none", "RoPE+PI": "linear", "RoPE+NTK": "ntk", "RoPE+YaRN": "yarn"}
 LIVE_SEQUENCES = 16
 D_HEAD = 16             # the models' d_model 64 / 4 heads (checked against the checkpoint by the tests)
-ALIBI_N = 12
+ALIBI_N = 12            # tokens of the bias picture
+ALIBI_HEADS = 4         # the heads of the shipped ALiBi model
 
 
 class Inputs(NamedTuple):
@@ -49,32 +53,64 @@ def method_label(method: str) -> str:
     return t(f"{NS}.method_{method}")
 
 
-def series_names() -> dict[str, str]:
-    """(recipe, method) keys -> the curve's name on screen, in the order of the legend."""
-    return {**{f"{ROPE}:{m}": method_label(m) for m in lab.METHODS},
-            f"{ALIBI}:none": t(f"{NS}.model_alibi"), f"{NOPE}:none": t(f"{NS}.model_nope"),
-            f"{LEARNED}:none": t(f"{NS}.model_learned")}
+def series_keys() -> list[tuple[str, str]]:
+    """(recipe, method) of each curve of the accuracy charts, in the order of the legend."""
+    return [(ROPE, m) for m in lab.METHODS] + [(ALIBI, "none"), (NOPE, "none"), (LEARNED, "none")]
+
+
+def series_names() -> list[str]:
+    return [method_label(m) for m in lab.METHODS] + [t(f"{NS}.model_{k}") for k in ("alibi", "nope", "learned")]
 
 
 # ------------------------------------------------------------------ computation: cached on plain arguments
+# The checkpoint-dependent results are keyed on the checkpoints' (mtime, size): a rebuilt file is read again.
+Stamps = tuple[tuple[int, int], ...]
+
+
+class Shipped(NamedTuple):
+    evals: dict[str, dict]     # recipe -> meta["eval"]
+    config: dict               # the RoPE model's DecoderConfig fields
+    stamps: Stamps             # of RECIPES, in order
+
+
 @cache_data(max_entries=16, max_bytes=1 * MB)
-def wavelengths(n: int) -> list[lab.FrequencyRow]:
-    return lab.frequency_rows(D_HEAD, n / L)
+def wavelength_frame(n: int, names: tuple[str, ...], limit_names: tuple[str, str]) -> tuple[pd.DataFrame, list]:
+    rows = lab.frequency_rows(D_HEAD, n / L)
+    labels = dict(zip(lab.METHODS, names))
+    frame = pairs_frame([r.pair for r in rows], [labels[r.method] for r in rows], [r.wavelength for r in rows],
+                        dict(zip(limit_names, (float(L), float(n)))))
+    return frame, rows
+
+
+@cache_data(max_entries=8, max_bytes=1 * MB)
+def accuracy_frames(stamps: Stamps, names: tuple[str, ...]) -> dict[str, pd.DataFrame]:
+    """The recorded accuracy against length, one frame per kind ("far", "near"); ``names`` label the series in
+    the order of ``series_keys()``."""
+    evals = {r: models.shipped_model(r).meta["eval"] for r in RECIPES}
+    out = {}
+    for kind in ("far", "near"):
+        series = {name: evals[r]["methods"][m][f"{kind}_accuracy"] for name, (r, m) in zip(names, series_keys())}
+        out[kind] = lines_frame(evals[ROPE]["lengths"], series, rules=(L,))
+    return out
 
 
 @cache_data(max_entries=32, max_bytes=2 * MB)
-def logits(method: str, n: int) -> np.ndarray:
-    return lab.topic_logits(models.shipped_model(ROPE).model, method, n / L, n)
+def logit_frame(stamps: Stamps, method: str, n: int, heads: tuple[str, ...]) -> tuple[pd.DataFrame, np.ndarray]:
+    values = lab.topic_logits(models.shipped_model(ROPE).model, method, n / L, n)       # (h, n)
+    frame = lines_frame(np.arange(1, n + 1), dict(zip(heads, values.tolist())), rules=(L,))
+    return frame, values
 
 
 @cache_data(max_entries=32, max_bytes=1 * MB)
-def live(method: str, n: int) -> lab.LivePositions:
-    return lab.live_positions(models.shipped_model(ROPE).model, method, n, sequences=LIVE_SEQUENCES)
+def live_frame(stamps: Stamps, method: str, n: int, kinds: tuple[str, str]) -> tuple[pd.DataFrame, lab.LivePositions]:
+    run = lab.live_positions(models.shipped_model(ROPE).model, method, n, sequences=LIVE_SEQUENCES)
+    mids = [(a + b - 1) / 2 for a, b in zip(run.edges[:-1], run.edges[1:])]
+    return lines_frame(mids, dict(zip(kinds, (run.far, run.near))), rules=(L,)), run
 
 
 @cache_data(max_entries=2, max_bytes=1 * MB)
-def short_input_check() -> tuple[lab.LivePositions, lab.LivePositions]:
-    """The pitfall: PI at s = 4 applied to a short input (n = L) against plain RoPE."""
+def short_input_check(stamps: Stamps) -> tuple[float, float]:
+    """The pitfall: near accuracy on inputs of length L with plain RoPE, and with PI at s = 4 applied anyway."""
     model = models.shipped_model(ROPE).model
     squeezed = lm.scores(lab.scaled_copy(model, "linear", 4.0), L, sequences=LIVE_SEQUENCES, seed=0,
                          chunk=LIVE_SEQUENCES)
@@ -82,19 +118,37 @@ def short_input_check() -> tuple[lab.LivePositions, lab.LivePositions]:
     return lm.summary(plain, lm.Kinds.NEAR)[0], lm.summary(squeezed, lm.Kinds.NEAR)[0]
 
 
-def recorded() -> dict[str, dict] | None:
-    """recipe -> meta["eval"] of each shipped checkpoint, or None (with a message) if one is missing/damaged."""
-    if models.unavailable(*RECIPES):
+@cache_data(max_entries=32, max_bytes=2 * MB)
+def alibi_charts(head: int, heads: int, labels: tuple[str, ...], titles: tuple[str, ...]) -> tuple[dict, dict]:
+    """The slopes bars and the bias heatmap of one head (finished specs: the heatmap builds its own frame)."""
+    slope_title, head_title, bias_title, key_title, query_title, slopes_title, heat_title = titles
+    pic = lab.alibi_picture(ALIBI_N, heads)
+    bias = pic.bias[head - 1]
+    masked = np.isinf(bias)
+    slopes = bars(pic.slopes, labels, value_title=slope_title, label_title=head_title, domain=None,
+                  highlight=head - 1, height=160, title=slopes_title, fit_x=True)
+    heat = heatmap(np.where(masked, 0.0, bias), [str(i) for i in range(ALIBI_N)], kind="scores", masked=masked,
+                   x_title=key_title, y_title=query_title, value_title=bias_title, selectable=False,
+                   title=heat_title)
+    return slopes, heat
+
+
+def shipped() -> Shipped | None:
+    """The recorded evaluations, or None (with a message per missing or damaged checkpoint)."""
+    got = [models.load(r) for r in RECIPES]
+    if any(isinstance(g, models.Unavailable) for g in got):
+        models.unavailable(*RECIPES)
         return None
-    return {r: models.shipped_model(r).meta["eval"] for r in RECIPES}
+    stamps = tuple((s.st_mtime_ns, s.st_size) for s in (recipes.checkpoint_path(r).stat() for r in RECIPES))
+    return Shipped({r: g.meta["eval"] for r, g in zip(RECIPES, got)}, got[0].config, stamps)
 
 
 # ------------------------------------------------------------------ sections, in lesson order
 def controls_section() -> Inputs:
     left, mid = st.columns(2)
     with left:
-        method = st.selectbox(t(f"{NS}.ctl_method"), lab.METHODS, format_func=method_label, key="method",
-                              bind="query-params")
+        choice = st.selectbox(t(f"{NS}.ctl_method"), tuple(METHOD_OPTIONS), key="method", bind="query-params")
+        method = METHOD_OPTIONS.get(choice, "none")
     with mid:
         n = st.select_slider(t(f"{NS}.ctl_n"), options=LENGTHS, value=LENGTHS[-1], key="n", bind="query-params")
     return Inputs(str(method), int(n))
@@ -106,22 +160,19 @@ def question_section() -> None:
                      explanation=t(f"{NS}.ex_explain", L=L))
 
 
-def evidence_section(evals: dict[str, dict]) -> None:
+def evidence_section(shown: Shipped) -> None:
     st.subheader(t(f"{NS}.evidence_heading"))
-    config = models.shipped_model(ROPE).config
+    config, rope = shown.config, shown.evals[ROPE]
     st.markdown(t(f"{NS}.task", L=L, layers=config["num_layers"], heads=config["num_heads"], d=config["d_model"])
                 + "  \n`" + " ".join(lab.fresh_sequence(24)) + " …`")
     names = series_names()
-    lengths = evals[ROPE]["lengths"]
+    frames = accuracy_frames(shown.stamps, tuple(names))
     for kind in ("far", "near"):
-        series = {names[f"{r}:{m}"]: evals[r]["methods"][m][f"{kind}_accuracy"]
-                  for r in RECIPES for m in evals[r]["methods"] if f"{r}:{m}" in names}
-        anatomy.show_chart(lines_chart(lines_frame(lengths, series, rules=(L,)), x_title=t(f"{NS}.axis_length"),
-                                       y_title=t(f"{NS}.axis_accuracy"), series_title=t(f"{NS}.axis_series"),
-                                       log_x=False, log_y=False, points=True, series=list(series),
-                                       domain=[0.0, 1.0], title=t(f"{NS}.acc_title_{kind}", L=L)), key=f"acc_{kind}")
-    seq = evals[ROPE]["sequences"]
-    st.caption(t(f"{NS}.acc_caption", seq=seq, L=L, seed=evals[ROPE]["seed"], rows=lm.MAX_LEN,
+        anatomy.show_chart(lines_chart(frames[kind], x_title=t(f"{NS}.axis_length"), y_title=t(f"{NS}.axis_accuracy"),
+                                       series_title=t(f"{NS}.axis_series"), log_x=False, log_y=False, points=True,
+                                       series=names, domain=[0.0, 1.0], title=t(f"{NS}.acc_title_{kind}", L=L)),
+                           key=f"acc_{kind}")
+    st.caption(t(f"{NS}.acc_caption", seq=rope["sequences"], L=L, seed=rope["seed"], rows=lm.MAX_LEN,
                  command="python -m attention_core.models " + " / ".join(RECIPES)))
 
 
@@ -153,18 +204,14 @@ def angles_section(inputs: Inputs) -> None:
                     r"\text{NTK: } \theta_i' = \big(b\, s^{d/(d-2)}\big)^{-2i/d},\quad "
                     r"\text{YaRN: } \theta_i' = (1-\gamma_i)\,\theta_i/s + \gamma_i\,\theta_i",
                     t(f"{NS}.angles_caption", s=fixed(s, 0), L=L, n=inputs.n))
-    rows = wavelengths(inputs.n)
-    names = [method_label(r.method) for r in rows]
-    limits = {t(f"{NS}.limit_train", L=L): float(L), t(f"{NS}.limit_eval", n=inputs.n): float(inputs.n)}
-    frame = pairs_frame([r.pair for r in rows], names, [r.wavelength for r in rows], limits)
+    names = [method_label(m) for m in lab.METHODS]
+    frame, rows = wavelength_frame(inputs.n, tuple(names),
+                                   (t(f"{NS}.limit_train", L=L), t(f"{NS}.limit_eval", n=inputs.n)))
     anatomy.show_chart(wavelength_chart(frame, x_title=t(f"{NS}.axis_pair"), y_title=t(f"{NS}.axis_wavelength"),
-                                        method_title=t(f"{NS}.axis_series"),
-                                        methods=[method_label(m) for m in lab.METHODS],
+                                        method_title=t(f"{NS}.axis_series"), methods=names,
                                         title=t(f"{NS}.wave_title", s=fixed(s, 0))), key="waves")
     unseen = {m: lab.unseen_pairs(rows, m) for m in lab.METHODS}
-    plain = [r for r in rows if r.method == "none"]
-    pi = [r for r in rows if r.method == "linear"]
-    yarn = [r for r in rows if r.method == "yarn"]
+    plain, pi, ntk, yarn = ([r for r in rows if r.method == m] for m in lab.METHODS)
     turns0 = L / plain[0].wavelength                    # r_0: turns of the fastest pair over L
     anatomy.notice([
         t(f"{NS}.notice_unseen", n=inputs.n, L=L, pairs=", ".join(map(str, unseen["none"])) or "—",
@@ -174,19 +221,18 @@ def angles_section(inputs: Inputs) -> None:
         t(f"{NS}.notice_yarn_wave", L=L, r0=fixed(turns0, 1), ratio=fixed(yarn[0].theta / plain[0].theta, 2),
           factor=fixed(yarn_attention_factor(s) ** 2, 3)),
         t(f"{NS}.notice_ntk_wave", pairs=", ".join(map(str, unseen["ntk"])) or "—", n=inputs.n,
-          reach=fixed(max((lab.reach(r) for r in rows if r.method == "ntk" and r.pair in unseen["ntk"]), default=L), 0)),
+          reach=fixed(max((lab.reach(r) for r in ntk if r.pair in unseen["ntk"]), default=L), 0)),
     ])
 
 
-def logit_section(inputs: Inputs) -> None:
+def logit_section(inputs: Inputs, shown: Shipped) -> None:
     st.subheader(t(f"{NS}.logit_heading"))
     st.markdown(t(f"{NS}.logit_intro"))
-    values = logits(inputs.method, inputs.n)                      # (h, n)
-    distance = np.arange(1, inputs.n + 1)
-    series = {t(f"{NS}.head", h=h + 1): values[h].tolist() for h in range(len(values))}
-    anatomy.show_chart(lines_chart(lines_frame(distance, series, rules=(L,)), x_title=t(f"{NS}.axis_distance"),
-                                   y_title=t(f"{NS}.axis_logit"), series_title=t(f"{NS}.axis_head"), log_x=False,
-                                   log_y=False, points=False, series=list(series), height=260,
+    heads = tuple(t(f"{NS}.head", h=h + 1) for h in range(shown.config["num_heads"]))
+    frame, values = logit_frame(shown.stamps, inputs.method, inputs.n, heads)        # values (h, n)
+    anatomy.show_chart(lines_chart(frame, x_title=t(f"{NS}.axis_distance"), y_title=t(f"{NS}.axis_logit"),
+                                   series_title=t(f"{NS}.axis_head"), log_x=False, log_y=False, points=False,
+                                   series=list(heads), height=260,
                                    title=t(f"{NS}.logit_title", method=method_label(inputs.method), n=inputs.n)),
                        key="logit")
     inside, beyond = values[:, :L], values[:, L:]
@@ -196,16 +242,15 @@ def logit_section(inputs: Inputs) -> None:
                       bhi=fixed(beyond[top].max(), 2), method=method_label(inputs.method))])
 
 
-def live_section(inputs: Inputs) -> None:
+def live_section(inputs: Inputs, shown: Shipped) -> None:
     st.subheader(t(f"{NS}.live_heading"))
-    run = live(inputs.method, inputs.n)
-    mids = [(a + b - 1) / 2 for a, b in zip(run.edges[:-1], run.edges[1:])]
-    series = {t(f"{NS}.kind_far"): run.far, t(f"{NS}.kind_near"): run.near}
-    anatomy.show_chart(lines_chart(lines_frame(mids, series, rules=(L,)), x_title=t(f"{NS}.axis_position"),
-                                   y_title=t(f"{NS}.axis_accuracy"), series_title=t(f"{NS}.axis_kind"),
-                                   log_x=False, log_y=False, points=True, series=list(series), domain=[0.0, 1.0],
-                                   height=240, title=t(f"{NS}.live_title", method=method_label(inputs.method),
-                                                       n=inputs.n)), key="live")
+    kinds = (t(f"{NS}.kind_far"), t(f"{NS}.kind_near"))
+    frame, run = live_frame(shown.stamps, inputs.method, inputs.n, kinds)
+    anatomy.show_chart(lines_chart(frame, x_title=t(f"{NS}.axis_position"), y_title=t(f"{NS}.axis_accuracy"),
+                                   series_title=t(f"{NS}.axis_kind"), log_x=False, log_y=False, points=True,
+                                   series=list(kinds), domain=[0.0, 1.0], height=240,
+                                   title=t(f"{NS}.live_title", method=method_label(inputs.method), n=inputs.n)),
+                       key="live")
     st.caption(t(f"{NS}.live_caption", seq=run.sequences, n=inputs.n, far=pct(run.far_all, 1),
                  near=pct(run.near_all, 1), L=L))
 
@@ -214,34 +259,29 @@ def alibi_section() -> None:
     st.subheader(t(f"{NS}.alibi_heading"))
     anatomy.formula(r"\mathrm{score}_h(i, j) = \frac{q_i \cdot k_j}{\sqrt{d}} - m_h\,(i - j),\qquad "
                     r"m_h = 2^{-8h/H}", t(f"{NS}.alibi_caption"))
-    heads = 4
-    head = st.slider(t(f"{NS}.ctl_head"), 1, heads, 1, key="head", bind="query-params")
-    pic = lab.alibi_picture(ALIBI_N, heads)
-    slopes = pic.slopes
-    anatomy.show_chart(bars(slopes, [t(f"{NS}.head", h=h + 1) for h in range(heads)], value_title=t(f"{NS}.axis_slope"),
-                            label_title=t(f"{NS}.axis_head"), domain=None, highlight=int(head) - 1,
-                            height=160, title=t(f"{NS}.slopes_title", h=heads), fit_x=True), key="slopes")
-    tokens = [str(i) for i in range(ALIBI_N)]
-    bias = pic.bias[int(head) - 1]
-    masked = np.isinf(bias)
-    anatomy.show_chart(heatmap(np.where(masked, 0.0, bias), tokens, kind="scores", masked=masked,
-                               x_title=t("common.key"), y_title=t("common.query"), value_title=t(f"{NS}.axis_bias"),
-                               selectable=False, title=t(f"{NS}.bias_title", h=int(head), m=fixed(slopes[int(head) - 1], 4))),
-                       key="bias")
-    reach = lab.alibi_reach(heads)
+    head = int(st.slider(t(f"{NS}.ctl_head"), 1, ALIBI_HEADS, 1, key="head", bind="query-params"))
+    slopes = alibi_slopes(ALIBI_HEADS).numpy()
+    titles = (t(f"{NS}.axis_slope"), t(f"{NS}.axis_head"), t(f"{NS}.axis_bias"), t("common.key"), t("common.query"),
+              t(f"{NS}.slopes_title", h=ALIBI_HEADS), t(f"{NS}.bias_title", h=head, m=fixed(slopes[head - 1], 4)))
+    bars_spec, heat_spec = alibi_charts(head, ALIBI_HEADS, tuple(t(f"{NS}.head", h=h + 1) for h in range(ALIBI_HEADS)),
+                                        titles)
+    anatomy.show_chart(bars_spec, key="slopes")
+    anatomy.show_chart(heat_spec, key="bias")
+    reach = lab.alibi_reach(ALIBI_HEADS)
     far = 4 * L - 1
     anatomy.notice([t(f"{NS}.notice_alibi", m1=fixed(slopes[0], 3), r1=fixed(reach[0], 0), m4=fixed(slopes[-1], 4),
                       r4=fixed(reach[-1], 0), d=far, pen=fixed(slopes[-1] * far, 2),
                       fac=fixed(float(np.exp(slopes[-1] * far)), 1))])
 
 
-def pitfall_demo() -> None:
-    plain, squeezed = short_input_check()
+def pitfall_demo(shown: Shipped) -> None:
+    plain, squeezed = short_input_check(shown.stamps)
     st.markdown(t(f"{NS}.pit_demo", L=L, plain=pct(plain, 1), squeezed=pct(squeezed, 1), seq=LIVE_SEQUENCES))
 
 
-def pitfall_section() -> None:
-    anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=t(f"{NS}.pit_code"), demo=pitfall_demo)
+def pitfall_section(shown: Shipped) -> None:
+    anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=t(f"{NS}.pit_code"),
+                    demo=lambda: pitfall_demo(shown))
 
 
 # ------------------------------------------------------------------ the page
@@ -255,23 +295,23 @@ with lesson.step("controls", keep=True):
     chosen = controls_section()
 with lesson.step("question"):
     question_section()
-evals = recorded()
-if evals is not None:
+shown = shipped()
+if shown is not None:
     with lesson.step("evidence"):
-        evidence_section(evals)
-        notice_section(evals)
+        evidence_section(shown)
+        notice_section(shown.evals)
 with lesson.step("angles"):
     angles_section(chosen)
-if evals is not None:
+if shown is not None:
     with lesson.step("logit"):
-        logit_section(chosen)
+        logit_section(chosen, shown)
     with lesson.step("live"):
-        live_section(chosen)
+        live_section(chosen, shown)
 with lesson.step("alibi"):
     alibi_section()
-if evals is not None:
+if shown is not None:
     with lesson.step("pitfall"):
-        pitfall_section()
+        pitfall_section(shown)
 anatomy.show_code(lm.recall_batch, lm.set_rope_scaling, rope_linear_frequencies, rope_ntk_frequencies,
                   rope_yarn_frequencies, yarn_attention_factor, lab.topic_logits, alibi_slopes)
 lesson.end()

@@ -19,7 +19,6 @@ at the scale s = n / L of each length.
 """
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Sequence
 from typing import NamedTuple

@@ -34,8 +34,7 @@ def charts_of(at, kind: str) -> list:
 def series_names(lang: str) -> dict[str, str]:
     cat = catalog(lang)
     names = {f"longctx_rope:{m}": cat[f"long_context.method_{m}"] for m in lm.SCALINGS}
-    names.update({"longctx_alibi:none": cat["long_context.model_alibi"], "longctx_nope:none": cat["long_context.model_nope"],
-                  "longctx_learned:none": cat["long_context.model_learned"]})
+    names.update({f"longctx_{k}:none": cat[f"long_context.model_{k}"] for k in ("alibi", "nope", "learned")})
     return names
 
 
@@ -52,8 +51,8 @@ def test_the_accuracy_charts_hold_the_recorded_figures_of_every_checkpoint(lang)
         for key, name in names.items():
             recipe, method = key.split(":")
             shown = frame[(frame["series"] == name) & (frame["part"] == "line")].sort_values("x")
-            recorded = [(n, a) for n, a in zip(evals[recipe]["lengths"], evals[recipe]["methods"][method][f"{kind}_accuracy"])
-                        if a is not None]
+            accuracy = evals[recipe]["methods"][method][f"{kind}_accuracy"]
+            recorded = [(n, a) for n, a in zip(evals[recipe]["lengths"], accuracy) if a is not None]
             assert shown["x"].tolist() == [n for n, _ in recorded]
             assert shown["y"].tolist() == pytest.approx([a for _, a in recorded])
         assert frame[frame["part"] == "rule"]["x"].tolist() == [L]
@@ -84,7 +83,7 @@ def test_the_notice_quotes_the_recorded_accuracy_at_4L():
 
 def test_the_wavelengths_follow_the_formulas_for_the_length_in_the_url():
     n = 128
-    at = open_page("long_context", "zh", {"n": str(n), "method": "ntk"})
+    at = open_page("long_context", "zh", {"n": str(n), "method": "RoPE+NTK"})
     assert exceptions(at) == []
     loaded = recipes.load_model("longctx_rope")
     d_head = loaded.config["d_model"] // loaded.config["num_heads"]
@@ -102,7 +101,7 @@ def test_the_wavelengths_follow_the_formulas_for_the_length_in_the_url():
 
 
 def test_the_logit_chart_is_the_first_layer_of_the_shipped_model():
-    at = open_page("long_context", "en", {"method": "yarn", "n": "192"})
+    at = open_page("long_context", "en", {"method": "RoPE+YaRN", "n": "192"})
     assert exceptions(at) == []
     lines = charts_of(at, "lines_chart")
     _, frame = lines[2]                                                   # far, near, then the logit chart
