@@ -289,7 +289,7 @@ anatomy.header(NS)
 lesson = presenter.Lesson(NS)
 with lesson.step("intuition"):
     anatomy.intuition(NS)
-    anatomy.formula(r"q_m^\top R_{\Theta}(n - m)\, k_n:\ \text{pair } i \text{ turns by } (n - m)\,\theta_i",
+    anatomy.formula(r"q_m^\top R_{(n - m)\theta}\, k_n,\qquad \theta_i = b^{-2i/d},\quad i = 0 \dots d/2 - 1",
                     t(f"{NS}.formula_caption"))
 with lesson.step("controls", keep=True):
     chosen = controls_section()
