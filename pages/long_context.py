@@ -129,6 +129,7 @@ def alibi_charts(head: int, heads: int, labels: tuple[str, ...], titles: tuple[s
                   highlight=head - 1, height=160, title=slopes_title, fit_x=True)
     heat = heatmap(np.where(masked, 0.0, bias), [str(i) for i in range(ALIBI_N)], kind="scores", masked=masked,
                    x_title=key_title, y_title=query_title, value_title=bias_title, selectable=False,
+                   show_numbers=False,                 # -0.0039 x 12 columns do not fit a phone; the tooltip has them
                    title=heat_title)
     return slopes, heat
 
@@ -156,7 +157,7 @@ def controls_section() -> Inputs:
 
 def question_section() -> None:
     anatomy.exercise(f"{NS}_ex", t(f"{NS}.ex_question", L=L, n=4 * L),
-                     [t(f"{NS}.ex_a"), t(f"{NS}.ex_b"), t(f"{NS}.ex_c")], answer=1,
+                     [t(f"{NS}.ex_a"), t(f"{NS}.ex_b", L=L), t(f"{NS}.ex_c")], answer=1,
                      explanation=t(f"{NS}.ex_explain", L=L))
 
 
@@ -200,9 +201,9 @@ def notice_section(evals: dict[str, dict]) -> None:
 def angles_section(inputs: Inputs) -> None:
     st.subheader(t(f"{NS}.angles_heading"))
     s = inputs.n / L
-    anatomy.formula(r"\theta_i = b^{-2i/d},\quad \text{PI: } \theta_i' = \theta_i / s,\quad "
-                    r"\text{NTK: } \theta_i' = \big(b\, s^{d/(d-2)}\big)^{-2i/d},\quad "
-                    r"\text{YaRN: } \theta_i' = (1-\gamma_i)\,\theta_i/s + \gamma_i\,\theta_i",
+    anatomy.formula(r"\begin{aligned}\text{PI: } \theta_i' &= \theta_i / s \\ "
+                    r"\text{NTK: } \theta_i' &= \big(b\, s^{d/(d-2)}\big)^{-2i/d} \\ "
+                    r"\text{YaRN: } \theta_i' &= (1-\gamma_i)\,\theta_i/s + \gamma_i\,\theta_i\end{aligned}\;",
                     t(f"{NS}.angles_caption", s=fixed(s, 0), L=L, n=inputs.n))
     names = [method_label(m) for m in lab.METHODS]
     frame, rows = wavelength_frame(inputs.n, tuple(names),
@@ -257,8 +258,8 @@ def live_section(inputs: Inputs, shown: Shipped) -> None:
 
 def alibi_section() -> None:
     st.subheader(t(f"{NS}.alibi_heading"))
-    anatomy.formula(r"\mathrm{score}_h(i, j) = \frac{q_i \cdot k_j}{\sqrt{d}} - m_h\,(i - j),\qquad "
-                    r"m_h = 2^{-8h/H}", t(f"{NS}.alibi_caption"))
+    anatomy.formula(r"\begin{aligned}\mathrm{score}_h(i, j) &= \frac{q_i \cdot k_j}{\sqrt{d}} - m_h\,(i - j) \\ "
+                    r"m_h &= 2^{-8h/H}\end{aligned}\;", t(f"{NS}.alibi_caption"))
     head = int(st.slider(t(f"{NS}.ctl_head"), 1, ALIBI_HEADS, 1, key="head", bind="query-params"))
     slopes = alibi_slopes(ALIBI_HEADS).numpy()
     titles = (t(f"{NS}.axis_slope"), t(f"{NS}.axis_head"), t(f"{NS}.axis_bias"), t("common.key"), t("common.query"),
@@ -289,7 +290,7 @@ anatomy.header(NS)
 lesson = presenter.Lesson(NS)
 with lesson.step("intuition"):
     anatomy.intuition(NS)
-    anatomy.formula(r"q_m^\top R_{(n - m)\theta}\, k_n,\qquad \theta_i = b^{-2i/d},\quad i = 0 \dots d/2 - 1",
+    anatomy.formula(r"q_m^\top R_{(n - m)\theta}\, k_n\;",
                     t(f"{NS}.formula_caption"))
 with lesson.step("controls", keep=True):
     chosen = controls_section()

@@ -10,8 +10,8 @@ import pandas as pd
 
 from .charts import FIT_X, chart_kind
 
-# colour-blind-safe (Tableau 10 order, Okabe-Ito-like contrasts); one per curve
-SERIES_COLORS = ("#3b528b", "#e66101", "#1b9e77", "#7570b3", "#d95f02", "#666666", "#a6761d", "#e7298a")
+# one colour per curve, far apart in hue and lightness (Dark2-like, with the app's blue and orange first)
+SERIES_COLORS = ("#3b528b", "#e66101", "#1b9e77", "#7570b3", "#e7298a", "#666666", "#a6761d", "#66a61e")
 RULE_COLOR = "#444444"
 
 
@@ -44,7 +44,7 @@ def lines_chart(frame, *, x_title: str, y_title: str, series_title: str, log_x: 
     base = alt.Chart(frame)
     colour = alt.Color("series:N", title=series_title, sort=series,
                        scale=alt.Scale(domain=series, range=list(SERIES_COLORS)),
-                       legend=alt.Legend(orient="bottom", columns=2, labelLimit=260))
+                       legend=alt.Legend(orient="bottom", columns=1, labelLimit=260))
     line = base.transform_filter(alt.datum.part == "line").mark_line(point=points).encode(
         x=x, y=alt.Y("y:Q", title=y_title, scale=y_scale), color=colour,
         tooltip=[alt.Tooltip("series:N", title=series_title), alt.Tooltip("x:Q", title=x_title),
@@ -75,7 +75,7 @@ def wavelength_chart(frame, *, x_title: str, y_title: str, method_title: str, me
     y = alt.Y("wavelength:Q", title=y_title, scale=alt.Scale(type="log"))
     colour = alt.Color("method:N", title=method_title, sort=methods,
                        scale=alt.Scale(domain=methods, range=list(SERIES_COLORS)),
-                       legend=alt.Legend(orient="bottom", columns=2, labelLimit=260))
+                       legend=alt.Legend(orient="bottom", columns=1, labelLimit=260))
     line = base.transform_filter(alt.datum.part == "point").mark_line(point=True).encode(
         x=alt.X("pair:O", title=x_title, axis=alt.Axis(labelAngle=0)), y=y, color=colour,
         tooltip=[alt.Tooltip("method:N", title=method_title), alt.Tooltip("pair:O", title=x_title),
