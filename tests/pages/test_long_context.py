@@ -66,6 +66,8 @@ def test_the_accuracy_charts_hold_the_recorded_figures_of_every_checkpoint(lang)
             walk(child)
     walk(at.main)
     assert kinds.index("radio") < next(i for i, k in enumerate(kinds) if "vega_lite_chart" in k)
+    options = at.radio[0].options
+    assert len(options) == 3 and not any("{" in o for o in options) and str(L) in options[1]
 
 
 def test_the_notice_quotes_the_recorded_accuracy_at_4L():
@@ -121,6 +123,7 @@ def test_the_alibi_bias_follows_the_head_in_the_url():
     assert exceptions(at) == []
     heat = [c for c in at.get("vega_lite_chart") if "heatmap" in chart_spec(c)["usermeta"]["chart_kind"]]
     frame = next(iter(chart_data(heat[0]).values()))
+    assert recipes.load_model("longctx_alibi").config["num_heads"] == 4     # the page's ALIBI_HEADS
     visible = frame[~frame["masked"]]
     assert len(visible) == 12 * 13 // 2
     assert (visible["value"] == -(visible["query_pos"] - visible["key_pos"]) / 16).all()   # m_2 = 1/16 of 4 heads
