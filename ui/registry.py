@@ -39,6 +39,7 @@ PAGES: tuple[PageSpec, ...] = (
     PageSpec("kv_cache", "modern", ":material/memory:"),
     PageSpec("gqa", "modern", ":material/call_split:"),
     PageSpec("qk_norm", "modern", ":material/compress:"),
+    PageSpec("long_context", "modern", ":material/straighten:"),
     PageSpec("bottleneck", "learned", ":material/filter_alt:"),
     PageSpec("alignment", "learned", ":material/translate:"),
     PageSpec("pronoun", "learned", ":material/psychology:"),

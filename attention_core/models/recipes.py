@@ -74,6 +74,7 @@ TASKS = ("dates", "dates_noattn", "reverse_attn", "reverse_noattn", "pronoun")
 # The language-model tasks of the Modern LLM attention pages: each module registers its tasks and recipes (lm.py).
 LM_MODULES = (
     "gqa_lm",
+    "long_context_lm",
 )
 
 

@@ -1,0 +1,88 @@
+"""Charts of the long-context page: accuracy against length, RoPE wavelengths per dimension pair before and after
+scaling, the first-layer logit of the query with the topic against distance, and accuracy by position."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from .charts import FIT_X, chart_kind
+
+# one colour per curve, far apart in hue and lightness (Dark2-like, with the app's blue and orange first)
+SERIES_COLORS = ("#3b528b", "#e66101", "#1b9e77", "#7570b3", "#e7298a", "#666666", "#a6761d", "#66a61e")
+RULE_COLOR = "#444444"
+
+
+def _exact(values: np.ndarray, fmt: str) -> np.ndarray:
+    return np.array(["" if np.isnan(v) else fmt % v for v in values], dtype=object)
+
+
+def lines_frame(x: Sequence[float], series: dict[str, Sequence[float | None]], rules: Sequence[float] = (),
+                fmt: str = "%.4f") -> pd.DataFrame:
+    """Long form: x, y, series, exact (y as text), part ("line" or "rule"); a None y leaves a gap (no point).
+    ``rules``: x positions of vertical rules (e.g. the training length)."""
+    xs = np.asarray(x, float)
+    parts = []
+    for name, ys in series.items():
+        y = np.array([np.nan if v is None else float(v) for v in ys])
+        keep = ~np.isnan(y)
+        parts.append(pd.DataFrame({"x": xs[keep], "y": y[keep], "series": name, "exact": _exact(y[keep], fmt),
+                                   "part": "line"}))
+    parts.append(pd.DataFrame({"x": np.asarray(rules, float), "y": np.nan, "series": "", "exact": "",
+                               "part": "rule"}))
+    return pd.concat(parts, ignore_index=True)
+
+
+@chart_kind(fill=("series", "domain", "title", "height"))
+def lines_chart(frame, *, x_title: str, y_title: str, series_title: str, log_x: bool, log_y: bool,
+                points: bool, series=(), domain=None, height: int = 280, title: str | None = None) -> alt.Chart:
+    """One line per series against x, optional log axes, dashed vertical rules (``part == "rule"``)."""
+    x = alt.X("x:Q", title=x_title, scale=alt.Scale(type="log", base=2) if log_x else alt.Undefined)
+    y_scale = alt.Scale(type="log") if log_y else (alt.Scale(domain=domain) if domain else alt.Undefined)
+    base = alt.Chart(frame)
+    colour = alt.Color("series:N", title=series_title, sort=series,
+                       scale=alt.Scale(domain=series, range=list(SERIES_COLORS)),
+                       legend=alt.Legend(orient="bottom", columns=1, labelLimit=260))
+    line = base.transform_filter(alt.datum.part == "line").mark_line(point=points).encode(
+        x=x, y=alt.Y("y:Q", title=y_title, scale=y_scale), color=colour,
+        tooltip=[alt.Tooltip("series:N", title=series_title), alt.Tooltip("x:Q", title=x_title),
+                 alt.Tooltip("exact:N", title=y_title)])
+    rule = base.transform_filter(alt.datum.part == "rule").mark_rule(color=RULE_COLOR, strokeDash=[4, 3]).encode(x=x)
+    chart = alt.layer(line, rule).properties(height=height, autosize=FIT_X)
+    return chart.properties(title=title) if title else chart
+
+
+def pairs_frame(pairs: Sequence[int], methods: Sequence[str], wavelengths: Sequence[float],
+                limits: dict[str, float]) -> pd.DataFrame:
+    """Long form of the wavelength chart: pair, method, wavelength, exact, part ("point" or "limit"); ``limits``
+    names horizontal rules (label -> tokens), e.g. the training length and the evaluation length."""
+    w = np.asarray(wavelengths, float)
+    points = pd.DataFrame({"pair": np.asarray(pairs, int), "method": list(methods), "wavelength": w,
+                           "exact": np.char.mod("%.1f", w), "part": "point"})
+    rules = pd.DataFrame({"pair": 0, "method": list(limits), "wavelength": np.asarray(list(limits.values()), float),
+                          "exact": [f"{v:g}" for v in limits.values()], "part": "limit"})
+    return pd.concat([points, rules], ignore_index=True)
+
+
+@chart_kind(fill=("methods", "title"))
+def wavelength_chart(frame, *, x_title: str, y_title: str, method_title: str, methods=(),
+                     title: str | None = None) -> alt.Chart:
+    """Wavelength 2 pi / theta_i' per dimension pair (log scale), one line per method; labelled rules at the
+    lengths in ``part == "limit"``."""
+    base = alt.Chart(frame)
+    y = alt.Y("wavelength:Q", title=y_title, scale=alt.Scale(type="log"))
+    colour = alt.Color("method:N", title=method_title, sort=methods,
+                       scale=alt.Scale(domain=methods, range=list(SERIES_COLORS)),
+                       legend=alt.Legend(orient="bottom", columns=1, labelLimit=260))
+    line = base.transform_filter(alt.datum.part == "point").mark_line(point=True).encode(
+        x=alt.X("pair:O", title=x_title, axis=alt.Axis(labelAngle=0)), y=y, color=colour,
+        tooltip=[alt.Tooltip("method:N", title=method_title), alt.Tooltip("pair:O", title=x_title),
+                 alt.Tooltip("exact:N", title=y_title)])
+    limits = base.transform_filter(alt.datum.part == "limit")
+    rule = limits.mark_rule(color=RULE_COLOR, strokeDash=[4, 3]).encode(y=y)
+    text = limits.mark_text(align="left", dx=4, dy=-6, color=RULE_COLOR).encode(
+        y=y, x=alt.value(0), text="method:N")
+    chart = alt.layer(line, rule, text).properties(height=300, autosize=FIT_X)
+    return chart.properties(title=title) if title else chart
