@@ -120,7 +120,6 @@ def quality_section() -> None:
     labels = [f"{variant_name(r.num_heads, r.num_kv_heads)} ({r.num_kv_heads})" for r in rows]
     table = pd.DataFrame({
         t(f"{NS}.col_model"): labels,
-        t(f"{NS}.col_kv"): [r.num_kv_heads for r in rows],
         t(f"{NS}.col_bytes"): [r.kv_bytes_per_token for r in rows],
         t(f"{NS}.col_acc"): [f"{pct(r.accuracy, 1)} ± {pct(r.accuracy_ci95, 1)}" for r in rows],
         t(f"{NS}.col_loss"): [f"{fixed(r.loss, 3)} ± {fixed(r.loss_ci95, 3)}" for r in rows],
@@ -155,8 +154,8 @@ def quality_section() -> None:
 def mla_section() -> None:
     st.subheader(t(f"{NS}.mla_heading"))
     st.markdown(t(f"{NS}.mla_intro"))
-    anatomy.formula(r"c_t = W^{DKV} h_t,\quad k^C_{t,i} = W^{UK}_i c_t,\quad v^C_{t,i} = W^{UV}_i c_t,\quad "
-                    r"k^R_t = \mathrm{RoPE}(W^{KR} h_t)", t(f"{NS}.mla_formula_caption"))
+    anatomy.formula(r"c_t = W^{DKV} h_t,\quad k^R_t = \mathrm{RoPE}(W^{KR} h_t)")
+    anatomy.formula(r"k^C_{t,i} = W^{UK}_i c_t,\quad v^C_{t,i} = W^{UV}_i c_t\,", t(f"{NS}.mla_formula_caption"))
     shape = lab.DEEPSEEK_V2
     sizes = lab.mla_sizes()
     order = [s.variant for s in sizes]
@@ -175,8 +174,8 @@ def mla_section() -> None:
 
 def absorption_section() -> None:
     st.markdown(t(f"{NS}.absorb_intro"))
-    anatomy.formula(r"q_{t,i}^{C\top} k^C_{j,i} = \big(W^{UK\top}_i W^{Q}_i h_t\big)^{\!\top} c_j,\qquad "
-                    r"W^O_i\, W^{UV}_i \textstyle\sum_j a_{t,j,i}\, c_j", t(f"{NS}.absorb_formula_caption"))
+    anatomy.formula(r"q_{t,i}^{C\top} k^C_{j,i} = \big(W^{UK\top}_i W^{Q}_i h_t\big)^{\!\top} c_j\,")
+    anatomy.formula(r"W^O_i\, W^{UV}_i \textstyle\sum_j a_{t,j,i}\, c_j\,", t(f"{NS}.absorb_formula_caption"))
     d_latent = st.select_slider(t(f"{NS}.ctl_latent"), options=lab.LATENTS, value=16, key="d_latent",
                                 bind="query-params")
     demo = absorption(int(d_latent))
@@ -205,8 +204,8 @@ anatomy.header(NS)
 lesson = presenter.Lesson(NS)
 with lesson.step("intuition"):
     anatomy.intuition(NS)
-    anatomy.formula(r"\mathrm{head}_i = \operatorname{softmax}\!\Big(\frac{q_i K_{g(i)}^\top}{\sqrt{d}}\Big) V_{g(i)},"
-                    r"\qquad g(i) = \Big\lfloor \frac{i}{h / h_{kv}} \Big\rfloor", t(f"{NS}.formula_caption"))
+    anatomy.formula(r"\mathrm{head}_i = \operatorname{softmax}\!\Big(\frac{q_i K_{g(i)}^\top}{\sqrt{d}}\Big) V_{g(i)}\,")
+    anatomy.formula(r"g(i) = \Big\lfloor \frac{i}{h / h_{kv}} \Big\rfloor", t(f"{NS}.formula_caption"))
 with lesson.step("controls", keep=True):
     chosen = controls_section()
 with lesson.step("question"):

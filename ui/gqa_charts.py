@@ -24,7 +24,8 @@ def sharing_frame(kv_of: Sequence[int], query_label: str, kv_label: str) -> pd.D
                          "q_row": QUERY_ROW, "kv_row": KV_ROW,
                          "query": [query_label.format(i=i + 1) for i in range(h)],
                          "kv": [kv_label.format(i=g + 1) for g in kv_of],
-                         "odd": (kv_of % 2).astype(bool)})
+                         "odd": (kv_of % 2).astype(bool),
+                         "first": np.arange(h) % group == 0})          # one K/V mark and label per group
 
 
 @chart_kind(fill=("title",))
@@ -44,11 +45,12 @@ def sharing_picture(frame, *, query_title: str, kv_title: str, labels: bool, tit
     rules = base.mark_rule(strokeWidth=2, opacity=0.7).encode(x=x, x2="kvx:Q", y=y, y2="kv_row:Q", color=color,
                                                              tooltip=tips)
     queries = base.mark_circle(size=110, opacity=1).encode(x=x, y=y, color=color, tooltip=tips)
-    kvs = base.mark_square(size=260, opacity=1).encode(x=x_kv, y=y_kv, color=color, tooltip=tips)
+    firsts = base.transform_filter(alt.datum.first)
+    kvs = firsts.mark_square(size=260, opacity=1).encode(x=x_kv, y=y_kv, color=color, tooltip=tips)
     layers = [rules, queries, kvs]
     if labels:
         layers.append(base.mark_text(dy=-13, fontSize=10).encode(x=x, y=y, text="query:N"))
-        layers.append(base.mark_text(dy=17, fontSize=10).encode(x=x_kv, y=y_kv, text="kv:N"))
+        layers.append(firsts.mark_text(dy=17, fontSize=10).encode(x=x_kv, y=y_kv, text="kv:N"))
     chart = alt.layer(*layers).properties(height=170, autosize=FIT_X)
     return chart.properties(title=title) if title else chart
 

@@ -80,7 +80,7 @@ def test_the_quality_table_and_charts_are_the_recorded_evaluation():
     assert exceptions(at) == []
     table = at.dataframe[0].value
     cat = catalog("en")
-    assert table[cat["gqa.col_kv"]].tolist() == [4, 2, 1]
+    assert table[cat["gqa.col_model"]].tolist() == ["MHA (4)", "GQA (2)", "MQA (1)"]
     assert table[cat["gqa.col_bytes"]].tolist() == [r.kv_bytes_per_token for r in rows] == [2 * 1 * k * 8 * 4 for k in (4, 2, 1)]
     assert table[cat["gqa.col_acc"]].tolist() == [f"{pct(r.accuracy, 1)} ± {pct(r.accuracy_ci95, 1)}" for r in rows]
     acc, loss = (frame_of(c) for c in charts_of(at, "quality_points"))
