@@ -31,8 +31,8 @@ POLL = 1.0                       # seconds between two looks at a queued or runn
 OVER_STEPS = 6                   # snapshots shown side by side for the two heads
 HALVES = tuple(range(ih.HALVES[0], ih.HALVES[1] + 1))
 REMOVE = ("none", "previous", "all_previous", "control", "induction", "all_induction")
-FORMULA = (r"\text{prev}_h = \frac{1}{n-1}\sum_{i=1}^{n-1} a^h_{i,\,i-1},\qquad "
-           r"\text{ind}_h = \frac{1}{m-1}\sum_{i=m+1}^{2m-1} a^h_{i,\,i-m+1}")
+FORMULA = (r"P_h = \frac{1}{n-1}\sum_{i=1}^{n-1} a^h_{i,\,i-1},\qquad "
+           r"I_h = \frac{1}{m-1}\sum_{i=m+1}^{2m-1} a^h_{i,\,i-m+1}")
 
 
 # ------------------------------------------------------------------ the recorded run (a JSON written by the lab's CLI)
