@@ -12,6 +12,7 @@ import random
 import time
 
 import numpy as np
+import pandas as pd
 import streamlit as st
 
 from attention_core.labs import induction_heads as lab
@@ -19,19 +20,19 @@ from attention_core.models import induction_heads_lm as ih
 from ui import anatomy, presenter
 from ui import training_queue as tq
 from ui.cache import MB, cache_data
+from ui.charts import heatmap
 from ui.format import fixed
 from ui.i18n import t
 from ui.induction_heads_charts import curves
 from ui.models import Unavailable, _short, model, unavailable
-from ui.multihead_charts import small_multiples
 
 NS = "induction_heads"
 RECIPE = ih.RECIPE_NAME
 POLL = 1.0                       # seconds between two looks at a queued or running live run
-OVER_STEPS = 6                   # snapshots shown side by side for the two heads
+PANEL = 150                      # px: the height of one head's pattern
 HALVES = tuple(range(ih.HALVES[0], ih.HALVES[1] + 1))
 REMOVE = ("none", "previous", "all_previous", "control", "induction", "all_induction")
-FORMULA = (r"P_h = \frac{1}{n-1}\sum_{i=1}^{n-1} a^h_{i,\,i-1},\qquad "
+FORMULA = (r"P_h = \frac{1}{n-1}\sum_{i=1}^{n-1} a^h_{i,\,i-1}",            # two lines: each fits a phone
            r"I_h = \frac{1}{m-1}\sum_{i=m+1}^{2m-1} a^h_{i,\,i-m+1}")
 
 
@@ -142,47 +143,48 @@ def recorded_section(doc) -> None:
     anatomy.notice(items)
 
 
+def panel(matrix, title: str, key: str) -> None:
+    """One head's pattern on the probe, stretched to its column (columns stack on a phone)."""
+    n = matrix.shape[-1]
+    positions = [str(i) for i in range(n)]
+    anatomy.show_chart(heatmap(matrix, positions, positions, title=title, x_title=t(f"{NS}.axis_key_pos"),
+                               y_title=t(f"{NS}.axis_query_pos"), value_title=t("common.weight"), show_numbers=False,
+                               selectable=False, legend=False, height=PANEL), key=key)
+
+
 def patterns_section(doc) -> None:
     if isinstance(doc, Unavailable):
         return
     record, snaps, phase = doc
     st.subheader(t(f"{NS}.patterns_heading"))
     steps = [s.step for s in snaps if s.patterns is not None]
-    default = steps[-1]
-    picked = st.select_slider(t(f"{NS}.ctl_step"), options=steps, value=default, key="step", bind="query-params")
+    picked = st.select_slider(t(f"{NS}.ctl_step"), options=steps, value=steps[-1], key="step", bind="query-params")
     snap = next(s for s in snaps if s.step == picked)
-    labels = list(record["probe"])
     layers, heads = snap.patterns.shape[:2]
-    titles = [t(f"{NS}.panel", name=head_name(a, b), prev=fixed(snap.previous[a, b], 2),
-                ind=fixed(snap.induction[a, b], 2)) for a in range(layers) for b in range(heads)]
-    anatomy.show_chart(small_multiples(snap.patterns.reshape(layers * heads, *snap.patterns.shape[2:]), labels,
-                                       titles=titles, columns=heads, x_title=t("common.key"), y_title=t("common.query"),
-                                       value_title=t("common.weight"), panel_title=t(f"{NS}.axis_head"),
-                                       selectable=False, panel_size=150, title_limit=200), key="heads", width="content")
-    st.caption(t(f"{NS}.patterns_caption", step=picked, half=lab.PROBE_HALF, m=record["eval_half"]))
+    for a in range(layers):
+        for b, column in enumerate(st.columns(heads)):
+            with column:
+                panel(snap.patterns[a, b], t(f"{NS}.panel", name=head_name(a, b), prev=fixed(snap.previous[a, b], 2),
+                                             ind=fixed(snap.induction[a, b], 2)), f"head_{a}_{b}")
+    probe = t(f"{NS}.sep").join(f"{i} {anatomy.md_escape(x)}" for i, x in enumerate(record["probe"]))
+    st.caption(t(f"{NS}.patterns_caption", step=picked, half=lab.PROBE_HALF, m=record["eval_half"], probe=probe))
     final = snaps[-1]
     prev_head, ind_head = int(np.argmax(final.previous[0])), int(np.argmax(final.induction[-1]))
-    shown = over_steps(steps, phase.step)
-    mats, names = [], []
-    for s in (x for x in snaps if x.step in shown and x.patterns is not None):
-        mats += [s.patterns[0, prev_head], s.patterns[-1, ind_head]]
-        names += [t(f"{NS}.panel_step", step=s.step, name=head_name(0, prev_head)),
-                  t(f"{NS}.panel_step", step=s.step, name=head_name(layers - 1, ind_head))]
+    shown = [x for x in snaps if x.step in over_steps(steps, phase)]
     st.markdown(f"**{t(f'{NS}.over_heading', prev=head_name(0, prev_head), ind=head_name(layers - 1, ind_head))}**")
-    anatomy.show_chart(small_multiples(np.stack(mats), labels, titles=names, columns=2, x_title=t("common.key"),
-                                       y_title=t("common.query"), value_title=t("common.weight"),
-                                       panel_title=t(f"{NS}.axis_head"), selectable=False, panel_size=150,
-                                       title_limit=200), key="over", width="content")
+    for layer, head in ((0, prev_head), (layers - 1, ind_head)):
+        for x, column in zip(shown, st.columns(len(shown))):
+            with column:
+                panel(x.patterns[layer, head], t(f"{NS}.panel_step", step=x.step, name=head_name(layer, head)),
+                      f"over_{layer}_{x.step}")
     st.caption(t(f"{NS}.over_caption"))
 
 
-def over_steps(steps: list[int], phase: int | None) -> list[int]:
-    """OVER_STEPS snapshot steps: the start, around the phase change, the end."""
-    if len(steps) <= OVER_STEPS:
-        return steps
-    k = int(np.searchsorted(steps, phase)) if phase is not None else len(steps) // 2
-    around = [steps[max(0, min(len(steps) - 1, k + d))] for d in (-3, -1, 0, 2)]
-    return sorted(set([steps[0], *around, steps[-1]]))[:OVER_STEPS + 1]
+def over_steps(steps: list[int], phase: lab.Phase) -> list[int]:
+    """The snapshot steps (with patterns) nearest to: the start, the plateau's end, the crossing, the copying, the end."""
+    wanted = [steps[0], phase.before, phase.step if phase.step is not None else steps[len(steps) // 2], phase.after,
+              steps[-1]]
+    return sorted({min(steps, key=lambda s: abs(s - w)) for w in wanted})
 
 
 def ablation_section() -> None:
@@ -198,12 +200,12 @@ def ablation_section() -> None:
         seed = seed_input("data_seed", f"{NS}.ctl_data_seed")
     res = ablation_numbers(int(half), int(seed))
     removed = {k: t(f"{NS}.sep").join(head_name(a, b) for a, b in res[k]["heads"]) or "—" for k in REMOVE}
-    st.dataframe({t(f"{NS}.col_removed"): [removed[k] for k in REMOVE],
-                  t(f"{NS}.col_role"): [t(f"{NS}.role_{k}") for k in REMOVE],
-                  t(f"{NS}.col_first"): [round(res[k]["first_loss"], 3) for k in REMOVE],
-                  t(f"{NS}.col_repeated"): [round(res[k]["repeated_loss"], 3) for k in REMOVE],
-                  t(f"{NS}.col_induction", name=removed["induction"]): [round(res[k]["induction"], 3) for k in REMOVE]},
-                 hide_index=True)
+    st.table(pd.DataFrame({t(f"{NS}.col_removed"): [t(f"{NS}.removed", role=t(f"{NS}.role_{k}"), heads=removed[k])
+                                                     for k in REMOVE],
+                           t(f"{NS}.col_first"): [fixed(res[k]["first_loss"], 2) for k in REMOVE],
+                           t(f"{NS}.col_repeated"): [fixed(res[k]["repeated_loss"], 2) for k in REMOVE],
+                           t(f"{NS}.col_induction", name=removed["induction"]): [fixed(res[k]["induction"], 2)
+                                                                                for k in REMOVE]}), hide_index=True)
     loss = {k: fixed(res[k]["repeated_loss"], 2) for k in REMOVE}
     anatomy.notice([
         t(f"{NS}.notice_ablation", half=half, base=loss["none"], prev=loss["previous"], pname=removed["previous"],
@@ -355,7 +357,8 @@ lesson = presenter.Lesson(NS)
 shown_run = recorded()
 with lesson.step("intuition"):
     anatomy.intuition(NS)
-    anatomy.formula(FORMULA, t(f"{NS}.formula_caption"))
+    anatomy.formula(FORMULA[0])
+    anatomy.formula(FORMULA[1], t(f"{NS}.formula_caption"))
 with lesson.step("question"):
     question_section(shown_run)
 with lesson.step("recorded"):

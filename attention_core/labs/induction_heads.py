@@ -53,9 +53,9 @@ def probe_tokens() -> torch.Tensor:
 
 
 def probe_labels() -> list[str]:
-    """The probe's input tokens as symbols (<sos> shown as ·), repeats told apart by position in the charts."""
+    """The probe's input tokens as symbols (<sos> shown as ⟨s⟩); the charts tell repeats apart by position."""
     itos = ih.TASK.vocab.itos
-    return ["·" if i == 1 else itos[i] for i in probe_tokens()[0, :-1].tolist()]
+    return ["⟨s⟩" if i == 1 else itos[i] for i in probe_tokens()[0, :-1].tolist()]
 
 
 def snapshot(model, step: int, tokens: torch.Tensor, probe: torch.Tensor) -> Snapshot:
