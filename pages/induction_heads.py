@@ -20,7 +20,7 @@ from attention_core.models import induction_heads_lm as ih
 from ui import anatomy, presenter
 from ui import training_queue as tq
 from ui.cache import MB, cache_data
-from ui.charts import heatmap
+from ui import multihead_charts as mc
 from ui.format import fixed
 from ui.i18n import t
 from ui.induction_heads_charts import curves
@@ -29,11 +29,11 @@ from ui.models import Unavailable, _short, model, unavailable
 NS = "induction_heads"
 RECIPE = ih.RECIPE_NAME
 POLL = 1.0                       # seconds between two looks at a queued or running live run
-PANEL = 150                      # px: the height of one head's pattern
+PANEL = 110                      # px: one head's pattern in the small multiples
 HALVES = tuple(range(ih.HALVES[0], ih.HALVES[1] + 1))
 REMOVE = ("none", "previous", "all_previous", "control", "induction", "all_induction")
-FORMULA = (r"P_h = \frac{1}{n-1}\sum_{i=1}^{n-1} a^h_{i,\,i-1}",            # two lines: each fits a phone
-           r"I_h = \frac{1}{m-1}\sum_{i=m+1}^{2m-1} a^h_{i,\,i-m+1}")
+FORMULA = (r"P_h = \frac{1}{n-1}\sum_{i=1}^{n-1} a^h_{i,\,i-1}\;",          # two lines: each fits a phone
+           r"I_h = \frac{1}{m-1}\sum_{i=m+1}^{2m-1} a^h_{i,\,i-m+1}\;")
 
 
 # ------------------------------------------------------------------ the recorded run (a JSON written by the lab's CLI)
@@ -143,13 +143,16 @@ def recorded_section(doc) -> None:
     anatomy.notice(items)
 
 
-def panel(matrix, title: str, key: str) -> None:
-    """One head's pattern on the probe, stretched to its column (columns stack on a phone)."""
-    n = matrix.shape[-1]
+def grid(matrices, titles: list[str], key: str) -> None:
+    """Head patterns on the probe as small multiples, two per row (fits a 390 px phone): positions, no labels."""
+    n = matrices.shape[-1]
     positions = [str(i) for i in range(n)]
-    anatomy.show_chart(heatmap(matrix, positions, positions, title=title, x_title=t(f"{NS}.axis_key_pos"),
-                               y_title=t(f"{NS}.axis_query_pos"), value_title=t("common.weight"), show_numbers=False,
-                               selectable=False, legend=False, height=PANEL), key=key)
+    frame, _ = mc.panels_frame(matrices, positions, positions, titles)
+    anatomy.show_chart(mc.small_multiples_kind(
+        frame, columns=2, x_title=t(f"{NS}.axis_key_pos"), y_title=t(f"{NS}.axis_query_pos"),
+        value_title=t("common.weight"), panel_title=t(f"{NS}.axis_head"), selectable=False, show_labels=False,
+        panel_size=PANEL, title_limit=PANEL + 40, domain=(0.0, 1.0), key_order=positions, query_order=positions,
+        panel_order=list(dict.fromkeys(frame["panel"]))), key=key, width="content")
 
 
 def patterns_section(doc) -> None:
@@ -161,22 +164,21 @@ def patterns_section(doc) -> None:
     picked = st.select_slider(t(f"{NS}.ctl_step"), options=steps, value=steps[-1], key="step", bind="query-params")
     snap = next(s for s in snaps if s.step == picked)
     layers, heads = snap.patterns.shape[:2]
-    for a in range(layers):
-        for b, column in enumerate(st.columns(heads)):
-            with column:
-                panel(snap.patterns[a, b], t(f"{NS}.panel", name=head_name(a, b), prev=fixed(snap.previous[a, b], 2),
-                                             ind=fixed(snap.induction[a, b], 2)), f"head_{a}_{b}")
+    grid(snap.patterns.reshape(layers * heads, *snap.patterns.shape[2:]),
+         [t(f"{NS}.panel", name=head_name(a, b), prev=fixed(snap.previous[a, b], 2), ind=fixed(snap.induction[a, b], 2))
+          for a in range(layers) for b in range(heads)], "heads")
     probe = t(f"{NS}.sep").join(f"{i} {anatomy.md_escape(x)}" for i, x in enumerate(record["probe"]))
     st.caption(t(f"{NS}.patterns_caption", step=picked, half=lab.PROBE_HALF, m=record["eval_half"], probe=probe))
     final = snaps[-1]
     prev_head, ind_head = int(np.argmax(final.previous[0])), int(np.argmax(final.induction[-1]))
     shown = [x for x in snaps if x.step in over_steps(steps, phase)]
     st.markdown(f"**{t(f'{NS}.over_heading', prev=head_name(0, prev_head), ind=head_name(layers - 1, ind_head))}**")
-    for layer, head in ((0, prev_head), (layers - 1, ind_head)):
-        for x, column in zip(shown, st.columns(len(shown))):
-            with column:
-                panel(x.patterns[layer, head], t(f"{NS}.panel_step", step=x.step, name=head_name(layer, head)),
-                      f"over_{layer}_{x.step}")
+    mats, names = [], []
+    for x in shown:                                    # one row per snapshot: the two heads side by side
+        mats += [x.patterns[0, prev_head], x.patterns[-1, ind_head]]
+        names += [t(f"{NS}.panel_step", step=x.step, name=head_name(0, prev_head)),
+                  t(f"{NS}.panel_step", step=x.step, name=head_name(layers - 1, ind_head))]
+    grid(np.stack(mats), names, "over")
     st.caption(t(f"{NS}.over_caption"))
 
 

@@ -58,19 +58,33 @@ def test_the_heads_at_the_snapshot_in_the_url():
     record, snaps, _ = recorded()
     shown = [s for s in snaps if s.patterns is not None]
     pick = shown[len(shown) // 2]
-    at = open_page("induction_heads", "en", {"step": str(pick.step)})
+    at = open_page("induction_heads", "zh", {"step": str(pick.step)})
     assert exceptions(at) == []
-    cat = catalog("en")
+    cat = catalog("zh")
+    grids = [c for c in at.get("vega_lite_chart") if "facet" in json.loads(c.proto.spec)]
+    frame = next(iter(chart_data(grids[0]).values()))
     for layer in range(2):
         for head in range(4):
             title = cat["induction_heads.panel"].format(
                 name=cat["induction_heads.head"].format(layer=layer + 1, head=head + 1),
                 prev=fixed(pick.previous[layer, head], 2), ind=fixed(pick.induction[layer, head], 2))
-            frame = next(iter(chart_data(chart_titled(at, title)).values()))
-            grid = frame.pivot(index="query_pos", columns="key_pos", values="value").to_numpy()
+            part = frame[frame["panel"] == title]
+            grid = part.pivot(index="query_pos", columns="key_pos", values="value").to_numpy()
             assert np.allclose(grid, pick.patterns[layer, head], atol=1e-6)
-            assert np.allclose(np.nansum(grid, 1), 1.0, atol=0.05)             # rows of attention (rounded to 0.01)
+            assert np.allclose(grid.sum(1), 1.0, atol=0.05)                   # rows of attention (rounded to 0.01)
     assert at.select_slider(key="step").value == pick.step
+    # the two heads over training: the last row is the end of the run, the best heads of the end
+    end = snaps[-1]
+    over = next(iter(chart_data(grids[1]).values()))
+    prev_head, ind_head = int(np.argmax(end.previous[0])), int(np.argmax(end.induction[1]))
+    last = over[over["panel"] == cat["induction_heads.panel_step"].format(
+        step=end.step, name=cat["induction_heads.head"].format(layer=2, head=ind_head + 1))]
+    assert np.allclose(last.pivot(index="query_pos", columns="key_pos", values="value").to_numpy(),
+                       end.patterns[1, ind_head], atol=1e-6)
+    first = over[over["panel"] == cat["induction_heads.panel_step"].format(
+        step=end.step, name=cat["induction_heads.head"].format(layer=1, head=prev_head + 1))]
+    assert np.allclose(first.pivot(index="query_pos", columns="key_pos", values="value").to_numpy(),
+                       end.patterns[0, prev_head], atol=1e-6)
 
 
 def test_the_removal_table_is_the_shipped_model_on_the_urls_sequences():
