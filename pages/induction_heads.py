@@ -17,6 +17,7 @@ import streamlit as st
 
 from attention_core.labs import induction_heads as lab
 from attention_core.models import induction_heads_lm as ih
+from attention_core.models import recipes
 from ui import anatomy, presenter
 from ui import training_queue as tq
 from ui.cache import MB, cache_data
@@ -91,8 +92,9 @@ def score_chart(snaps: list[lab.Snapshot], phase: int | None, title: str, max_st
 
 # ------------------------------------------------------------------ the trained model, ablated live
 @cache_data(max_entries=64, max_bytes=2 * MB)
-def ablation_numbers(half: int, seed: int) -> dict:
-    """The shipped model on 64 fresh sequences of this half length: losses and scores, each head removal."""
+def ablation_numbers(half: int, seed: int, stamp: tuple[int, int]) -> dict:
+    """The shipped model on 64 fresh sequences of this half length: losses and scores, each head removal
+    (``stamp``: the checkpoint's time and size, so a rebuilt one is measured again)."""
     loaded = model(RECIPE)
     tokens = ih.repeated_tokens(random.Random(seed), 64, half)
     return ih.ablation(loaded.model, tokens)
@@ -143,11 +145,20 @@ def recorded_section(doc) -> None:
     anatomy.notice(items)
 
 
-def grid(matrices, titles: list[str], key: str) -> None:
+@cache_data(max_entries=32, max_bytes=4 * MB)
+def grid_frame(panels: tuple[tuple[int, int, int], ...], titles: tuple[str, ...], stamp: tuple[int, int]):
+    """The small multiples' frame of the recorded patterns (step, layer, head) of each panel (``stamp``: the file's)."""
+    by_step = {x.step: x for x in recorded()[1]}
+    matrices = np.stack([by_step[step].patterns[layer, head] for step, layer, head in panels])
+    positions = [str(i) for i in range(matrices.shape[-1])]
+    return mc.panels_frame(matrices, positions, positions, titles)[0]
+
+
+def grid(panels: list[tuple[int, int, int]], titles: list[str], key: str) -> None:
     """Head patterns on the probe as small multiples, two per row (fits a 390 px phone): positions, no labels."""
-    n = matrices.shape[-1]
-    positions = [str(i) for i in range(n)]
-    frame, _ = mc.panels_frame(matrices, positions, positions, titles)
+    s = lab.RUN_FILE.stat()
+    frame = grid_frame(tuple(panels), tuple(titles), (s.st_mtime_ns, s.st_size))
+    positions = [str(i) for i in range(int(frame["query_pos"].max()) + 1)]
     anatomy.show_chart(mc.small_multiples_kind(
         frame, columns=2, x_title=t(f"{NS}.axis_key_pos"), y_title=t(f"{NS}.axis_query_pos"),
         value_title=t("common.weight"), panel_title=t(f"{NS}.axis_head"), selectable=False, show_labels=False,
@@ -164,7 +175,7 @@ def patterns_section(doc) -> None:
     picked = st.select_slider(t(f"{NS}.ctl_step"), options=steps, value=steps[-1], key="step", bind="query-params")
     snap = next(s for s in snaps if s.step == picked)
     layers, heads = snap.patterns.shape[:2]
-    grid(snap.patterns.reshape(layers * heads, *snap.patterns.shape[2:]),
+    grid([(picked, a, b) for a in range(layers) for b in range(heads)],
          [t(f"{NS}.panel", name=head_name(a, b), prev=fixed(snap.previous[a, b], 2), ind=fixed(snap.induction[a, b], 2))
           for a in range(layers) for b in range(heads)], "heads")
     probe = t(f"{NS}.sep").join(f"{i} {anatomy.md_escape(x)}" for i, x in enumerate(record["probe"]))
@@ -173,12 +184,12 @@ def patterns_section(doc) -> None:
     prev_head, ind_head = int(np.argmax(final.previous[0])), int(np.argmax(final.induction[-1]))
     shown = [x for x in snaps if x.step in over_steps(steps, phase)]
     st.markdown(f"**{t(f'{NS}.over_heading', prev=head_name(0, prev_head), ind=head_name(layers - 1, ind_head))}**")
-    mats, names = [], []
+    panels, names = [], []
     for x in shown:                                    # one row per snapshot: the two heads side by side
-        mats += [x.patterns[0, prev_head], x.patterns[-1, ind_head]]
+        panels += [(x.step, 0, prev_head), (x.step, layers - 1, ind_head)]
         names += [t(f"{NS}.panel_step", step=x.step, name=head_name(0, prev_head)),
                   t(f"{NS}.panel_step", step=x.step, name=head_name(layers - 1, ind_head))]
-    grid(np.stack(mats), names, "over")
+    grid(panels, names, "over")
     st.caption(t(f"{NS}.over_caption"))
 
 
@@ -200,7 +211,8 @@ def ablation_section() -> None:
                                 bind="query-params")
     with right:
         seed = seed_input("data_seed", f"{NS}.ctl_data_seed")
-    res = ablation_numbers(int(half), int(seed))
+    s = recipes.checkpoint_path(RECIPE).stat()
+    res = ablation_numbers(int(half), int(seed), (s.st_mtime_ns, s.st_size))
     removed = {k: t(f"{NS}.sep").join(head_name(a, b) for a, b in res[k]["heads"]) or "—" for k in REMOVE}
     st.table(pd.DataFrame({t(f"{NS}.col_removed"): [t(f"{NS}.removed", role=t(f"{NS}.role_{k}"), heads=removed[k])
                                                      for k in REMOVE],
