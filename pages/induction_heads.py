@@ -19,9 +19,9 @@ from attention_core.labs import induction_heads as lab
 from attention_core.models import induction_heads_lm as ih
 from attention_core.models import recipes
 from ui import anatomy, presenter
+from ui import multihead_charts as mc
 from ui import training_queue as tq
 from ui.cache import MB, cache_data
-from ui import multihead_charts as mc
 from ui.format import fixed
 from ui.i18n import t
 from ui.induction_heads_charts import curves
@@ -90,6 +90,15 @@ def score_chart(snaps: list[lab.Snapshot], phase: int | None, title: str, max_st
                   max_step=max_step)
 
 
+def phase_notice(phase: lab.Phase, last: int) -> str:
+    """The phase change in words, with its numbers (or that there was none in ``last`` steps)."""
+    if phase.step is None:
+        return t(f"{NS}.notice_no_phase", steps=last)
+    return t(f"{NS}.notice_phase", step=phase.step, before=phase.before, after=phase.after,
+             l0=fixed(phase.loss_before, 2), l1=fixed(phase.loss_after, 2), i0=fixed(phase.induction_before, 2),
+             i1=fixed(phase.induction_after, 2), p0=fixed(phase.previous_before, 2), p1=fixed(phase.previous_after, 2))
+
+
 # ------------------------------------------------------------------ the trained model, ablated live
 @cache_data(max_entries=64, max_bytes=2 * MB)
 def ablation_numbers(half: int, seed: int, stamp: tuple[int, int]) -> dict:
@@ -118,7 +127,8 @@ def recorded_section(doc) -> None:
         if doc.missing:
             anatomy.problem("common.file_missing", file=doc.file, command=doc.command)
         else:
-            anatomy.problem("common.file_damaged", file=doc.file, command=doc.command, detail=anatomy.md_escape(doc.detail))
+            anatomy.problem("common.file_damaged", file=doc.file, command=doc.command,
+                            detail=anatomy.md_escape(doc.detail))
         return
     record, snaps, phase = doc
     last = snaps[-1].step
@@ -133,13 +143,7 @@ def recorded_section(doc) -> None:
     end = snaps[-1]
     p_end, i_end = lab.best_scores(end)
     items = []
-    if phase.step is not None:
-        items.append(t(f"{NS}.notice_phase", step=phase.step, before=phase.before, after=phase.after, l0=fixed(phase.loss_before, 2),
-                       l1=fixed(phase.loss_after, 2), i0=fixed(phase.induction_before, 2),
-                       i1=fixed(phase.induction_after, 2), p0=fixed(phase.previous_before, 2),
-                       p1=fixed(phase.previous_after, 2)))
-    else:
-        items.append(t(f"{NS}.notice_no_phase", steps=last))
+    items.append(phase_notice(phase, last))
     items.append(t(f"{NS}.notice_end", step=last, first=fixed(end.first_loss, 2), rep=fixed(end.repeated_loss, 2),
                    chance=fixed(record["chance_loss"], 2), prev=fixed(p_end, 2), ind=fixed(i_end, 2)))
     anatomy.notice(items)
@@ -194,7 +198,7 @@ def patterns_section(doc) -> None:
 
 
 def over_steps(steps: list[int], phase: lab.Phase) -> list[int]:
-    """The snapshot steps (with patterns) nearest to: the start, the plateau's end, the crossing, the copying, the end."""
+    """The snapshot steps (with patterns) nearest the start, the plateau's end, the crossing, the copying, the end."""
     wanted = [steps[0], phase.before, phase.step if phase.step is not None else steps[len(steps) // 2], phase.after,
               steps[-1]]
     return sorted({min(steps, key=lambda s: abs(s - w)) for w in wanted})
@@ -231,7 +235,7 @@ def ablation_section() -> None:
     ])
 
 
-# ------------------------------------------------------------------ a live run (only on the button; in the server's queue)
+# ------------------------------------------------------------------ a live run (on the button; in the server's queue)
 def live_work(seed: int, steps: int):
     """The queue's job: lab.train_run with the time caps, progress (losses, compact snapshots) for the watchers."""
     def work(ctx: tq.JobContext) -> dict:
@@ -345,13 +349,7 @@ def live_section() -> None:
     items = [t(f"{NS}.live_done", seed=run_seed, steps=len(result["losses"]), s=fixed(result["seconds"], 1))]
     if result["capped"]:
         items.append(t(f"{NS}.live_capped", cap=fixed(tq.TIME_CAP, 0)))
-    if phase.step is not None:
-        items.append(t(f"{NS}.notice_phase", step=phase.step, before=phase.before, after=phase.after, l0=fixed(phase.loss_before, 2),
-                       l1=fixed(phase.loss_after, 2), i0=fixed(phase.induction_before, 2),
-                       i1=fixed(phase.induction_after, 2), p0=fixed(phase.previous_before, 2),
-                       p1=fixed(phase.previous_after, 2)))
-    else:
-        items.append(t(f"{NS}.notice_no_phase", steps=last))
+    items.append(phase_notice(phase, last))
     anatomy.notice(items)
 
 

@@ -151,7 +151,7 @@ def phase_change(snaps: list[Snapshot]) -> Phase:
                  snaps[b].repeated_loss, snaps[a].repeated_loss)
 
 
-# ------------------------------------------------------------------ the pitfall: a head that looks a fixed distance back
+# ------------------------------------------------------------------ the pitfall: a head looking a fixed distance back
 class OffsetDemo(NamedTuple):
     half: int                 # the half length the fixed-offset head is built for
     same_half: float          # its induction score on sequences of that half length
@@ -185,7 +185,8 @@ def to_record(run: Run, seed: int, steps: int, every: int) -> dict:
         "halves": list(ih.HALVES), "eval_half": ih.EVAL_HALF, "snap_sequences": SNAP_SEQUENCES,
         "probe": probe_labels(), "chance_loss": math.log(len(ih.SYMBOLS)),
         "train_seconds": round(run.seconds, 2), "cpu_seconds": round(run.cpu_seconds, 2),
-        "load_avg_1min": round(os.getloadavg()[0], 1), "threads": torch.get_num_threads(), "torch": str(torch.__version__),
+        "load_avg_1min": round(os.getloadavg()[0], 1), "threads": torch.get_num_threads(),
+        "torch": str(torch.__version__),
         "losses": [round(x, 4) for x in losses],
         "snapshots": [{"step": s.step, "first_loss": round(s.first_loss, 4), "repeated_loss": round(s.repeated_loss, 4),
                        "previous": np.round(s.previous, 4).tolist(), "induction": np.round(s.induction, 4).tolist(),
