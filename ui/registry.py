@@ -40,6 +40,7 @@ PAGES: tuple[PageSpec, ...] = (
     PageSpec("gqa", "modern", ":material/call_split:"),
     PageSpec("qk_norm", "modern", ":material/compress:"),
     PageSpec("long_context", "modern", ":material/straighten:"),
+    PageSpec("induction_heads", "modern", ":material/repeat:"),
     PageSpec("bottleneck", "learned", ":material/filter_alt:"),
     PageSpec("alignment", "learned", ":material/translate:"),
     PageSpec("pronoun", "learned", ":material/psychology:"),

@@ -75,6 +75,7 @@ TASKS = ("dates", "dates_noattn", "reverse_attn", "reverse_noattn", "pronoun")
 LM_MODULES = (
     "gqa_lm",
     "long_context_lm",
+    "induction_heads_lm",
 )
 
 
