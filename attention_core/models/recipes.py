@@ -73,6 +73,7 @@ EVAL_SEED = 777_001          # never used by a training run (those use seeds < 1
 TASKS = ("dates", "dates_noattn", "reverse_attn", "reverse_noattn", "pronoun")
 # The language-model tasks of the Modern LLM attention pages: each module registers its tasks and recipes (lm.py).
 LM_MODULES = (
+    "attention_sinks_lm",
 )
 
 
