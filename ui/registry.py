@@ -37,6 +37,7 @@ PAGES: tuple[PageSpec, ...] = (
     PageSpec("cross_attention", "transformer", ":material/compare_arrows:"),
     PageSpec("efficiency", "efficiency", ":material/speed:"),
     PageSpec("kv_cache", "modern", ":material/memory:"),
+    PageSpec("attention_sinks", "modern", ":material/anchor:"),
     PageSpec("bottleneck", "learned", ":material/filter_alt:"),
     PageSpec("alignment", "learned", ":material/translate:"),
     PageSpec("pronoun", "learned", ":material/psychology:"),
