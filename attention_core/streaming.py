@@ -146,13 +146,23 @@ def streaming_logits(model: DecoderLM, ids: torch.Tensor, *, sinks: int, window:
 
 
 @torch.no_grad()
-def recompute_logits(model: DecoderLM, ids: torch.Tensor, window: int, chunk: int = 4096) -> torch.Tensor:
-    """Sliding window with re-computation: the logits of token i come from a fresh forward over tokens
-    max(0, i-window+1) .. i (positions 0 .. window-1, no cache), so each token costs a whole window."""
+def recompute_logits(model: DecoderLM, ids: torch.Tensor, window: int, *, keep_first: int = 0,
+                     chunk: int = 4096) -> torch.Tensor:
+    """Sliding window with re-computation: the logits of token i come from a fresh forward (no cache) over its
+    last ``window`` tokens, at positions 0 .. window-1, so each token costs a whole window. With ``keep_first``
+    the first ``keep_first`` tokens of the stream (e.g. a start-of-sequence token) stay in front of every window:
+    the forward reads tokens 0 .. keep_first-1 and then the last ``window - keep_first`` tokens."""
     b, T = ids.shape
+    if not 0 <= keep_first < window:
+        raise ValueError(f"need 0 <= keep_first < window, got keep_first {keep_first}, window {window}")
     if T <= window:
         return model(ids).logits
     head = model(ids[:, :window]).logits                                 # tokens 0 .. window-1: their prefix
-    windows = ids.unfold(1, window, 1)[:, 1:].reshape(-1, window)        # (b * (T - window), window)
+    recent = window - keep_first
+    windows = ids[:, keep_first:].unfold(1, recent, 1)[:, window - recent - keep_first + 1:]   # (b, T-window, recent)
+    if keep_first:
+        first = ids[:, None, :keep_first].expand(b, windows.size(1), keep_first)
+        windows = torch.cat((first, windows), dim=-1)
+    windows = windows.reshape(-1, window)                                # (b * (T - window), window)
     last = torch.cat([model(windows[i:i + chunk]).logits[:, -1] for i in range(0, len(windows), chunk)])
     return torch.cat((head, last.view(b, T - window, -1)), dim=1)

@@ -61,14 +61,23 @@ def test_with_sinks_every_layer_reaches_the_first_tokens():
 
 def test_the_stream_follows_its_grammar():
     rng = random.Random(3)
-    for _ in range(200):
+    named = 0
+    for _ in range(400):
         s = sinks_lm.sentence(rng)
-        assert s[0] in sinks_lm.TOPICS and s[-1] == "." and 3 <= len(s) - 2 <= 8
+        assert s[0] in sinks_lm.TOPICS and all(w not in sinks_lm.TOPICS for w in s[1:])
+        names = [w for w in s if w in sinks_lm.NAMES]
+        if names:                                         # named once, then recalled: "... @ name ."
+            named += 1
+            assert len(names) == 2 and s[-2:] == [sinks_lm.RECALL, names[0]]
+            s = [w for w in s[:-2] if w not in sinks_lm.NAMES]
+        assert 3 <= len(s) - 1 <= 8 and sinks_lm.RECALL not in s
         topic = s[0].lower()
-        for prev, word in zip(s[1:-2], s[2:-1]):         # every word: the topic's own or a successor of prev
+        for prev, word in zip(s[1:-1], s[2:]):         # every word: the topic's own or a successor of prev
             assert word.startswith(topic) or word in sinks_lm.SUCCESSORS[prev]
+    assert 150 < named < 250                              # NAME_P = 0.5
     crop = sinks_lm.stream(random.Random(4), 300)
-    assert len(crop) == 300 and set(crop) <= set(sinks_lm.SYMBOLS)
+    assert len(crop) == 300 and set(crop) <= set(sinks_lm.SYMBOLS) and crop[0] == sinks_lm.BOS
+    assert sinks_lm.BOS not in crop[1:]
     batch = sinks_lm.make_batch(random.Random(5), 3, 10)
     assert batch.ids.shape == (3, 10) and (batch.ids[:, 1:] == batch.targets[:, :-1]).all()
 

@@ -131,12 +131,18 @@ def test_positions_in_the_cache_equal_a_naive_step_by_step_recomputation(sinks, 
     assert (got - original).abs().max() > 1e-3            # the sinks' positions matter once tokens are evicted
 
 
-def test_recomputation_is_one_fresh_forward_per_window():
+@pytest.mark.parametrize("keep_first", [0, 1, 3])
+def test_recomputation_is_one_fresh_forward_per_window(keep_first):
     m, x, w = model(seed=9), ids(2, 19, seed=10), 6
-    got = recompute_logits(m, x, w, chunk=5)
+    got = recompute_logits(m, x, w, keep_first=keep_first, chunk=5)
     with torch.no_grad():
         for i in range(19):
-            want = m(x[:, max(0, i - w + 1):i + 1]).logits[:, -1]
+            if i < w:
+                tokens = x[:, :i + 1]
+            else:                                  # the first tokens, then the most recent ones
+                tokens = torch.cat((x[:, :keep_first], x[:, i - (w - keep_first) + 1:i + 1]), dim=1)
+            assert tokens.size(1) == min(i + 1, w)
+            want = m(tokens).logits[:, -1]
             assert (got[:, i] - want).abs().max() < ATOL
 
 

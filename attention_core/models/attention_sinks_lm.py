@@ -2,11 +2,13 @@
 
 The stream is a never-ending text of sentences. Each sentence opens with a topic marker (``A`` .. ``F``), then
 3 to 8 words, each either the topic's own word (``a0`` .. ``a7`` for ``A``, drawn with Zipf weights) or one of
-the two fixed successors of the previous word (a bigram), and ends with ``.``. Predicting the next token needs the
-previous word (a bigram head) and the current sentence's topic marker (a look-back over at most 9 tokens); most
-of the context, every earlier sentence, is of no use. Training crops start anywhere in the stream (mid-sentence
-too), as an LLM's training windows do, and have ``TRAIN_LEN`` tokens: the first token of a crop is an arbitrary
-word, special only by being first (every query can see it, and it saw nothing but itself).
+the two fixed successors of the previous word (a bigram); in half of the sentences a name (``N0`` .. ``N7``) is
+inserted after the marker and the sentence ends with ``@`` and the name again. Predicting the next token needs the
+previous word (a bigram head), the current sentence's topic marker (a look-back over at most 10 tokens) and, only
+after ``@``, the name: most of the context is useless, and a head that reads the name has nothing to do at most
+positions. There is no constant delimiter (no full stop): the one token every crop shares is the start-of-sequence
+token ``§`` that begins it. Training crops have ``TRAIN_LEN`` tokens: ``§``, then the stream from a random place
+(mid-sentence too), as an LLM's training documents start with <s>.
 
 ``evaluate`` (stored in the checkpoint's ``meta["eval"]``) measures, on held-out crops (``EVAL_SEED``):
   - the loss at the training length;
@@ -28,7 +30,11 @@ import torch.nn.functional as F
 from ..streaming import recompute_logits, streaming_logits
 from .lm import LMBatch, LMTask, register
 
+BOS = "§"                      # the start-of-sequence token every training crop begins with
 TOPICS = "ABCDEF"
+NAMES = tuple(f"N{i}" for i in range(8))
+NAME_P = 0.5                   # chance that a sentence names someone (a name after the topic marker) ...
+RECALL = "@"                   # ... and then ends with "@ name ." (the name again: a look-back only then useful)
 WORDS_PER_TOPIC = 8
 ZIPF = tuple(1.0 / (r + 1) for r in range(WORDS_PER_TOPIC))
 BIGRAM_P = 0.5                 # chance that a word is a successor of the previous word instead of a topic word
@@ -42,7 +48,7 @@ EVAL_SEED = 777_014
 EVAL_SEQS, LONG_SEQS = 64, 16
 
 WORDS = tuple(f"{t.lower()}{i}" for t in TOPICS for i in range(WORDS_PER_TOPIC))
-SYMBOLS = tuple(TOPICS) + WORDS + (".",)
+SYMBOLS = (BOS,) + tuple(TOPICS) + WORDS + NAMES + (RECALL,)
 
 
 def _successors() -> dict[str, tuple[str, str]]:
@@ -58,6 +64,7 @@ def sentence(rng: random.Random) -> list[str]:
     topic = rng.randrange(len(TOPICS))
     own = WORDS[topic * WORDS_PER_TOPIC:(topic + 1) * WORDS_PER_TOPIC]
     out, prev = [TOPICS[topic]], None
+    name = NAMES[rng.randrange(len(NAMES))] if rng.random() < NAME_P else None
     for _ in range(rng.randint(*SENTENCE_WORDS)):
         if prev is not None and rng.random() < BIGRAM_P:
             word = SUCCESSORS[prev][rng.randrange(2)]
@@ -65,13 +72,16 @@ def sentence(rng: random.Random) -> list[str]:
             word = rng.choices(own, weights=ZIPF)[0]
         out.append(word)
         prev = word
-    return out + ["."]
+    if name is not None:
+        out.insert(1 + rng.randrange(len(out)), name)
+        out += [RECALL, name]
+    return out
 
 
 def stream(rng: random.Random, n: int) -> list[str]:
-    """``n`` tokens of the stream starting at a random place of its first sentence."""
+    """``n`` tokens: the start-of-sequence token, then the stream from a random place of its first sentence."""
     first = sentence(rng)
-    out = first[rng.randrange(len(first)):]
+    out = [BOS] + first[rng.randrange(len(first)):]
     while len(out) < n:
         out += sentence(rng)
     return out[:n]
