@@ -28,7 +28,7 @@ from ui.i18n import t
 NS = "attention_sinks"
 METHODS = sinks_lm.STREAM_METHODS            # dense, window, sinks, sinks_original, recompute
 CACHES = (8, 12, 16, 24, 32)
-LENGTHS = (128, 192, 256)
+LENGTHS = (96, 128, 192, 256)
 COMMAND = f"python -m attention_core.models {lab.RECIPE}"
 DEMO_SCORES = (4.0, 0.3, 0.1, 0.0, -0.2, 0.2)
 
@@ -129,6 +129,11 @@ def window_evidence(w: Window) -> None:
     anatomy.notice(items)
 
 
+def has_sink(share: np.ndarray, uniform: float) -> bool:
+    """A head parks on the first token: it gives it at least 30 % of its weight, 5 times an even spread."""
+    return bool(((share >= 0.3) & (share >= 5 * uniform)).any())
+
+
 def sinks_section(lm, ev: dict) -> tuple[int, int]:
     st.subheader(t(f"{NS}.sinks_heading"))
     cfg, meta = lm.config, lm.meta
@@ -153,7 +158,9 @@ def sinks_section(lm, ev: dict) -> tuple[int, int]:
         t(f"{NS}.notice_share", k=int((share > thr).sum()), total=share.size, thr=pct(thr, 0),
           uniform=fixed(uniform, 3), max=fixed(float(share.max()), 3), l=best[0] + 1, h=best[1] + 1),
         t(f"{NS}.notice_first4", s4=fixed(float(share4[best]), 3), u4=fixed(ev.get("uniform_first4_share", 0), 3)),
-        t(f"{NS}.notice_layer0", l0=fixed(float(share[0].max()), 3)),
+        t(f"{NS}.notice_layers_share", per_layer=" · ".join(fixed(float(x), 3) for x in share.max(1))),
+        t(f"{NS}.verdict_sink" if has_sink(share, uniform) else f"{NS}.verdict_none",
+          ratio=fixed(float(share.max()) / uniform, 1)),
     ])
     return int(best[0]), int(best[1])
 
@@ -190,12 +197,18 @@ def head_evidence(layer: int, head: int, v: lab.HeadView) -> None:
                  start=sinks_lm.SHARE_FROM))
 
 
+ASKED = ("dense", "window", "sinks")          # the methods the streaming question offers, in its order
+
+
 def stream_question(ev: dict) -> None:
+    """Which of dense / window / window + sinks loses most: the answer is the recorded one, not assumed."""
     s = ev["stream"]
+    worst = max(ASKED, key=lambda m: s["loss"][m])
     anatomy.exercise(f"{NS}_ex2", t(f"{NS}.ex2_question", T=s["long_len"], times=s["long_len"] // ev["train_len"],
                                     cache=s["cache"]),
-                     [t(f"{NS}.ex2_a"), t(f"{NS}.ex2_b"), t(f"{NS}.ex2_c")], answer=1,
-                     explanation=t(f"{NS}.ex2_explain"))
+                     [t(f"{NS}.ex2_{m}") for m in ASKED], answer=ASKED.index(worst),
+                     explanation=t(f"{NS}.ex2_explain_{worst}", T=s["long_len"], train=ev["train_len"],
+                                   cache=s["cache"]))
 
 
 def stream_explained(cache: int, T: int, train: int, sinks: int) -> None:
@@ -243,7 +256,7 @@ def live_section(seed: int, stamp: float) -> None:
     with a:
         cache = st.select_slider(t(f"{NS}.ctl_cache"), options=CACHES, value=16, key="cache", bind="query-params")
     with b:
-        length = st.select_slider(t(f"{NS}.ctl_length"), options=LENGTHS, value=128, key="length",
+        length = st.select_slider(t(f"{NS}.ctl_length"), options=LENGTHS, value=96, key="length",
                                   bind="query-params")
     case = live_case(seed, int(length), int(cache), stamp)
     anatomy.show_chart(bars([case.losses[m] for m in METHODS], method_labels(), value_title=t(f"{NS}.axis_loss"),

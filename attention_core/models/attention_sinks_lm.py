@@ -10,6 +10,12 @@ positions. There is no constant delimiter (no full stop): the one token every cr
 token ``§`` that begins it. Training crops have ``TRAIN_LEN`` tokens: ``§``, then the stream from a random place
 (mid-sentence too), as an LLM's training documents start with <s>.
 
+What was measured on the way (first-token share of the strongest head, held-out crops, 600 steps unless said):
+without a start-of-sequence token and with a full stop closing every sentence, 1500 steps at lr 3e-3: 0.027 (an
+even spread gives 0.028), no sink; with ``§`` and the full stop, lr 3e-3: 0.046; with ``§`` and names, no full
+stop, lr 3e-3: 0.031; the same at lr 1e-2 (the recipe): 0.56 in layer 2, head 2. A larger learning rate grows the
+sink within the budget, as Gu et al. (2024, "When attention sink emerges in language models") report.
+
 ``evaluate`` (stored in the checkpoint's ``meta["eval"]``) measures, on held-out crops (``EVAL_SEED``):
   - the loss at the training length;
   - the attention share of the first token per layer and head (queries at positions >= ``SHARE_FROM``), with
@@ -168,7 +174,7 @@ def evaluate(model) -> dict:
 TASK = register(
     LMTask("stream_sentences", SYMBOLS, make_batch, evaluate,
            "sentences of a topic-and-bigram grammar; crops of 64 tokens starting anywhere"),
-    recipes={"sinks_lm": dict(steps=1500, batch_size=32, lr=3e-3, warmup_steps=100, seed=14,
+    recipes={"sinks_lm": dict(steps=600, batch_size=32, lr=1e-2, warmup_steps=100, seed=14,
                               config=dict(d_model=64, num_layers=4, num_heads=4, d_ff=128, position="rope",
                                           max_len=TRAIN_LEN))},
 )
