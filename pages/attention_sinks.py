@@ -311,5 +311,5 @@ elif ev is not None:
     with lesson.step("pitfall"):
         pitfall_section(ev)
 anatomy.show_code(sliding_window_mask, lab.receptive_field, StreamingCache.append, StreamingDecoder._attend,
-                  recompute_logits, sinks_lm.first_token_share, lab.stream_case)
+                  recompute_logits, lab.head_view, lab.stream_case)
 lesson.end()

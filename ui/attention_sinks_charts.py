@@ -62,8 +62,8 @@ def loss_lines(frame, *, x_title: str, y_title: str, method_title: str, rule_tit
         tooltip=[alt.Tooltip("method:N", title=method_title), alt.Tooltip("position:Q", title=x_title),
                  alt.Tooltip("exact:N", title=y_title)],
     )
-    rule = alt.Chart(pd.DataFrame({"x": [train_len]})).mark_rule(strokeDash=[4, 4], color="#555").encode(
-        x="x:Q", tooltip=[alt.Tooltip("x:Q", title=rule_title)])
+    rule = alt.Chart(frame).mark_rule(strokeDash=[4, 4], color="#555").encode(   # one rule, drawn once per row
+        x=alt.datum(train_len, type="quantitative"), tooltip=alt.value(rule_title))
     chart = (base.mark_line() + base.mark_point(filled=True, size=30) + rule).properties(height=280,
                                                                                          autosize=FIT_X)
     return chart.properties(title=title) if title else chart
