@@ -18,10 +18,10 @@ from attention_core.masks import sliding_window_mask
 from attention_core.models import attention_sinks_lm as sinks_lm
 from attention_core.streaming import StreamingCache, StreamingDecoder, recompute_logits
 from ui import anatomy, controls, models, presenter
-from ui.attention_sinks_charts import METHOD_COLORS, NEVER_COLOR, REACH_COLORS, loss_frame, loss_lines, reach_frame, \
-    reach_grid
+from ui.attention_sinks_charts import METHOD_COLORS, NEVER_COLOR, REACH_COLORS, loss_frame, loss_lines, mask_frame, \
+    method_bars, method_frame, reach_frame, reach_grid
 from ui.cache import MB, cache_data
-from ui.charts import attention_heatmap, bars, heatmap, heatmap_height
+from ui.charts import attention_heatmap, heatmap, heatmap_height
 from ui.format import fixed, pct
 from ui.i18n import t
 
@@ -31,6 +31,7 @@ CACHES = (8, 12, 16, 24, 32)
 LENGTHS = (96, 128, 192, 256)
 COMMAND = f"python -m attention_core.models {lab.RECIPE}"
 DEMO_SCORES = (4.0, 0.3, 0.1, 0.0, -0.2, 0.2)
+MASK_COLORS = ("#21918c", "#e66101", "#eeeeee")     # seen in the window, seen as a sink, hidden
 
 
 class Window(NamedTuple):
@@ -49,6 +50,11 @@ def field(n: int, window: int, layers: int, sinks: int) -> lab.ReceptiveField:
 @cache_data(max_entries=64, max_bytes=2 * MB)
 def reach_data(n: int, window: int, layers: int, sinks: int, labels: tuple[str, ...], never: str):
     return reach_frame(field(n, window, layers, sinks).first_layer, labels, never)
+
+
+@cache_data(max_entries=64, max_bytes=2 * MB)
+def mask_data(n: int, window: int, layers: int, sinks: int, states: tuple[str, ...]):
+    return mask_frame(n, window, sinks, states)
 
 
 @cache_data(max_entries=16, max_bytes=8 * MB)
@@ -100,12 +106,11 @@ def window_question(w: Window) -> None:
 
 
 def window_evidence(w: Window) -> None:
-    mask = sliding_window_mask(w.n, w.window, sinks=w.sinks).numpy()
-    labels = [str(i) for i in range(w.n)]
-    anatomy.show_chart(heatmap(mask.astype(float), labels, masked=~mask, show_numbers=False, selectable=False,
-                               x_title=t("common.key"), y_title=t("common.query"), value_title=t(f"{NS}.mask_value"),
-                               legend=False, height=heatmap_height(w.n),
-                               title=t(f"{NS}.mask_title", n=w.n, W=w.window, s=w.sinks)), key="mask")
+    states = [t(f"{NS}.mask_window"), t(f"{NS}.mask_sink"), t(f"{NS}.mask_hidden")]
+    anatomy.show_chart(reach_grid(mask_data(*w, tuple(states)), x_title=t("common.key"), y_title=t("common.query"),
+                                  reach_title=t(f"{NS}.mask_value"), levels=states, colors=list(MASK_COLORS),
+                                  height=heatmap_height(w.n), title=t(f"{NS}.mask_title", n=w.n, W=w.window,
+                                                                       s=w.sinks)), key="mask")
     levels = [t(f"{NS}.reach_layer_1")] + [t(f"{NS}.reach_layer", l=k) for k in range(2, w.layers + 1)]
     never = t(f"{NS}.reach_never", L=w.layers)
     frame = reach_data(*w, tuple(levels), never)
@@ -226,18 +231,16 @@ def stream_explained(cache: int, T: int, train: int, sinks: int) -> None:
 def stream_evidence(ev: dict) -> None:
     s, labels = ev["stream"], method_labels()
     loss = s["loss"]
-    anatomy.show_chart(bars([loss[m] for m in METHODS], labels, value_title=t(f"{NS}.axis_loss"),
-                            label_title=t(f"{NS}.axis_method"), domain=None, height=240, fit_x=True,
-                            highlight=METHODS.index("window"),
-                            title=t(f"{NS}.recorded_title", seqs=s["seqs"], T=s["long_len"], cache=s["cache"])),
-                       key="recorded")
+    anatomy.show_chart(method_bars(method_frame(loss, METHODS, labels, "window"), x_title=t(f"{NS}.axis_loss"),
+                                   y_title=t(f"{NS}.axis_method"), order=labels,
+                                   title=t(f"{NS}.recorded_title", T=s["long_len"])), key="recorded")
     frame = loss_frame(s["loss_by_bin"], METHODS, labels, s["bin"])
     anatomy.show_chart(loss_lines(frame, x_title=t(f"{NS}.axis_position"), y_title=t(f"{NS}.axis_loss"),
                                   method_title=t(f"{NS}.axis_method"), rule_title=t(f"{NS}.rule_title"),
                                   methods=labels, colors=list(METHOD_COLORS), train_len=int(ev["train_len"]),
                                   title=t(f"{NS}.lines_title", bin=s["bin"])), key="lines")
     st.caption(t(f"{NS}.recorded_caption", command=COMMAND, seqs=s["seqs"], T=s["long_len"],
-                 times=s["long_len"] // ev["train_len"], train=ev["train_len"], cache=s["cache"]))
+                 times=s["long_len"] // ev["train_len"], train=ev["train_len"], cache=s["cache"], bin=s["bin"]))
     by = s["loss_by_bin"]
     anatomy.notice([
         t(f"{NS}.notice_eviction", cache=s["cache"], window=fixed(loss["window"], 3), sinks=fixed(loss["sinks"], 3),
@@ -259,10 +262,10 @@ def live_section(seed: int, stamp: float) -> None:
         length = st.select_slider(t(f"{NS}.ctl_length"), options=LENGTHS, value=96, key="length",
                                   bind="query-params")
     case = live_case(seed, int(length), int(cache), stamp)
-    anatomy.show_chart(bars([case.losses[m] for m in METHODS], method_labels(), value_title=t(f"{NS}.axis_loss"),
-                            label_title=t(f"{NS}.axis_method"), domain=None, height=240, fit_x=True,
-                            highlight=METHODS.index("window"),
-                            title=t(f"{NS}.live_title", T=case.length, cache=case.cache)), key="live")
+    labels = method_labels()
+    anatomy.show_chart(method_bars(method_frame(case.losses, METHODS, labels, "window"),
+                                   x_title=t(f"{NS}.axis_loss"), y_title=t(f"{NS}.axis_method"), order=labels,
+                                   title=t(f"{NS}.live_title", T=case.length, cache=case.cache)), key="live")
     st.caption(t(f"{NS}.live_caption", seed=seed, cache=case.cache, w=case.cache - sinks_lm.SINKS))
     L = case.losses
     anatomy.notice([t(f"{NS}.notice_live", window=fixed(L["window"], 3), sinks=fixed(L["sinks"], 3),
@@ -282,9 +285,9 @@ anatomy.header(NS)
 lesson = presenter.Lesson(NS)
 with lesson.step("intuition"):
     anatomy.intuition(NS)
-    anatomy.formula(r"M_{ij} = [\, j \le i \,]\;\wedge\;\big([\, i - j < W \,] \vee [\, j < s \,]\big)"
-                    r"\qquad \mathrm{out}_i = \sum_{j:\,M_{ij}} \operatorname{softmax}_j\!\Big("
-                    r"\frac{q_i \cdot k_j}{\sqrt{d}}\Big)\, v_j", t(f"{NS}.formula_caption"))
+    anatomy.formula(r"M_{ij} = [j \le i] \wedge \big([i - j < W] \vee [j < s]\big)")
+    anatomy.formula(r"\mathrm{out}_i = \sum_{j:\,M_{ij}} \operatorname{softmax}_j\Big(\frac{q_i \cdot k_j}"
+                    r"{\sqrt{d}}\Big)\, v_j", t(f"{NS}.formula_caption"))
 with lesson.step("window"):
     chosen = window_controls()
     window_question(chosen)

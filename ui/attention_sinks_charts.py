@@ -34,7 +34,7 @@ def reach_grid(frame, *, x_title: str, y_title: str, reach_title: str, levels=()
         x=alt.X("input:O", title=x_title, axis=alt.Axis(labelAngle=0, labelOverlap=True, orient="top")),
         y=alt.Y("output:O", title=y_title, axis=alt.Axis(labelOverlap=True)),
         color=alt.Color("reach:N", title=reach_title, scale=alt.Scale(domain=levels, range=colors),
-                        legend=alt.Legend(orient="bottom", direction="horizontal", columns=4)),
+                        legend=alt.Legend(orient="bottom", direction="vertical", labelLimit=0)),
         tooltip=[alt.Tooltip("output:O", title=y_title), alt.Tooltip("input:O", title=x_title),
                  alt.Tooltip("reach:N", title=reach_title)],
     ).properties(height=height, autosize=FIT_X)
@@ -58,7 +58,7 @@ def loss_lines(frame, *, x_title: str, y_title: str, method_title: str, rule_tit
         x=alt.X("position:Q", title=x_title),
         y=alt.Y("loss:Q", title=y_title, scale=alt.Scale(zero=False)),
         color=alt.Color("method:N", title=method_title, scale=alt.Scale(domain=methods, range=colors),
-                        legend=alt.Legend(orient="bottom", direction="vertical")),
+                        legend=alt.Legend(orient="bottom", direction="vertical", labelLimit=0)),
         tooltip=[alt.Tooltip("method:N", title=method_title), alt.Tooltip("position:Q", title=x_title),
                  alt.Tooltip("exact:N", title=y_title)],
     )
@@ -67,3 +67,28 @@ def loss_lines(frame, *, x_title: str, y_title: str, method_title: str, rule_tit
     chart = (base.mark_line() + base.mark_point(filled=True, size=30) + rule).properties(height=280,
                                                                                          autosize=FIT_X)
     return chart.properties(title=title) if title else chart
+
+
+def method_frame(losses: dict, methods: Sequence[str], labels: Sequence[str], highlight: str) -> pd.DataFrame:
+    values = np.array([float(losses[m]) for m in methods])
+    return pd.DataFrame({"method": list(labels), "loss": values, "exact": np.char.mod("%.4f", values),
+                         "highlight": [m == highlight for m in methods]})
+
+
+@chart_kind(fill=("order", "title"))
+def method_bars(frame, *, x_title: str, y_title: str, order=(), title: str | None = None) -> alt.Chart:
+    """One horizontal bar per streaming method (labels on the left, never cut), the mean loss as its length."""
+    chart = alt.Chart(frame).mark_bar().encode(
+        y=alt.Y("method:N", sort=order, title=None, axis=alt.Axis(labelLimit=0)),
+        x=alt.X("loss:Q", title=x_title),
+        color=alt.when(alt.datum.highlight).then(alt.value("#e66101")).otherwise(alt.value("#3b528b")),
+        tooltip=[alt.Tooltip("method:N", title=y_title), alt.Tooltip("exact:N", title=x_title)],
+    ).properties(height=180, autosize=FIT_X)
+    return chart.properties(title=title) if title else chart
+
+
+def mask_frame(n: int, window: int, sinks: int, labels: Sequence[str]) -> pd.DataFrame:
+    """One row per (query i, key j): ``labels`` = (seen in the window, seen as a sink, hidden)."""
+    i, j = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+    code = np.where(j > i, 2, np.where(i - j < window, 0, np.where(j < sinks, 1, 2)))
+    return pd.DataFrame({"output": i.ravel(), "input": j.ravel(), "reach": np.asarray(labels)[code.ravel()]})

@@ -42,8 +42,10 @@ def test_the_window_mask_and_the_receptive_field(lang):
     assert exceptions(at) == []
     assert at.title[0].value == catalog(lang)[f"{NS}.title"]
     mask = data(chart_titled(at, title(lang, "mask_title", n=n, W=W, s=0)))
+    seen, hidden = catalog(lang)[f"{NS}.mask_window"], catalog(lang)[f"{NS}.mask_hidden"]
     for row in mask.itertuples():                    # the definition: j <= i and i - j < W
-        assert row.masked == (not (row.key_pos <= row.query_pos and row.query_pos - row.key_pos < W))
+        assert row.reach == (seen if row.input <= row.output and row.output - row.input < W else hidden)
+    assert len(mask) == n * n
     reach = data(chart_titled(at, title(lang, "reach_title", L=L)))
     brute = brute_reach(n, W, L, 0)
     cat = catalog(lang)
@@ -80,9 +82,9 @@ def test_the_first_token_share_is_the_recorded_one(loaded):
 def test_the_streaming_charts_show_the_recorded_losses(loaded):
     at = open_page(NS, "en")
     s = loaded.meta["eval"]["stream"]
-    bars = data(chart_titled(at, title("en", "recorded_title", seqs=s["seqs"], T=s["long_len"], cache=s["cache"])))
-    assert bars["value"].tolist() == pytest.approx([s["loss"][m] for m in sinks_lm.STREAM_METHODS])
-    lines = data(chart_titled(at, title("en", "lines_title", bin=s["bin"])))
+    bars = data(chart_titled(at, title("en", "recorded_title", T=s["long_len"])))
+    assert bars["loss"].tolist() == pytest.approx([s["loss"][m] for m in sinks_lm.STREAM_METHODS])
+    lines = data(chart_titled(at, title("en", "lines_title")))
     label = catalog("en")[f"{NS}.method_window"]
     assert lines[lines["method"] == label]["loss"].tolist() == pytest.approx(s["loss_by_bin"]["window"])
     text = all_text(at)
@@ -96,7 +98,7 @@ def test_the_live_stream_for_the_url_values(loaded):
     assert exceptions(at) == []
     case = lab.stream_case(loaded.model, 2, 128, 8)
     bars = data(chart_titled(at, title("zh", "live_title", T=128, cache=8)))
-    assert bars["value"].tolist() == pytest.approx([case.losses[m] for m in sinks_lm.STREAM_METHODS], abs=1e-6)
+    assert bars["loss"].tolist() == pytest.approx([case.losses[m] for m in sinks_lm.STREAM_METHODS], abs=1e-6)
     view = lab.head_view(loaded.model, 2)
     head = data(chart_titled(at, title("zh", "head_title", l=2, h=3, n=len(view.tokens))))
     assert head["value"].max() == pytest.approx(float(view.weights[1, 2].max()), abs=1e-6)
@@ -124,7 +126,7 @@ def test_the_questions_come_before_their_evidence():
     s = train.load_model(lab.RECIPE).meta["eval"]["stream"]
     first_chart = next(i for i, x in enumerate(order) if x and not str(x).endswith("_guess"))
     assert order.index(f"{NS}_ex_guess") < first_chart
-    recorded = title("en", "recorded_title", seqs=s["seqs"], T=s["long_len"], cache=s["cache"])
+    recorded = title("en", "recorded_title", T=s["long_len"])
     assert order.index(f"{NS}_ex2_guess") < order.index(recorded)
 
 
