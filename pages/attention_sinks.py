@@ -245,6 +245,9 @@ def stream_evidence(ev: dict) -> None:
     anatomy.notice([
         t(f"{NS}.notice_eviction", cache=s["cache"], window=fixed(loss["window"], 3), sinks=fixed(loss["sinks"], 3),
           diff=fixed(loss["window"] - loss["sinks"], 3)),
+        t(f"{NS}.eviction_small" if abs(loss["window"] - loss["sinks"]) < 0.02 else f"{NS}.eviction_large",
+          heads=int(((np.asarray(ev["first_share"]) >= 0.3)
+                     & (np.asarray(ev["first_share"]) >= 5 * ev["uniform_first_share"])).sum())),
         t(f"{NS}.notice_dense", T=s["long_len"], dense=fixed(loss["dense"], 3), recompute=fixed(loss["recompute"], 3),
           cost=s["cache"]),
         t(f"{NS}.notice_original", original=fixed(loss["sinks_original"], 3), sinks=fixed(loss["sinks"], 3)),
