@@ -289,7 +289,7 @@ lesson = presenter.Lesson(NS)
 with lesson.step("intuition"):
     anatomy.intuition(NS)
     anatomy.formula(r"M_{ij} = [j \le i] \wedge \big([i - j < W] \vee [j < s]\big)")
-    anatomy.formula(r"\mathrm{out}_i = \sum_{j:\,M_{ij}} \mathrm{softmax}_j\big(q_i \cdot k_j / \sqrt{d}\big)\, v_j",
+    anatomy.formula(r"o_i = \sum_{j:M_{ij}} v_j \, \mathrm{softmax}_j\Big(\frac{q_i \cdot k_j}{\sqrt{d}}\Big)",
                     t(f"{NS}.formula_caption"))
 with lesson.step("window"):
     chosen = window_controls()
