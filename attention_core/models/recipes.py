@@ -76,6 +76,7 @@ LM_MODULES = (
     "gqa_lm",
     "long_context_lm",
     "induction_heads_lm",
+    "attention_sinks_lm",
 )
 
 
