@@ -463,3 +463,25 @@ def test_show_code_shows_only_functions_that_ran(params, monkeypatch):
     assert exceptions(at) == [] and shown
     not_run = [f"{f.__module__}.{f.__qualname__}" for f in shown if f.__code__ not in called]
     assert not_run == []
+
+
+def test_phone_legibility_of_the_efficiency_charts():
+    """Issue 13 §2 (fast, no page): flash's three greys differ clearly in lightness, tile and pair labels are never
+    hidden for overlap (thinned evenly instead), legends list one entry a row so nothing is cut."""
+    from ui import efficiency_charts as ec
+
+    def lightness(hex_colour: str) -> float:          # CIE L* of an sRGB colour
+        c = [int(hex_colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+        lin = [x / 12.92 if x <= 0.04045 else ((x + 0.055) / 1.055) ** 2.4 for x in c]
+        y = 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+        return 116 * y ** (1 / 3) - 16 if y > 0.008856 else 903.3 * y
+    todo, skipped, hidden = (lightness(ec.STATUS_COLOURS[i]) for i in (2, 3, 4))
+    assert min(abs(todo - skipped), abs(todo - hidden), abs(skipped - hidden)) >= 15
+    status = np.array([[0, 1, 2], [3, 4, 2], [2, 2, 2]])
+    spec = ec.tiles(status, ["a", "b", "c"], 1, 1)
+    enc = spec["layer"][0]["encoding"]
+    assert enc["x"]["axis"]["labelOverlap"] is False and "bandwidth('x')" in enc["x"]["axis"]["labelExpr"]
+    assert enc["color"]["legend"]["columns"] == 1
+    pair = ec.pair([0.2, 0.8], [0.3, 0.7], ["it", "was"], ("exact", "approx"), title="t", label_title="k",
+                   value_title="w")
+    assert pair["encoding"]["y"]["field"] == "label" and pair["encoding"]["y"]["axis"]["labelOverlap"] is False
