@@ -5,6 +5,7 @@ import math
 import re
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as TF
@@ -235,7 +236,10 @@ def test_lra_table_beside_ours():
     csv_rows = [line.split(",") for line in lines if line and not line.startswith(("#", "model"))]
     lra = {(m, int(n)): (float(ratio), float(mem)) for m, n, _, ratio, mem in csv_rows}
     at = open_page("efficiency", "en", {"tab": TAB["cost"]})
-    table = next(d.value for d in at.table if EN["efficiency.lra_speed_paper"] in d.value.columns).reset_index()
+    speed = next(d.value for d in at.table if EN["efficiency.lra_speed_paper"] in d.value.columns).reset_index()
+    memory = next(d.value for d in at.table if EN["efficiency.lra_mem_paper"] in d.value.columns).reset_index()
+    assert list(speed[EN["efficiency.lra_method"]]) == list(memory[EN["efficiency.lra_method"]])
+    table = pd.concat([speed, memory.drop(columns=[EN["efficiency.lra_method"], "n"])], axis=1)
     by = {(r["method"], r["n"]): r for r in DOC["results"] if r.get("time_s")}
     assert len(table) == 12
     for _, row in table.iterrows():
