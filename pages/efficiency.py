@@ -403,7 +403,9 @@ def precision_section(seed: int) -> list:
                          explanation=t("efficiency.tips_mp_ex_explain"))
     with steps.step("mp_evidence"):
         rows = precision_table(PREC_N, PREC_D, gain, seed)
-        st.table(ec.precision_table(rows).set_index(t("efficiency.tips_mp_c_recipe")))     # wraps: a phone
+        table = ec.precision_table(rows).set_index(t("efficiency.tips_mp_c_recipe"))   # two wrapping tables (the
+        st.table(table[table.columns[:3]])                                      # format; its errors): fit a phone
+        st.table(table[table.columns[3:]])
         st.caption(t("efficiency.tips_mp_caption", n=PREC_N, d=PREC_D, seed=seed))
         anatomy.notice(ec.precision_notes(rows, gain, lab.largest_score(PREC_N, PREC_D, gain, seed)))
     return [lab.precision_table, lab.attention_in, lab.largest_score]
