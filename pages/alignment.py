@@ -178,10 +178,10 @@ def forms_section() -> tuple[dt.date, list[lab.FormReading]]:
     cols = st.columns(2)
     for i, r in enumerate(res):
         with cols[i % 2]:
-            # two lines: the pattern, then the date and the answer (one line was cut off in a narrow column)
+            # one title: ui.charts shrinks a long title to the chart's width and wraps a very long one
             anatomy.show_chart(charts.attention_heatmap(
                 r.weights, list(r.output), chars(r.text), show_numbers=False, selectable=False,
-                title=[PATTERNS[r.form], t(f"{NS}.form_chart_io", text=r.text, out=r.output)],
+                title=f"{PATTERNS[r.form]} · {t(f'{NS}.form_chart_io', text=r.text, out=r.output)}",
                 x_title=t(f"{NS}.input_axis"), y_title=t(f"{NS}.output_axis"), height=340),
                 key=f"form_{r.form}")
     st.markdown(f"**{t(f'{NS}.moves_title')}**")

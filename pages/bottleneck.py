@@ -160,7 +160,7 @@ def answers_section(digits: str, res: lab.Answers) -> dict:
         st.caption(t(f"{NS}.empty_answer"))
         return {"marks": marks, "right": right}
     anatomy.show_matrix(charts.attention_heatmap(
-        w, out_labels, in_labels, title=title_lines(t(f"{NS}.align_chart", n=len(digits))), x_title=t(f"{NS}.input_axis"),
+        w, out_labels, in_labels, title=t(f"{NS}.align_chart", n=len(digits)), x_title=t(f"{NS}.input_axis"),
         y_title=t(f"{NS}.output_axis"), selectable=False),
         w, out_labels, in_labels, key="align", selectable=False, file_name="reversal_alignment.csv")
     return {"marks": marks, "right": right}

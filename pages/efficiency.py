@@ -248,9 +248,9 @@ def cost_section() -> list:
         anatomy.notice(ec.cost_notes(doc, sizes))
     with steps.step("cost_table"):
         st.subheader(t("efficiency.table_title"))
-        table = ec.complexity_table(doc, sizes)       # two narrow tables (the tutorial's; what we measured): a phone
-        st.table(table[table.columns[:3]])
-        st.table(table[table.columns[3:]])
+        table = ec.complexity_table(doc, sizes)     # three narrow tables (the tutorial's; what ran and its slopes;
+        for cols in (slice(0, 3), slice(3, 6), slice(6, None)):    # speed and memory): each fits a phone
+            st.table(table[table.columns[cols]])
         st.caption(t("efficiency.table_caption"))
         anatomy.pitfall(t("efficiency.pit3_title"), t("efficiency.pit3_body"), None,
                         demo=lambda: st.markdown(ec.flash_space_note(doc, sizes.memory_rows)))
@@ -259,7 +259,9 @@ def cost_section() -> list:
         st.markdown(t("efficiency.lra_intro"))
         if not models.unavailable("lra"):
             lra = ec.lra_table(doc, models.lra(), LRA_NAMES, LRA_N)
-            st.table(lra.set_index(lra.columns[0]))           # a table wraps its cells: fits a phone
+            lra = lra.set_index(lra.columns[0])     # two wrapping tables (speed; memory): each fits a phone
+            st.table(lra[lra.columns[:3]])
+            st.table(lra[lra.columns[[0, 3, 4]]])
         st.warning(lesson("efficiency/lra_caveat"), icon=":material/balance:")
     with steps.step("cost_live"):
         st.subheader(t("efficiency.live_title"))
@@ -401,7 +403,9 @@ def precision_section(seed: int) -> list:
                          explanation=t("efficiency.tips_mp_ex_explain"))
     with steps.step("mp_evidence"):
         rows = precision_table(PREC_N, PREC_D, gain, seed)
-        st.table(ec.precision_table(rows).set_index(t("efficiency.tips_mp_c_recipe")))     # wraps: a phone
+        table = ec.precision_table(rows).set_index(t("efficiency.tips_mp_c_recipe"))   # two wrapping tables (the
+        st.table(table[table.columns[:3]])                                      # format; its errors): fit a phone
+        st.table(table[table.columns[3:]])
         st.caption(t("efficiency.tips_mp_caption", n=PREC_N, d=PREC_D, seed=seed))
         anatomy.notice(ec.precision_notes(rows, gain, lab.largest_score(PREC_N, PREC_D, gain, seed)))
     return [lab.precision_table, lab.attention_in, lab.largest_score]

@@ -235,9 +235,9 @@ def size_section(size: Size) -> None:
     names = ("model", "layers", "heads", "kv_heads", "d_head", "dtype", "context")
     table = published_table(tuple(t(f"{NS}.col_{c}") for c in names),
                             tuple(t(f"{NS}.col_at", k=n // 1024) for n in lab.TABLE_TOKENS), t(f"{NS}.gib"))
-    table = table.set_index(table.columns[0])       # two wrapping tables, a model a row (fit a phone's 358 px):
-    st.table(table[table.columns[:6]])              # the published configuration,
-    st.table(table[table.columns[6:]])              # its cache at 4K / 32K / 128K tokens
+    table = table.set_index(table.columns[0])       # three wrapping tables, a model a row (fit a phone's 358 px):
+    for cols in (slice(0, 4), slice(4, 6), slice(6, None)):   # the shapes, the number format and context,
+        st.table(table[table.columns[cols]])                  # the cache at 4K / 32K / 128K tokens
     st.caption(t(f"{NS}.table_caption") + " " + " · ".join(f"`{m.source.removeprefix('https://')}`" for m, _ in rows))
     llama2, mistral = rows[1], rows[2]
     anatomy.notice([t(f"{NS}.notice_gqa", a=llama2[0].name, b=mistral[0].name, ga=gib(llama2[1][1]),

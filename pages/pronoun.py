@@ -22,7 +22,6 @@ from ui import pronoun_charts as pc
 from ui.cache import MB, cache_data, shared_arrays
 from ui.charts import ROW_SELECTION, attention_heatmap
 from ui.i18n import LANGS, catalog, current_lang, lesson, t
-from ui.wrap import title_lines
 
 NS = "pronoun"
 TEMPLATE_IDS = tuple(tp.id for tp in tasks.PRONOUN_TEMPLATES)
@@ -238,7 +237,7 @@ def answers_section(e: tasks.PronounExample, r: lab.Reading, e2: tasks.PronounEx
 
 def from_it_chart(e: tasks.PronounExample, r: lab.Reading, drilled: int):
     L, h = r.from_it.shape[:2]
-    return pc.from_it_heatmap(r, row_labels(L, h), e.tokens, title=title_lines(sentence_text(e)), token_title=t(f"{NS}.token"),
+    return pc.from_it_heatmap(r, row_labels(L, h), e.tokens, title=sentence_text(e), token_title=t(f"{NS}.token"),
                               head_title=t(f"{NS}.head"), selected=drilled)
 
 

@@ -14,7 +14,7 @@ FORMULAS = (
     ("general", [r"\mathrm{Attention}(Q, K, V)", r"= \mathrm{softmax}\big(\mathrm{sim}(Q, K)\big)\,V"], "qkv"),
     ("kernel", [r"f(x) = \sum_{i=1}^{n} \mathrm{softmax}_i\!\left(-\frac{(x - x_i)^2}{2h^2}\right) y_i"], "qkv"),
     ("additive", [r"\mathrm{sim}(q, k) = v^{\top}\tanh\!\left(W_q\,q + W_k\,k\right)"], "qkv"),
-    ("dot", [r"\mathrm{sim}(q, k) = q^{\top}k \qquad\quad \mathrm{sim}(q, k) = \frac{q^{\top}k}{\sqrt{d_k}}"],
+    ("dot", [r"\mathrm{sim}(q, k) = q^{\top}k \qquad \mathrm{sim}(q, k) = \frac{q^{\top}k}{\sqrt{d_k}}"],
      "scaling"),
     ("sdpa", [r"\mathrm{Attention}(Q, K, V)", r"= \mathrm{softmax}\!\left(\frac{QK^{\top}}{\sqrt{d_k}}\right)V"], "qkv"),
     ("variance", [r"\mathrm{Var}\big(q^{\top}k\big) = d_k \;\Rightarrow\; "
@@ -22,7 +22,8 @@ FORMULAS = (
     ("mask", [r"\mathrm{softmax}\!\left(\frac{QK^{\top}}{\sqrt{d_k}} + M\right)V",
               r"M_{ij} = \begin{cases} 0 & \text{@visible@} \\ -\infty & \text{@hidden@} \end{cases}"], "masking"),
     ("multihead", [r"\mathrm{MultiHead}(Q, K, V)", r"= \mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_h)\,W^{O}",
-                   r"\mathrm{head}_i = \mathrm{Attention}(QW_i^{Q}, KW_i^{K}, VW_i^{V})", r"d_k = d_{model}/h"],
+                   r"\mathrm{head}_i = \mathrm{Attention}(Q_i, K_i, V_i)",
+                   r"Q_i = QW_i^{Q},\; K_i = KW_i^{K},\; V_i = VW_i^{V}", r"d_k = d_{model}/h"],
      "multihead"),
     ("sinusoidal", [r"PE_{(pos,\,2i)} = \sin\!\left(\frac{pos}{10000^{2i/d_{model}}}\right)",
                     r"PE_{(pos,\,2i+1)} = \cos\!\left(\frac{pos}{10000^{2i/d_{model}}}\right)"], "positional"),
@@ -30,7 +31,7 @@ FORMULAS = (
                  r"\mathrm{FFN}(x) = \max(0,\, xW_1 + b_1)\,W_2 + b_2"], "encoder"),
     ("cross", [r"\mathrm{CrossAttention}(X_{tgt}, X_{src})",
                r"= \mathrm{softmax}\!\left(\frac{QK^{\top}}{\sqrt{d_k}}\right)V",
-               r"Q = X_{tgt}W_Q,\;\; K = X_{src}W_K,\;\; V = X_{src}W_V"], "cross_attention"),
+               r"Q = X_{tgt}W_Q", r"K = X_{src}W_K,\;\; V = X_{src}W_V"], "cross_attention"),
     ("paths", [r"\text{@layers@}(i \to j):",
                r"\underbrace{1}_{\text{@self@}}\qquad \underbrace{|i - j|}_{\text{RNN}}\qquad "
                r"\underbrace{\lceil |i - j| / r \rceil}_{\text{@restricted@}}"], "cross_attention"),

@@ -306,3 +306,16 @@ def test_compare_chart_is_valid_vega_lite(monkeypatch):
                         value_title="v", version_title="ver", domain=(0, 1))
     assert list(spec["datasets"]["data"]["value"]) == [1.0, 2.0, 0.5, 1.5]
     assert spec["layer"][0]["encoding"]["x"]["sort"] == ["l1", "l2"] and spec["title"] == "t"
+
+
+def test_every_head_grid_fits_a_phone_and_hides_no_label():
+    """Issue 13 §2 (fast, no page): two columns of panels (2 x 132 px for 12 tokens, within a phone's 358 px with
+    the labels), vertical key labels 11 px apart, none hidden for overlap, the legend below."""
+    from ui.analysis_charts import heads_grid
+    tokens = "The animal didn't cross the street because it was too tired .".split()
+    spec = heads_grid(np.full((8, 12, 12), 1 / 12), tokens, titles=[f"h{i}" for i in range(8)], x_title="key",
+                      y_title="query", value_title="weight", panel_title="head")
+    assert spec["columns"] == 2 and spec["spec"]["width"] == spec["spec"]["height"] == 132
+    enc = spec["spec"]["encoding"]
+    assert enc["x"]["axis"]["labelAngle"] == -90 and enc["x"]["axis"]["labelOverlap"] is False
+    assert enc["y"]["axis"]["labelOverlap"] is False and enc["color"]["legend"]["orient"] == "bottom"

@@ -5,6 +5,7 @@ import math
 import re
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as TF
@@ -218,7 +219,7 @@ def test_recorded_scaling_chart_matches_the_json():
             assert fit == pytest.approx(s[slope], abs=1e-9)
             label = rows["label_time" if y == "time_ms" else "label_memory"].iloc[0]
             assert label.endswith(f"slope {s[slope]:.2f}")
-    tutorial, table = at.table[0].value, at.table[1].value          # the tutorial's columns; what we measured
+    tutorial, table = at.table[0].value, at.table[1].value.join(at.table[2].value)    # the tutorial's; measured
     assert "✗" in tutorial.loc[EN["efficiency.cx_flash"], EN["efficiency.col_space"]]
     assert table.loc[EN["efficiency.cx_standard"], EN["efficiency.col_tslope"]] == \
         f"{DOC['slopes']['full']['time_slope']:.2f}"
@@ -235,7 +236,10 @@ def test_lra_table_beside_ours():
     csv_rows = [line.split(",") for line in lines if line and not line.startswith(("#", "model"))]
     lra = {(m, int(n)): (float(ratio), float(mem)) for m, n, _, ratio, mem in csv_rows}
     at = open_page("efficiency", "en", {"tab": TAB["cost"]})
-    table = next(d.value for d in at.table if EN["efficiency.lra_speed_paper"] in d.value.columns).reset_index()
+    speed = next(d.value for d in at.table if EN["efficiency.lra_speed_paper"] in d.value.columns).reset_index()
+    memory = next(d.value for d in at.table if EN["efficiency.lra_mem_paper"] in d.value.columns).reset_index()
+    assert list(speed[EN["efficiency.lra_method"]]) == list(memory[EN["efficiency.lra_method"]])
+    table = pd.concat([speed, memory.drop(columns=[EN["efficiency.lra_method"], "n"])], axis=1)
     by = {(r["method"], r["n"]): r for r in DOC["results"] if r.get("time_s")}
     assert len(table) == 12
     for _, row in table.iterrows():
@@ -463,3 +467,25 @@ def test_show_code_shows_only_functions_that_ran(params, monkeypatch):
     assert exceptions(at) == [] and shown
     not_run = [f"{f.__module__}.{f.__qualname__}" for f in shown if f.__code__ not in called]
     assert not_run == []
+
+
+def test_phone_legibility_of_the_efficiency_charts():
+    """Issue 13 §2 (fast, no page): flash's three greys differ clearly in lightness, tile and pair labels are never
+    hidden for overlap (thinned evenly instead), legends list one entry a row so nothing is cut."""
+    from ui import efficiency_charts as ec
+
+    def lightness(hex_colour: str) -> float:          # CIE L* of an sRGB colour
+        c = [int(hex_colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+        lin = [x / 12.92 if x <= 0.04045 else ((x + 0.055) / 1.055) ** 2.4 for x in c]
+        y = 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+        return 116 * y ** (1 / 3) - 16 if y > 0.008856 else 903.3 * y
+    todo, skipped, hidden = (lightness(ec.STATUS_COLOURS[i]) for i in (2, 3, 4))
+    assert min(abs(todo - skipped), abs(todo - hidden), abs(skipped - hidden)) >= 15
+    status = np.array([[0, 1, 2], [3, 4, 2], [2, 2, 2]])
+    spec = ec.tiles(status, ["a", "b", "c"], 1, 1)
+    enc = spec["layer"][0]["encoding"]
+    assert enc["x"]["axis"]["labelOverlap"] is False and "bandwidth('x')" in enc["x"]["axis"]["labelExpr"]
+    assert enc["color"]["legend"]["columns"] == 1
+    pair = ec.pair([0.2, 0.8], [0.3, 0.7], ["it", "was"], ("exact", "approx"), title="t", label_title="k",
+                   value_title="w")
+    assert pair["encoding"]["y"]["field"] == "label" and pair["encoding"]["y"]["axis"]["labelOverlap"] is False

@@ -74,7 +74,7 @@ def test_the_size_sliders_in_the_url_give_the_formula():
     assert exceptions(at) == []
     (metric,) = at.metric
     assert metric.value == catalog("zh")["kv_cache.gib"].format(v="40.00")     # 2*80*8*128*2*128K = 40 GiB
-    config, sizes = at.table[0].value, at.table[1].value             # a model a row in both
+    config, sizes = at.table[0].value, at.table[2].value             # a model a row in each
     assert "Llama-2-7B" in config.index.tolist() and len(config) == len(sizes) == len(lab.PUBLISHED)
     assert list(sizes.columns) == [catalog("zh")["kv_cache.col_at"].format(k=n // 1024) for n in lab.TABLE_TOKENS]
 
