@@ -127,7 +127,8 @@ def variance_evidence(cfg: Settings, var: sl.VarianceSweep) -> None:
         anatomy.show_chart(sc.histogram_chart(sc.histogram_frame(var.dots[i].numpy(), cfg.d_k, notes),
                                               panel_titles=(t("scaling.panel_raw"), t("scaling.panel_scaled")),
                                               x_title=t("scaling.hist_x"), y_title=t("scaling.hist_y"),
-                                              count_title=t("scaling.hist_count")), key="hist")
+                                              count_title=t("scaling.hist_count")), key="hist",
+                           width="content")      # two stacked 240 px panels (stretched, they overflowed a phone)
         st.caption(t("scaling.hist_caption", n=N_PAIRS, dk=cfg.d_k))
     with right:
         frame = sc.variance_frame(sl.D_K_STEPS, var.var_raw.numpy(), var.var_scaled.numpy(), cfg.d_k, series)
