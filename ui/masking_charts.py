@@ -98,8 +98,8 @@ def mask_facets(frame, *, x_title: str, y_title: str, mask_title: str, panel_ord
     rect = base.mark_rect(stroke="white", strokeWidth=1).encode(color=_visible_colour(), tooltip=tooltip)
     cross = base.transform_filter("!datum.visible").mark_text(text="×", color="#666666", fontSize=11)
     return alt.layer(rect, cross, data=frame).properties(width=alt.Step(CELL), height=alt.Step(CELL)).facet(
-        column=alt.Column("panel:N", sort=panel_order, title=None,
-                          header=alt.Header(labelFontSize=13, labelFontWeight="bold", labelOrient="top")),
+        facet=alt.Facet("panel:N", sort=panel_order, title=None,       # a wrapped facet: ``columns`` per row
+                        header=alt.Header(labelFontSize=13, labelFontWeight="bold", labelOrient="top")),
         spacing=24, columns=columns)
 
 
