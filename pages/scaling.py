@@ -186,7 +186,8 @@ def gradient_section(cfg: Settings) -> None:
     frame = sc.sweep_frame(sl.SWEEP_D_K, sweep.unscaled, sweep.scaled, cfg.d_k, mode_labels())
     for col, (metric, label, domain) in zip(st.columns(3), METRICS):
         with col:
-            anatomy.show_chart(sc.sweep_chart(frame, metric=metric, modes=mode_labels(),
+            mine = frame[frame["metric"] == metric].reset_index(drop=True)     # each chart ships its own rows
+            anatomy.show_chart(sc.sweep_chart(mine, metric=metric, modes=mode_labels(),
                                               title=t(f"scaling.{label}"), x_title="d_k",
                                               y_title=t(f"scaling.{label}"), mode_title=t("scaling.mode_title"),
                                               y_domain=domain), key=f"sweep_{metric}")
