@@ -310,7 +310,7 @@ def fp16_demo(sentences: Batch, seed: int) -> None:
                 "masking.fp_uniform", w=f"{cell.weight:.3g}")
             cells[dtype] = result if cell.status == "error" else f"{fmt.exact(cell.stored)} → {result}"
         table[t(key)] = cells
-    st.table(pd.DataFrame(table).T)
+    st.table(pd.DataFrame(table))         # a row per dtype, a column per fill value: fits a phone
     st.markdown(t("masking.fp_details", err=d.fills["-1e9", "float16"].error or "—", cast=fmt.exact(d.cast),
                   m=fmt.exact(ml.stored_as(-1e9, torch.float16)), fmin=fmt.exact(torch.finfo(torch.float16).min)))
 

@@ -5,6 +5,7 @@ softmax (library), torch's scaled_dot_product_attention on embeddings built here
 hand-counted parameters (similarity functions).
 """
 import functools
+import json
 import math
 import re
 
@@ -448,3 +449,26 @@ def test_presenter_steps_ask_before_they_show(tab):
         assert not shows_evidence(steps[names[i]])
         assert any(shows_evidence(steps[n]) for n in names[i + 1:]) or i == 1
     assert shows_evidence(steps[names[questions[1] + 1]])     # the step after the tab's question answers it
+
+
+# --- legible at 1280 and 390 px (issue 13 §2): properties of what the page sends --------------------------------
+
+def test_phone_layout_properties(tokens_en):
+    """Every key of the pitfall bars stays labelled (thinned by width, never hidden by Vega's labelOverlap), legends
+    list one entry per line, the library editor's columns fit a phone's 356 px, the similarity table is a static
+    table, and no formula line is longer than a phone holds (each is split into aligned lines)."""
+    pitfall = [chart_spec(c) for c in charts(tokens_en) if "xOffset" in chart_spec(c).get("encoding", {})][0]
+    axis = pitfall["encoding"]["x"]["axis"]
+    assert axis["labelOverlap"] is False and "indexof(domain('x')" in axis["labelExpr"]
+    assert pitfall["encoding"]["color"]["legend"]["direction"] == "vertical"
+    lib = open_page("qkv", "en", params={"tab": TAB[1]})
+    config = json.loads(lib.dataframe[0].proto.columns)          # the editable table of books
+    widths = [c.get("width") for name, c in config.items() if name != "_index"]
+    assert len(widths) == 7 and all(isinstance(w, int) for w in widths) and sum(widths) <= 356 - 32, config
+    sim = open_page("qkv", "en", params={"tab": TAB[3]})
+    assert len(sim.table) == 1 and not sim.dataframe
+    assert lib.latex and tokens_en.latex
+    for at in (lib, tokens_en):
+        for latex in at.latex:
+            for line in latex.proto.body.split(r"\\"):
+                assert len(re.sub(r"\\[a-zA-Z]+|[{}&]", "", line)) <= 60, line
