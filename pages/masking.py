@@ -22,9 +22,9 @@ NS = "masking"
 MAX_SENTENCES = 6
 MAX_TOKENS = 10          # per sentence: a padded batch stays at most 6 x 10, numbers fit in the cells
 MAX_CHARS = 1200
-FORMULA = (r"\begin{{gathered}}\operatorname{{Attention}}(Q,K,V)=\operatorname{{softmax}}\!\Big("
-           r"\frac{{QK^{{\top}}}}{{\sqrt{{d_k}}}}+M\Big)V\\ M_{{ij}}=\begin{{cases}}0 & \text{{{visible}}}\\ -\infty & "
-           r"\text{{{hidden}}}\end{{cases}}\end{{gathered}}\,")          # two lines: fits a phone
+FORMULA = (r"\begin{{aligned}}&\operatorname{{Attention}}(Q,K,V)\\ &\qquad=\operatorname{{softmax}}\!\Big("
+           r"\frac{{QK^{{\top}}}}{{\sqrt{{d_k}}}}+M\Big)V\\ &M_{{ij}}=\begin{{cases}}0 & \text{{{visible}}}\\ -\infty & "
+           r"\text{{{hidden}}}\end{{cases}}\end{{aligned}}\,")          # lines that fit a phone
 
 
 # ------------------------------------------------------------------ inputs
@@ -288,9 +288,10 @@ def custom_weights(tokens: list[str], code: str, seed: int) -> None:
 def nan_demo(sentences: Batch, seed: int) -> None:
     d = fully_masked_demo(sentences, seed)
     st.caption(t("masking.nan_where_hand" if d.by_hand else "masking.nan_where", i=d.sentence + 1))
-    # a row per key, a column per softmax: three columns fit a phone (a row per softmax scrolled sideways)
-    st.dataframe(pd.DataFrame({t("masking.row_naive"): d.naive, t("masking.row_safe"): d.safe},
-                              index=unique_labels(d.tokens)).map(fmt.exact), width="stretch")
+    # a row per key, a column per softmax, as a static table whose titles wrap: it fits a phone (a row per
+    # softmax in a data grid scrolled sideways)
+    st.table(pd.DataFrame({t("masking.row_naive"): d.naive, t("masking.row_safe"): d.safe},
+                          index=unique_labels(d.tokens)).map(fmt.exact))
     st.markdown(t("masking.nan_batch", nan=d.nan, naive=fmt.exact(d.naive_sum), safe=fmt.exact(d.safe_sum),
                   zeros=d.zeros))
 
@@ -309,7 +310,7 @@ def fp16_demo(sentences: Batch, seed: int) -> None:
                 "masking.fp_uniform", w=f"{cell.weight:.3g}")
             cells[dtype] = result if cell.status == "error" else f"{fmt.exact(cell.stored)} → {result}"
         table[t(key)] = cells
-    st.table(pd.DataFrame(table).T)
+    st.table(pd.DataFrame(table))         # a row per dtype, a column per fill value: fits a phone
     st.markdown(t("masking.fp_details", err=d.fills["-1e9", "float16"].error or "—", cast=fmt.exact(d.cast),
                   m=fmt.exact(ml.stored_as(-1e9, torch.float16)), fmin=fmt.exact(torch.finfo(torch.float16).min)))
 

@@ -127,7 +127,8 @@ def variance_evidence(cfg: Settings, var: sl.VarianceSweep) -> None:
         anatomy.show_chart(sc.histogram_chart(sc.histogram_frame(var.dots[i].numpy(), cfg.d_k, notes),
                                               panel_titles=(t("scaling.panel_raw"), t("scaling.panel_scaled")),
                                               x_title=t("scaling.hist_x"), y_title=t("scaling.hist_y"),
-                                              count_title=t("scaling.hist_count")), key="hist")
+                                              count_title=t("scaling.hist_count")), key="hist",
+                           width="content")      # two stacked 240 px panels (stretched, they overflowed a phone)
         st.caption(t("scaling.hist_caption", n=N_PAIRS, dk=cfg.d_k))
     with right:
         frame = sc.variance_frame(sl.D_K_STEPS, var.var_raw.numpy(), var.var_scaled.numpy(), cfg.d_k, series)
@@ -185,7 +186,8 @@ def gradient_section(cfg: Settings) -> None:
     frame = sc.sweep_frame(sl.SWEEP_D_K, sweep.unscaled, sweep.scaled, cfg.d_k, mode_labels())
     for col, (metric, label, domain) in zip(st.columns(3), METRICS):
         with col:
-            anatomy.show_chart(sc.sweep_chart(frame, metric=metric, modes=mode_labels(),
+            mine = frame[frame["metric"] == metric].reset_index(drop=True)     # each chart ships its own rows
+            anatomy.show_chart(sc.sweep_chart(mine, metric=metric, modes=mode_labels(),
                                               title=t(f"scaling.{label}"), x_title="d_k",
                                               y_title=t(f"scaling.{label}"), mode_title=t("scaling.mode_title"),
                                               y_domain=domain), key=f"sweep_{metric}")

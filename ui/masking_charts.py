@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from . import format as fmt
-from .charts import MASKED_GREY, Spec, as_numpy, chart_kind, label_spacing, thin_labels, unique_labels
+from .charts import MASKED_GREY, Spec, as_numpy, chart_kind, label_spacing, text_px, thin_labels, unique_labels
 
 VISIBLE_BLUE = "#4c78a8"
 HIGHLIGHT = "#e66101"
@@ -98,16 +98,18 @@ def mask_facets(frame, *, x_title: str, y_title: str, mask_title: str, panel_ord
     rect = base.mark_rect(stroke="white", strokeWidth=1).encode(color=_visible_colour(), tooltip=tooltip)
     cross = base.transform_filter("!datum.visible").mark_text(text="×", color="#666666", fontSize=11)
     return alt.layer(rect, cross, data=frame).properties(width=alt.Step(CELL), height=alt.Step(CELL)).facet(
-        column=alt.Column("panel:N", sort=panel_order, title=None,
-                          header=alt.Header(labelFontSize=13, labelFontWeight="bold", labelOrient="top")),
+        facet=alt.Facet("panel:N", sort=panel_order, title=None,       # a wrapped facet: ``columns`` per row
+                        header=alt.Header(labelFontSize=13, labelFontWeight="bold", labelOrient="top")),
         spacing=24, columns=columns)
 
 
 def mask_panels(panels: Sequence[tuple[str, object]], labels: Sequence[str], *, x_title: str,
                 y_title: str, mask_title: str) -> Spec:
     frame = pd.concat([mask_frame(m, labels, title) for title, m in panels], ignore_index=True)
-    # side by side only when the panels (cells, axis labels ~70 px, gaps) fit a phone; else one above the other
-    side_by_side = len(panels) * (len(labels) * CELL + 70) + 24 * (len(panels) - 1) <= PHONE_WIDTH
+    # side by side only when the panels (cells or their bold 13 px title, the y labels ~70 px once per row, gaps)
+    # fit a phone; else one above the other
+    widths = [max(len(labels) * CELL, text_px(str(title), 13)) for title, _ in panels]
+    side_by_side = 70 + sum(widths) + 24 * (len(panels) - 1) <= PHONE_WIDTH
     return mask_facets(frame, x_title=x_title, y_title=y_title, mask_title=mask_title,
                        panel_order=[p for p, _ in panels], order=unique_labels(list(labels)),
                        columns=len(panels) if side_by_side else 1)

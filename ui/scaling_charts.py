@@ -110,7 +110,8 @@ def histogram_chart(frame: pd.DataFrame, *, panel_titles: tuple[str, str], x_tit
                                      color=colour, fontWeight="bold").encode(
             text="note:N", x=alt.value(0), y=alt.value(0),
         ).transform_filter(mine & (alt.datum.part == "note"))
-        panels.append(alt.layer(hist, theory, note).properties(title=title, height=130))
+        # 240 px panels: with the y axis the chart fits a phone's 358 px (concatenated charts do not stretch)
+        panels.append(alt.layer(hist, theory, note).properties(title=title, height=130, width=240))
     return alt.vconcat(*panels, data=frame).resolve_scale(x="shared", y="independent")
 
 

@@ -21,6 +21,7 @@ from tests.apptest_util import (
     open_page,
     shows_label,
 )
+from ui import masking_charts as mc
 from ui import masking_state as ms
 from ui.i18n import catalog
 
@@ -220,12 +221,12 @@ def test_bad_mask_text_gets_a_message(code, message):
 # ---------------------------------------------------------------- pitfalls, live
 def test_pitfall_tables_nan_versus_safe_and_fp16():
     at = open_page("masking", "en")
-    nan_table, fp_table = at.dataframe[0].value, at.table[0].value
+    nan_table, fp_table = at.table[0].value, at.table[1].value
     assert (nan_table[EN["masking.row_naive"]] == "NaN").all()           # tutorials: a NaN row (a column here)
     assert (nan_table[EN["masking.row_safe"]] == "0").all()              # safe softmax: zeros
-    assert fp_table.loc[EN["masking.fill_1e9"], "float16"] == "RuntimeError"
-    assert fp_table.loc[EN["masking.fill_inf"]].str.endswith("NaN").all()
-    assert fp_table.loc[EN["masking.fill_finfo"], "float16"].startswith("−65504 →")
+    assert fp_table.loc["float16", EN["masking.fill_1e9"]] == "RuntimeError"     # a row per dtype
+    assert fp_table[EN["masking.fill_inf"]].str.endswith("NaN").all()
+    assert fp_table.loc["float16", EN["masking.fill_finfo"]].startswith("−65504 →")
     # the same row computed here: naive NaN, safe zeros
     batch, keep, (q, k, v), stages = ml.attend_batch(DEFAULT, "left", 0, True)
     s = int(np.argmin(batch.lengths))
@@ -241,7 +242,7 @@ def test_pitfall_tables_nan_versus_safe_and_fp16():
 def test_convention_mixup_demo(mix):
     at = open_page("masking", "en", {"mixx": "true", "mix": EN[f"masking.mix_{mix}"]})
     assert exceptions(at) == []
-    values, masked, _ = heatmap_matrix(chart_by_title(at, "Weights with the mask passed as"))
+    values, masked, _ = heatmap_matrix(chart_by_title(at, EN["masking.mix_title"].split("{")[0].strip()))
     pads = np.array([t == ml.PAD for t in ml.pad_batch(DEFAULT).tokens[0]])
     if mix == "correct":
         assert (values[:, pads] == 0).all() and np.allclose(values.sum(-1), 1, atol=1e-6)
@@ -316,3 +317,21 @@ def test_a_clicked_row_is_kept_in_the_url():
     at = open_page("masking", "en", {"row_pad_w": "99"})
     row_of_the = label_parts("masking.row_caption", q="The")[0]          # "Row of query “The”: ..."
     assert exceptions(at) == [] and any(c.value.startswith(row_of_the) for c in at.caption)
+
+
+def test_phone_layout_properties():
+    """Issue 13 §2: the three mask panels wrap one per row when side by side they would not fit a phone (3 x 9
+    tokens x 22 px), three short tokens stay side by side; no axis lets Vega hide a token the page quotes; the
+    formula is split into lines and the NaN table is a static table (it wraps)."""
+    at = open_page("masking", "en", {"tab": TAB_CAUSAL["en"]})
+    panels = chart_spec(charts(at)[0])
+    assert panels["columns"] == 1 and "facet" in panels and panels["facet"]["field"] == "panel"
+    layer = panels["spec"]["layer"][0]["encoding"]
+    assert layer["x"]["axis"]["labelOverlap"] is False and layer["y"]["axis"]["labelOverlap"] is False
+    bars = [chart_spec(c) for c in charts(at) if "row_bars" in chart_spec(c)["usermeta"]["chart_kind"]][0]
+    assert bars["layer"][0]["encoding"]["x"]["axis"]["labelOverlap"] is False
+    small = mc.mask_panels([("a", np.eye(3, dtype=bool)), ("b", np.eye(3, dtype=bool)), ("c", np.eye(3, dtype=bool))],
+                           ["x", "y", "z"], x_title="k", y_title="q", mask_title="m")
+    assert small["columns"] == 3
+    assert r"\\" in at.latex[0].proto.body
+    assert len(at.table) == 2 and not [d for d in at.dataframe if not d.value.dtypes.eq(bool).all()]

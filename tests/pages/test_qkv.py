@@ -5,6 +5,7 @@ softmax (library), torch's scaled_dot_product_attention on embeddings built here
 hand-counted parameters (similarity functions).
 """
 import functools
+import json
 import math
 import re
 
@@ -121,21 +122,21 @@ def test_a_tab_label_of_the_other_language_opens_the_same_tab():
 def test_kernel_heatmap_is_the_gaussian_kernel_average(kernel_en):
     heat = _matrix(_frames(kernel_en, "query_pos", "key_pos", "value")[0])
     x, y = (a.double().numpy() for a in lab.kernel_regression_data(40, 0.5, seed=0))
-    grid = np.linspace(0, 5, 41)
+    grid = np.linspace(0, 5, 21)
     kern = np.exp(-(grid[:, None] - x[None, :]) ** 2 / (2 * 0.4 ** 2))
     expected = kern / kern.sum(axis=1, keepdims=True)
-    assert heat.shape == (41, 40)
+    assert heat.shape == (21, 40)
     np.testing.assert_allclose(heat, expected, atol=1e-5)
     np.testing.assert_allclose(heat.sum(axis=1), 1.0, atol=1e-5)
     points = _frames(kernel_en, "x", "y", "weight", piece="points")[0]    # the dots of the fit chart
-    np.testing.assert_allclose(points["weight"], expected[20], atol=1e-5)   # query x = 2.5 is row 20
+    np.testing.assert_allclose(points["weight"], expected[10], atol=1e-5)   # query x = 2.5 is row 10
     pred = _frames(kernel_en, "x", "y", "exact", piece="query")
     pred = [f for f in pred if len(f) == 1 and "weight" not in f.columns][0]
-    assert float(pred["y"][0]) == pytest.approx(float(expected[20] @ y), abs=1e-4)
+    assert float(pred["y"][0]) == pytest.approx(float(expected[10] @ y), abs=1e-4)
     notice = _notice(kernel_en)
-    w_top = max(expected[20])
-    assert f"{w_top:.3f}" in notice and f"{1 / (expected[20] ** 2).sum():.1f}" in notice
-    assert f"f(2.5) = {expected[20] @ y:.2f}" in notice
+    w_top = max(expected[10])
+    assert f"{w_top:.3f}" in notice and f"{1 / (expected[10] ** 2).sum():.1f}" in notice
+    assert f"f(2.5) = {expected[10] @ y:.2f}" in notice
 
 
 def test_kernel_url_reproduces_bandwidth_and_query():
@@ -145,10 +146,10 @@ def test_kernel_url_reproduces_bandwidth_and_query():
     heat = _matrix(_frames(at, "query_pos", "key_pos", "value")[0])
     x, y = (a.double().numpy() for a in lab.kernel_regression_data(20, 0.0, seed=3))
     kern = np.exp(-(4.0 - x) ** 2 / (2 * 0.1 ** 2))
-    np.testing.assert_allclose(heat[32], kern / kern.sum(), atol=1e-5)      # 4 / 0.125 = row 32
+    np.testing.assert_allclose(heat[16], kern / kern.sum(), atol=1e-5)      # 4 / 0.25 = row 16
     outlined = [layer["transform"][0]["filter"] for c in charts(at) for layer in chart_spec(c).get("layer", [])
                 if layer.get("mark", {}).get("stroke") == "#e66101"]            # the orange frame of the query row
-    assert outlined == ["(datum.query_pos === 32)"]
+    assert outlined == ["(datum.query_pos === 16)"]
 
 
 # --- tab 2: the library ----------------------------------------------------------------------
@@ -448,3 +449,26 @@ def test_presenter_steps_ask_before_they_show(tab):
         assert not shows_evidence(steps[names[i]])
         assert any(shows_evidence(steps[n]) for n in names[i + 1:]) or i == 1
     assert shows_evidence(steps[names[questions[1] + 1]])     # the step after the tab's question answers it
+
+
+# --- legible at 1280 and 390 px (issue 13 §2): properties of what the page sends --------------------------------
+
+def test_phone_layout_properties(tokens_en):
+    """Every key of the pitfall bars stays labelled (thinned by width, never hidden by Vega's labelOverlap), legends
+    list one entry per line, the library editor's columns fit a phone's 356 px, the similarity table is a static
+    table, and no formula line is longer than a phone holds (each is split into aligned lines)."""
+    pitfall = [chart_spec(c) for c in charts(tokens_en) if "xOffset" in chart_spec(c).get("encoding", {})][0]
+    axis = pitfall["encoding"]["x"]["axis"]
+    assert axis["labelOverlap"] is False and "indexof(domain('x')" in axis["labelExpr"]
+    assert pitfall["encoding"]["color"]["legend"]["direction"] == "vertical"
+    lib = open_page("qkv", "en", params={"tab": TAB[1]})
+    config = json.loads(lib.dataframe[0].proto.columns)          # the editable table of books
+    widths = [c.get("width") for name, c in config.items() if name != "_index"]
+    assert len(widths) == 7 and all(isinstance(w, int) for w in widths) and sum(widths) <= 356 - 32, config
+    sim = open_page("qkv", "en", params={"tab": TAB[3]})
+    assert len(sim.table) == 1 and not sim.dataframe
+    assert lib.latex and tokens_en.latex
+    for at in (lib, tokens_en):
+        for latex in at.latex:
+            for line in latex.proto.body.split(r"\\"):
+                assert len(re.sub(r"\\[a-zA-Z]+|[{}&]", "", line)) <= 60, line
