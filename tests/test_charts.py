@@ -230,3 +230,11 @@ def test_shared_chart_kinds_are_legible_in_a_browser_at_1280_and_390_px(tmp_path
     phone = {c["title"]: c["texts"] for c in reports["390x844"].charts}
     assert wide["12x12 weights"] >= 144 > phone["12x12 weights"]     # 144 numbers on the projector, not the phone
     assert phone["5x5 weights"] >= 25                                # the phone keeps the numbers that fit
+
+
+def test_a_title_given_as_lines_is_as_wide_as_its_widest_line():
+    """Vega takes a title as a list of lines; the title-size rule must measure it, not crash (it did: ord() of a
+    whole line)."""
+    from ui.charts import title_width
+    assert title_width(["ab", "abcdef"]) == title_width("abcdef") > title_width("ab") >= 1
+    assert title_width(None) == title_width("") == 1

@@ -356,9 +356,11 @@ def thin_labels(channel: str, spacing: float) -> str:
     return f"indexof(domain('{channel}'), datum.value) % {step} === 0 ? datum.label : ''"
 
 
-def title_width(title: str | None) -> int:
-    """An estimate of a chart title's width in px (Streamlit's theme: 16 px bold), a little high."""
-    return max(1, math.ceil(text_px(title or "", TITLE_FONT)))
+def title_width(title: str | Sequence[str] | None) -> int:
+    """An estimate of a chart title's width in px (Streamlit's theme: 16 px bold), a little high; a title given
+    as lines (a list, as Vega takes it) is as wide as its widest line."""
+    lines = [title or ""] if title is None or isinstance(title, str) else [str(x) for x in title]
+    return max(1, math.ceil(max((text_px(x, TITLE_FONT) for x in lines), default=0)))
 
 
 def title_size(title_px: int) -> alt.ExprRef:
