@@ -50,7 +50,7 @@ LATEX = (r"\begin{aligned}"     # one equation a row: it fits a phone's column
          r"&\phantom{\textbf{pre-LN:}}\; x \leftarrow x + \mathrm{FFN}(\mathrm{LN}(x))\;\\[4pt]"
          r"&\mathrm{FFN}(x) = W_2\,\sigma(W_1 x + b_1) + b_2\;\\"
          r"&\mathrm{LN}(x) = \gamma \odot \frac{x - \mu}{\sqrt{\sigma_x^2 + \epsilon}} + \beta\;"
-         r"\end{aligned}")
+         r"\end{aligned}\;")     # \; past the table: KaTeX's 2 px strut at its right edge stays inside
 
 
 # ------------------------------------------------------------------ computation (cached on plain values)

@@ -35,9 +35,9 @@ H_MAX, H_DEFAULT = 32, 8
 EXPECTED = {"previous": "previous", "next": "next", "self": "diagonal", "first": "vertical", "broad": "broad"}
 FORMULA = (r"\begin{gathered}"    # short rows, each centred on its own: it fits a phone's column
            r"\;\mathrm{MultiHead}(X)=\mathrm{Concat}(\mathrm{head}_1,\dots,\mathrm{head}_h)\,W^O\;\\"
-           r"\;\mathrm{head}_i=\mathrm{softmax}\!\Big(\frac{XW_i^Q\,(XW_i^K)^{\top}}{\sqrt{d_k}}\Big)\,XW_i^V\;\\"
-           r"\;d_k=d_{\mathrm{model}}/h\;"
-           r"\end{gathered}")
+           r"\;\mathrm{head}_i=\mathrm{softmax}\!\Big(\frac{XW_i^Q\,(XW_i^K)^{\top}}{\sqrt{d_k}}\Big)\;\\"
+           r"\;\cdot\,XW_i^V,\qquad d_k=d_{\mathrm{model}}/h\;"
+           r"\end{gathered}\;")
 STEPS = (("x", "x"), ("q_proj", "W_query(x)"), ("view", ".view(b, n, h, d_k)"),
          ("q", "split_heads(...)  # .transpose(1, 2)"), ("scores", "q @ k.transpose(-2, -1) / sqrt(d_k)"),
          ("weights", "masked_softmax(scores)"), ("heads", "weights @ v"), ("concat", "merge_heads(heads)"),
@@ -75,9 +75,9 @@ def head_name(i: int) -> str:
 
 def lines(title: str, width: int = 44) -> list[str]:
     """A long chart title as short lines (Vega draws a list as lines), so it fits a phone's column: cut after
-    "; " / "；" / ": " / "：", then long English parts at spaces."""
+    "; " / "；" / ": " / "：" / "，", then long English parts at spaces."""
     out = []
-    for part in re.split(r"; |；|(?<=:) |(?<=：)", title):
+    for part in re.split(r"; |；|(?<=:) |(?<=：)|(?<=，)", title):
         out += textwrap.wrap(part, width) if " " in part else [part]
     return [line for line in out if line]
 
@@ -155,7 +155,7 @@ def shapes_section(r: lab.HeadsLesson, v: View) -> None:
         r.q_proj[v.query], h, top_title=lines(t(f"{NS}.split_top", q=v.labels[v.query], d_model=d_model)),
         bottom_title=lines(t(f"{NS}.split_bottom", h=h, d_k=d_model // h)), dim_title=t(f"{NS}.dim"),
         head_title=t(f"{NS}.head"), within_title=t(f"{NS}.within"), value_title=t("common.value"),
-        width=GRID_WIDTH),
+        width=GRID_WIDTH - 60),                                       # the head axis takes ~60 px on the left
         key="mh_split", width="content")
 
     one, many, n_ = r.params[1], r.params[h], fmt.count

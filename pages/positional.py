@@ -346,7 +346,7 @@ steps = presenter.Lesson(NS)          # presenter mode (?present=1): one step at
 with steps.step("intuition"):
     anatomy.intuition(NS)
     anatomy.formula(r"\begin{aligned}PE_{(pos,\,2i)} &= \sin\big(pos / \mathrm{base}^{2i/d_{model}}\big)\;\\"
-                    r"PE_{(pos,\,2i+1)} &= \cos\big(pos / \mathrm{base}^{2i/d_{model}}\big)\;\end{aligned}",
+                    r"PE_{(pos,\,2i+1)} &= \cos\big(pos / \mathrm{base}^{2i/d_{model}}\big)\;\end{aligned}\;",
                     t("positional.formula_caption"))
 tab_table, tab_shuffle, tab_compare = st.tabs(
     [t("positional.table_title"), t("positional.shuffle_title"), t("positional.compare_title")], key="tab",
