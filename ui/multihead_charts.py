@@ -23,6 +23,7 @@ MAX_PANEL_SIDE = 24          # a small multiple shows at most 24 x 24 cells (ave
 QUERY_COLOUR = "#e66101"
 KEY_COLOUR = "#3b528b"
 VALUE_COLOUR = "#1b9e77"
+PLANE_PADDING = {"top": 16, "left": 12, "right": 8, "bottom": 10}   # room above for a two-line title
 
 
 # ---------------------------------------------------------------------------------------------
@@ -272,7 +273,8 @@ def geometry_kind(data, *, key_name: str, query_name: str, weight_title: str, to
     q_text = chosen.mark_text(dx=-9, dy=-9, align="right", fontSize=12, fontWeight="bold",
                               color=QUERY_COLOUR).encode(x=x, y=y, text="label:N", tooltip=tip)
     return alt.layer(link, rings, key_pts, q_pt, key_text, q_text).properties(
-        title=alt.TitleParams(title, anchor="start", fontSize=12), width=width, height=height)
+        title=alt.TitleParams(title, anchor="start", fontSize=12), width=width, height=height,
+        padding=PLANE_PADDING)
 
 
 def geometry_chart(queries, keys, tokens: Sequence[str], weights_row, query: int, *, title: str,
@@ -321,7 +323,8 @@ def values_kind(data, *, weight_title: str, token_title: str, width: int, height
     out_text = star.mark_text(dx=-10, dy=-10, align="right", fontWeight="bold", color=QUERY_COLOUR).encode(
         x=x, y=y, text="label:N")
     return alt.layer(pts, text, out_pt, out_text).properties(
-        title=alt.TitleParams(title, anchor="start", fontSize=12), width=width, height=height)
+        title=alt.TitleParams(title, anchor="start", fontSize=12), width=width, height=height,
+        padding=PLANE_PADDING)
 
 
 def values_chart(values, tokens: Sequence[str], weights_row, *, title: str, x_title: str, y_title: str,
