@@ -34,7 +34,8 @@ H_MAX, H_DEFAULT = 32, 8
 # the gallery pattern each planted recipe should be recognised as ("local", "previous_2" have none)
 EXPECTED = {"previous": "previous", "next": "next", "self": "diagonal", "first": "vertical", "broad": "broad"}
 FORMULA = (r"\begin{gathered}"    # short rows, each centred on its own: it fits a phone's column
-           r"\;\mathrm{MultiHead}(X)=\mathrm{Concat}(\mathrm{head}_1,\dots,\mathrm{head}_h)\,W^O\;\\"
+           r"\;\mathrm{MultiHead}(X)=\;\\"
+           r"\;\mathrm{Concat}(\mathrm{head}_1,\dots,\mathrm{head}_h)\,W^O\;\\[4pt]"
            r"\;\mathrm{head}_i=\mathrm{softmax}\!\Big(\frac{XW_i^Q\,(XW_i^K)^{\top}}{\sqrt{d_k}}\Big)\;\\"
            r"\;\cdot\,XW_i^V,\qquad d_k=d_{\mathrm{model}}/h\;"
            r"\end{gathered}\;")
