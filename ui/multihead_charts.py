@@ -103,7 +103,7 @@ def panels_frame(matrices, row_labels: Sequence[str], col_labels: Sequence[str],
     """Long form of a stack of (n_q, n_k) matrices, one panel each; (frame, pooling factor).
 
     Columns: head (1-based panel number), panel (its title), query_pos, key_pos (first position of
-    the tile), query, key (labels; position ranges when pooled), value, exact.
+    the tile), query, key (labels; position ranges when pooled), value (float32).
     """
     stack = np.asarray(matrices.detach().double().cpu().numpy() if hasattr(matrices, "detach") else matrices,
                        dtype=np.float64)
@@ -120,15 +120,18 @@ def panels_frame(matrices, row_labels: Sequence[str], col_labels: Sequence[str],
     pq, pk = stack.shape[1:]
     head, qi, ki = np.meshgrid(np.arange(h), np.arange(pq), np.arange(pk), indexing="ij")
     values = stack.ravel()
+    # labels as categoricals (Arrow dictionaries: h x n x n rows repeat h titles and n tokens), the value in
+    # float32 with its tooltip formatted by Vega: the payload of a rerun stays small
     frame = pd.DataFrame({
-        "head": head.ravel() + 1,
-        "panel": np.asarray(list(titles), dtype=object)[head.ravel()],
-        "query_pos": qi.ravel() * f,
-        "key_pos": ki.ravel() * f,
-        "query": np.asarray(rows, dtype=object)[qi.ravel()],
-        "key": np.asarray(cols, dtype=object)[ki.ravel()],
-        "value": values,
-        "exact": np.char.mod("%.6g", values),
+        "head": (head.ravel() + 1).astype(np.int16),
+        "panel": pd.Categorical.from_codes(head.ravel(), categories=list(titles)),
+        "query_pos": (qi.ravel() * f).astype(np.int16),
+        "key_pos": (ki.ravel() * f).astype(np.int16),
+        "query": pd.Categorical.from_codes(qi.ravel(), categories=list(dict.fromkeys(rows)))
+        if len(set(rows)) == len(rows) else np.asarray(rows, dtype=object)[qi.ravel()],
+        "key": pd.Categorical.from_codes(ki.ravel(), categories=list(dict.fromkeys(cols)))
+        if len(set(cols)) == len(cols) else np.asarray(cols, dtype=object)[ki.ravel()],
+        "value": values.astype(np.float32),
     })
     return frame, f
 
@@ -142,7 +145,7 @@ def small_multiples_kind(frame, *, columns: int, x_title: str, y_title: str, val
     axis_x = alt.Axis(labelAngle=-60, labelFontSize=9, labelLimit=60, labels=show_labels, ticks=show_labels)
     axis_y = alt.Axis(labelFontSize=9, labelLimit=60, labels=show_labels, ticks=show_labels)
     tooltip = [alt.Tooltip("panel:N", title=panel_title), alt.Tooltip("query:N", title=y_title),
-               alt.Tooltip("key:N", title=x_title), alt.Tooltip("exact:N", title=value_title)]
+               alt.Tooltip("key:N", title=x_title), alt.Tooltip("value:Q", title=value_title, format=".4f")]
     base = alt.Chart(frame).mark_rect().encode(
         x=alt.X("key:N", sort=key_order, title=x_title if show_labels else None, axis=axis_x),
         y=alt.Y("query:N", sort=query_order, title=y_title if show_labels else None, axis=axis_y),

@@ -397,6 +397,9 @@ def test_head_grid_fits_a_phone_and_hides_no_quoted_label(h):
     assert columns * panel + (columns - 1) * gap <= 340
     assert spec["spec"]["encoding"]["x"]["axis"]["labels"] is False
     assert spec["spec"]["encoding"]["color"]["legend"]["orient"] == "bottom"
+    grid = frame_of(grid_chart(at))                          # small payload: float32, labels as dictionaries
+    assert grid["value"].dtype == np.float32 and str(grid["panel"].dtype) == "category"
+    assert "exact" not in grid.columns
 
 
 def test_shapes_tables_wrap_and_planes_label_two_points():
