@@ -44,13 +44,13 @@ FORMULAS = {   # notation, the same in both languages
             "residual2": "h + f"},
 }
 LATEX = (r"\begin{aligned}"     # one equation a row: it fits a phone's column
-         r"&\textbf{post-LN:}\; x \leftarrow \mathrm{LN}(x + \mathrm{MHA}(x)),\\"
-         r"&\phantom{\textbf{post-LN:}}\; x \leftarrow \mathrm{LN}(x + \mathrm{FFN}(x))\\[2pt]"
-         r"&\textbf{pre-LN:}\; x \leftarrow x + \mathrm{MHA}(\mathrm{LN}(x)),\\"
-         r"&\phantom{\textbf{pre-LN:}}\; x \leftarrow x + \mathrm{FFN}(\mathrm{LN}(x))\\[4pt]"
-         r"&\mathrm{FFN}(x) = W_2\,\sigma(W_1 x + b_1) + b_2\\"
-         r"&\mathrm{LN}(x) = \gamma \odot \frac{x - \mu}{\sqrt{\sigma_x^2 + \epsilon}} + \beta"
-         r"\end{aligned}")
+         r"&\textbf{post-LN:}\; x \leftarrow \mathrm{LN}(x + \mathrm{MHA}(x)),\;\\"
+         r"&\phantom{\textbf{post-LN:}}\; x \leftarrow \mathrm{LN}(x + \mathrm{FFN}(x))\;\\[2pt]"
+         r"&\textbf{pre-LN:}\; x \leftarrow x + \mathrm{MHA}(\mathrm{LN}(x)),\;\\"
+         r"&\phantom{\textbf{pre-LN:}}\; x \leftarrow x + \mathrm{FFN}(\mathrm{LN}(x))\;\\[4pt]"
+         r"&\mathrm{FFN}(x) = W_2\,\sigma(W_1 x + b_1) + b_2\;\\"
+         r"&\mathrm{LN}(x) = \gamma \odot \frac{x - \mu}{\sqrt{\sigma_x^2 + \epsilon}} + \beta\;"
+         r"\end{aligned}\;")     # \; past the table: KaTeX's 2 px strut at its right edge stays inside
 
 
 # ------------------------------------------------------------------ computation (cached on plain values)
@@ -364,7 +364,7 @@ def dropout_section(choice: Choice, head: int, p: float, drop: lab.DropoutWeight
     anatomy.show_chart(ec.paired_bars(sums_eval, sums_train, tokens,
                                       series=(t("encoder.mode_eval"), t("encoder.mode_train")),
                                       label_title=t("common.query"), value_title=t("encoder.row_sum"),
-                                      series_title=t("encoder.mode"), rule_at_one=True, height=240, digits=6),
+                                      series_title=t("encoder.mode"), rule_at_one=True, height=340, digits=6),
                        key="row_sums")
     items = [t("encoder.notice_sums", lo=fmt.fixed(sums_train.min(), 3), hi=fmt.fixed(sums_train.max(), 3),
                ev=f"{np.abs(sums_eval - 1).max():.1e}")]

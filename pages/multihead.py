@@ -7,6 +7,7 @@ Order: the shapes of one forward pass and the parameter count -> every head (cli
 the query/key geometry of one head.
 """
 import re
+import textwrap
 from typing import NamedTuple
 
 import numpy as np
@@ -32,11 +33,12 @@ D_MIN, D_MAX, D_DEFAULT = 4, 256, 64
 H_MAX, H_DEFAULT = 32, 8
 # the gallery pattern each planted recipe should be recognised as ("local", "previous_2" have none)
 EXPECTED = {"previous": "previous", "next": "next", "self": "diagonal", "first": "vertical", "broad": "broad"}
-FORMULA = (r"\begin{aligned}"     # short rows: it fits a phone's column
-           r"\mathrm{MultiHead}(X)&=\mathrm{Concat}(\mathrm{head}_1,\dots,\mathrm{head}_h)\,W^O\\"
-           r"\mathrm{head}_i&=\mathrm{softmax}\!\Big(\frac{XW_i^Q\,(XW_i^K)^{\top}}{\sqrt{d_k}}\Big)\\"
-           r"&\qquad\cdot\,XW_i^V,\qquad d_k=\frac{d_{\mathrm{model}}}{h}"
-           r"\end{aligned}")
+FORMULA = (r"\begin{gathered}"    # short rows, each centred on its own: it fits a phone's column
+           r"\;\mathrm{MultiHead}(X)=\;\\"
+           r"\;\mathrm{Concat}(\mathrm{head}_1,\dots,\mathrm{head}_h)\,W^O\;\\[4pt]"
+           r"\;\mathrm{head}_i=\mathrm{softmax}\!\Big(\frac{XW_i^Q\,(XW_i^K)^{\top}}{\sqrt{d_k}}\Big)\;\\"
+           r"\;\cdot\,XW_i^V,\qquad d_k=d_{\mathrm{model}}/h\;"
+           r"\end{gathered}\;")
 STEPS = (("x", "x"), ("q_proj", "W_query(x)"), ("view", ".view(b, n, h, d_k)"),
          ("q", "split_heads(...)  # .transpose(1, 2)"), ("scores", "q @ k.transpose(-2, -1) / sqrt(d_k)"),
          ("weights", "masked_softmax(scores)"), ("heads", "weights @ v"), ("concat", "merge_heads(heads)"),
@@ -72,9 +74,13 @@ def head_name(i: int) -> str:
     return t(f"{NS}.head_n", i=i + 1)
 
 
-def lines(title: str) -> list[str]:
-    """A long chart title as two lines, cut at its "; " (Vega draws a list as lines): it fits a phone."""
-    return [part for part in re.split(r"; |；", title) if part]
+def lines(title: str, width: int = 44) -> list[str]:
+    """A long chart title as short lines (Vega draws a list as lines), so it fits a phone's column: cut after
+    "; " / "；" / ": " / "：" / "，", then long English parts at spaces."""
+    out = []
+    for part in re.split(r"; |；|(?<=:) |(?<=：)|(?<=，)", title):
+        out += textwrap.wrap(part, width) if " " in part else [part]
+    return [line for line in out if line]
 
 
 def joined(items: list[str]) -> str:
@@ -147,10 +153,10 @@ def shapes_section(r: lab.HeadsLesson, v: View) -> None:
     st.table(table, hide_index=True, border="horizontal")      # a static table wraps on a phone; a grid scrolls
     st.caption(t(f"{NS}.shape_legend", n=len(v.tokens), d_model=d_model, h=h, d_k=d_model // h))
     show_chart(mc.split_chart(
-        r.q_proj[v.query], h, top_title=t(f"{NS}.split_top", q=v.labels[v.query], d_model=d_model),
-        bottom_title=t(f"{NS}.split_bottom", h=h, d_k=d_model // h), dim_title=t(f"{NS}.dim"),
+        r.q_proj[v.query], h, top_title=lines(t(f"{NS}.split_top", q=v.labels[v.query], d_model=d_model)),
+        bottom_title=lines(t(f"{NS}.split_bottom", h=h, d_k=d_model // h)), dim_title=t(f"{NS}.dim"),
         head_title=t(f"{NS}.head"), within_title=t(f"{NS}.within"), value_title=t("common.value"),
-        width=GRID_WIDTH),
+        width=GRID_WIDTH - 60),                                       # the head axis takes ~60 px on the left
         key="mh_split", width="content")
 
     one, many, n_ = r.params[1], r.params[h], fmt.count

@@ -126,8 +126,8 @@ def counter_section(view: TableView) -> tuple[int, int]:
     """One column pair next to the counter bit of about the same period: (pair, bit)."""
     pe, per, n, d = view.pe, view.periods, view.n, view.d
     pairs = math.ceil(d / 2)
-    i = st.slider(t("positional.pair"), 0, 63, 2, key="pair", bind="query-params",
-                  help=t("positional.pair_help"))
+    i = int(st.number_input(t("positional.pair"), 0, 63, 2, key="pair", bind="query-params",   # "+": the next pair
+                            help=t("positional.pair_help")))
     if i >= pairs:
         anatomy.problem("positional.err_pair", i=i, pairs=pairs, d=d)
         i = pairs - 1
@@ -329,13 +329,24 @@ def scale_demo(d: int) -> None:
     st.table(pd.DataFrame(rows), hide_index=True, border="horizontal")     # wraps on a phone
 
 
+@st.fragment
+def pair_and_offset(steps: presenter.Lesson, counters: tuple[int, int], view: TableView) -> None:
+    """The column pair (its own control: a change reruns only this part) and the offset section; the lesson's
+    step counters are set back on such a rerun so each step keeps its place."""
+    steps.count, steps.kept = counters
+    with steps.step("a column pair against a counter bit"):
+        pair, bit = counter_section(view)
+    with steps.step("similarity by offset; what to notice"):
+        offset_section(view, pair, bit)
+
+
 # ------------------------------------------------------------------ the page
 anatomy.header(NS)
 steps = presenter.Lesson(NS)          # presenter mode (?present=1): one step at a time, steps inside the tabs too
 with steps.step("intuition"):
     anatomy.intuition(NS)
-    anatomy.formula(r"\begin{aligned}PE_{(pos,\,2i)} &= \sin\big(pos / \mathrm{base}^{2i/d_{model}}\big)\\"
-                    r"PE_{(pos,\,2i+1)} &= \cos\big(pos / \mathrm{base}^{2i/d_{model}}\big)\end{aligned}",
+    anatomy.formula(r"\begin{aligned}PE_{(pos,\,2i)} &= \sin\big(pos / \mathrm{base}^{2i/d_{model}}\big)\;\\"
+                    r"PE_{(pos,\,2i+1)} &= \cos\big(pos / \mathrm{base}^{2i/d_{model}}\big)\;\end{aligned}\;",
                     t("positional.formula_caption"))
 tab_table, tab_shuffle, tab_compare = st.tabs(
     [t("positional.table_title"), t("positional.shuffle_title"), t("positional.compare_title")], key="tab",
@@ -343,10 +354,7 @@ tab_table, tab_shuffle, tab_compare = st.tabs(
 with tab_table:                 # every tab runs: the table's d and base and the shuffle test's seed are used later
     with steps.step("the sinusoidal table"):
         table_view = table_section()
-    with steps.step("a column pair against a counter bit"):
-        pair, bit = counter_section(table_view)
-    with steps.step("similarity by offset; what to notice"):
-        offset_section(table_view, pair, bit)
+    pair_and_offset(steps, (steps.count, steps.kept), table_view)
 with tab_shuffle:               # the question opens the tab; the test that answers it follows
     with steps.step("question: swap two words without positions"):
         question = st.container()          # filled below: the explanation quotes the gap measured by the test

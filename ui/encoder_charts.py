@@ -295,7 +295,9 @@ def paired_bars_chart(frame, *, series: list[str], label_title: str, value_title
         x=alt.X("label:N", sort=order, title=label_title, axis=alt.Axis(labelAngle=-90, labelOverlap=False)),
         xOffset=alt.XOffset("series:N", sort=series),
         y=alt.Y("value:Q", title=value_title),
-        color=alt.Color("series:N", title=series_title, sort=series, scale=alt.Scale(range=SERIES_COLOURS[:2])),
+        color=alt.Color("series:N", title=series_title, sort=series, scale=alt.Scale(range=SERIES_COLOURS[:2]),
+                        # below: the bars keep the chart's width on a phone
+                        legend=alt.Legend(orient="bottom", direction="vertical", labelLimit=0)),
         tooltip=[alt.Tooltip("label:N", title=label_title), alt.Tooltip("series:N", title=series_title),
                  alt.Tooltip("exact:N", title=value_title)])
     layers = [bars]
@@ -306,7 +308,7 @@ def paired_bars_chart(frame, *, series: list[str], label_title: str, value_title
 
 
 def paired_bars(first, second, tokens: Sequence[str], *, series: tuple[str, str], label_title: str,
-                value_title: str, series_title: str, rule_at_one: bool = False, height: int = 220,
+                value_title: str, series_title: str, rule_at_one: bool = False, height: int = 320,
                 digits: int = 4) -> Spec:
     """Two values per token side by side: the FFN's update, correct layer vs the tutorial's; or the row
     sums of the attention weights in eval vs train mode (``rule_at_one``: the line at 1)."""

@@ -23,6 +23,7 @@ MAX_PANEL_SIDE = 24          # a small multiple shows at most 24 x 24 cells (ave
 QUERY_COLOUR = "#e66101"
 KEY_COLOUR = "#3b528b"
 VALUE_COLOUR = "#1b9e77"
+PLANE_PADDING = {"top": 16, "left": 12, "right": 8, "bottom": 10}   # room above for a two-line title
 
 
 # ---------------------------------------------------------------------------------------------
@@ -102,7 +103,7 @@ def panels_frame(matrices, row_labels: Sequence[str], col_labels: Sequence[str],
     """Long form of a stack of (n_q, n_k) matrices, one panel each; (frame, pooling factor).
 
     Columns: head (1-based panel number), panel (its title), query_pos, key_pos (first position of
-    the tile), query, key (labels; position ranges when pooled), value, exact.
+    the tile), query, key (labels; position ranges when pooled), value (float32).
     """
     stack = np.asarray(matrices.detach().double().cpu().numpy() if hasattr(matrices, "detach") else matrices,
                        dtype=np.float64)
@@ -119,15 +120,18 @@ def panels_frame(matrices, row_labels: Sequence[str], col_labels: Sequence[str],
     pq, pk = stack.shape[1:]
     head, qi, ki = np.meshgrid(np.arange(h), np.arange(pq), np.arange(pk), indexing="ij")
     values = stack.ravel()
+    # labels as categoricals (Arrow dictionaries: h x n x n rows repeat h titles and n tokens), the value in
+    # float32 with its tooltip formatted by Vega: the payload of a rerun stays small
     frame = pd.DataFrame({
-        "head": head.ravel() + 1,
-        "panel": np.asarray(list(titles), dtype=object)[head.ravel()],
-        "query_pos": qi.ravel() * f,
-        "key_pos": ki.ravel() * f,
-        "query": np.asarray(rows, dtype=object)[qi.ravel()],
-        "key": np.asarray(cols, dtype=object)[ki.ravel()],
-        "value": values,
-        "exact": np.char.mod("%.6g", values),
+        "head": (head.ravel() + 1).astype(np.int16),
+        "panel": pd.Categorical.from_codes(head.ravel(), categories=list(titles)),
+        "query_pos": (qi.ravel() * f).astype(np.int16),
+        "key_pos": (ki.ravel() * f).astype(np.int16),
+        "query": pd.Categorical.from_codes(qi.ravel(), categories=list(dict.fromkeys(rows)))
+        if len(set(rows)) == len(rows) else np.asarray(rows, dtype=object)[qi.ravel()],
+        "key": pd.Categorical.from_codes(ki.ravel(), categories=list(dict.fromkeys(cols)))
+        if len(set(cols)) == len(cols) else np.asarray(cols, dtype=object)[ki.ravel()],
+        "value": values.astype(np.float32),
     })
     return frame, f
 
@@ -141,7 +145,7 @@ def small_multiples_kind(frame, *, columns: int, x_title: str, y_title: str, val
     axis_x = alt.Axis(labelAngle=-60, labelFontSize=9, labelLimit=60, labels=show_labels, ticks=show_labels)
     axis_y = alt.Axis(labelFontSize=9, labelLimit=60, labels=show_labels, ticks=show_labels)
     tooltip = [alt.Tooltip("panel:N", title=panel_title), alt.Tooltip("query:N", title=y_title),
-               alt.Tooltip("key:N", title=x_title), alt.Tooltip("exact:N", title=value_title)]
+               alt.Tooltip("key:N", title=x_title), alt.Tooltip("value:Q", title=value_title, format=".4f")]
     base = alt.Chart(frame).mark_rect().encode(
         x=alt.X("key:N", sort=key_order, title=x_title if show_labels else None, axis=axis_x),
         y=alt.Y("query:N", sort=query_order, title=y_title if show_labels else None, axis=axis_y),
@@ -272,7 +276,8 @@ def geometry_kind(data, *, key_name: str, query_name: str, weight_title: str, to
     q_text = chosen.mark_text(dx=-9, dy=-9, align="right", fontSize=12, fontWeight="bold",
                               color=QUERY_COLOUR).encode(x=x, y=y, text="label:N", tooltip=tip)
     return alt.layer(link, rings, key_pts, q_pt, key_text, q_text).properties(
-        title=alt.TitleParams(title, anchor="start", fontSize=12), width=width, height=height)
+        title=alt.TitleParams(title, anchor="start", fontSize=12), width=width, height=height,
+        padding=PLANE_PADDING)
 
 
 def geometry_chart(queries, keys, tokens: Sequence[str], weights_row, query: int, *, title: str,
@@ -321,7 +326,8 @@ def values_kind(data, *, weight_title: str, token_title: str, width: int, height
     out_text = star.mark_text(dx=-10, dy=-10, align="right", fontWeight="bold", color=QUERY_COLOUR).encode(
         x=x, y=y, text="label:N")
     return alt.layer(pts, text, out_pt, out_text).properties(
-        title=alt.TitleParams(title, anchor="start", fontSize=12), width=width, height=height)
+        title=alt.TitleParams(title, anchor="start", fontSize=12), width=width, height=height,
+        padding=PLANE_PADDING)
 
 
 def values_chart(values, tokens: Sequence[str], weights_row, *, title: str, x_title: str, y_title: str,

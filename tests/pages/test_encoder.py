@@ -1,6 +1,8 @@
 """The encoder-block page in AppTest: what its charts contain, checked against independent computations
 (torch.nn.TransformerEncoderLayer with copied weights, a numpy rollout, inverted dropout), its notices,
 the URL, and every control at its extremes."""
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -10,7 +12,7 @@ from torch import nn
 from attention_core.labs.encoder import encoder_for
 from attention_core.positional import sinusoidal_encoding
 from attention_core.text import embed_tokens, tokenize
-from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page
+from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page, presenter_steps
 from ui.i18n import catalog
 
 EN, ZH = catalog("en"), catalog("zh")
@@ -338,3 +340,49 @@ def test_a_draw_that_drops_every_weight_is_explained_not_a_crash(text, p):
         assert EN["encoder.notice_scaled"].split("{")[0] in all_text(at)
     assert train.shape == (n, n)
 
+
+
+# ---------------------------------------------------------------- issue 13 §2/§4: payload, lazy tabs, a phone
+def test_only_the_open_tab_runs_and_the_layer_diagram_ships_small_types(en_page):
+    """The layer tab draws one chart (the other tabs run only when opened); the diagram's thousands of cells
+    travel as (step, tok, dim, value) in 1-2-byte ints and float32, the pixel boxes looked up per step, and
+    the diagram has no fixed width (it stretches to a phone's column). About 0 s (shared page)."""
+    specs = [chart_spec(c) for c in charts(en_page)]
+    assert [s["usermeta"]["chart_kind"] for s in specs] == ["ui.encoder_charts.layer_diagram_chart"]
+    cells = frame_with(en_page, *CELLS)
+    assert list(cells.columns) == list(CELLS)
+    assert [str(t) for t in cells.dtypes] == ["uint8", "uint8", "uint16", "float32"]
+    assert "width" not in specs[0] and specs[0]["autosize"]["type"] == "fit-x"
+    raw = sum(len(d.data.data) for d in charts(en_page)[0].proto.datasets)
+    assert raw < 80_000, raw                                  # was 613 KB at the default sentence
+
+
+def test_the_grid_is_pooled_full_colour_and_frames_the_enlarged_tile():
+    """24 tokens x 12 layers x 8 heads: the grid's tiles are averaged to 12 x 12 (the enlarged tile keeps every
+    value), no tile is dimmed, and the orange frame sits on the tile the heatmap enlarges. About 3 s."""
+    at = open_page("encoder", "en", {"text": " ".join(f"w{i}" for i in range(24)), "L": "12", "h": "8",
+                                     "tile": "3.5"} | tab("stack"))
+    assert exceptions(at) == []
+    grid = frame_with(at, "layer", "head", "q", "k")
+    assert grid["q"].max() == 11 and len(grid) == 12 * 8 * 12 * 12
+    spec = next(chart_spec(c) for c in charts(at)
+                if chart_spec(c)["usermeta"]["chart_kind"].endswith("head_grid_chart"))
+    text = json.dumps(spec)
+    assert "opacity" not in text                              # not washed out
+    assert "(datum.layer === 3) && (datum.head === 5)" in text
+    assert EN["encoder.tile_title"].format(layer=3, head=5) in [chart_spec(c).get("title") for c in charts(at)]
+    raw = sum(len(d.data.data) for c in charts(at) for d in c.proto.datasets)
+    assert raw < 400_000, raw                                 # was 6.8 MB
+
+
+def test_presenter_steps_keep_their_place_inside_the_tab_fragments():
+    """Each tab runs as an st.fragment; its steps are numbered as if the whole page ran (the dropout tab: its
+    controls kept, then question, evidence, pitfall as steps 2-4 after the intuition)."""
+    at = open_page("encoder", "en", {"present": "1", "step": "2"} | tab("dropout"))
+    assert exceptions(at) == []
+    steps = presenter_steps(at)
+    keys = list(steps)
+    assert keys[:2] == ["present_step_1", "present_keep_1"]
+    assert [k for k in keys if k.startswith("present_step_")] == [f"present_step_{i}" for i in range(1, 5)]
+    assert "present_keep_2" in keys
+    assert ("radio", "ex_drop_guess") in steps["present_step_2"]            # the question is step 2, alone

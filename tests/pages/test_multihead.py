@@ -1,6 +1,7 @@
 """The multi-head attention page in AppTest: what its charts contain (checked against
 torch.nn.MultiheadAttention with the same weights and against attention_core.analysis computed
 here), its notices, the divisibility message, every widget at its extremes, and the URL."""
+import json
 import re
 
 import numpy as np
@@ -381,3 +382,34 @@ def test_presenter_steps_with_heads_not_dividing_d_model():
     assert list(steps) == ["present_step_1", "present_keep_1", "present_step_2"]
     assert any(kind == "warning" for kind, _ in steps["present_keep_1"])
     assert not any(key.endswith("_guess") for items in steps.values() for _, key in items)
+
+
+# ---------------------------------------------------------------- issue 13 §2: a phone's column (358 px)
+@pytest.mark.parametrize("h", ["1", "4", "8", "16", "32"])
+def test_head_grid_fits_a_phone_and_hides_no_quoted_label(h):
+    """The small multiples are laid out for 340 px whatever h (columns x panel + gaps), with no token labels
+    on their axes (Vega hid "it" and "because" for overlap; the tooltip names every cell) and the colour
+    legend below; the shapes tab's tables are static tables that wrap. About 2 s each."""
+    at = open_page("multihead", "en", {"h": h, "d": "64"})
+    assert exceptions(at) == []
+    spec = chart_spec(grid_chart(at))
+    panel, columns, gap = spec["spec"]["width"], spec["columns"], spec["spacing"]
+    assert columns * panel + (columns - 1) * gap <= 340
+    assert spec["spec"]["encoding"]["x"]["axis"]["labels"] is False
+    assert spec["spec"]["encoding"]["color"]["legend"]["orient"] == "bottom"
+    grid = frame_of(grid_chart(at))                          # small payload: float32, labels as dictionaries
+    assert grid["value"].dtype == np.float32 and str(grid["panel"].dtype) == "category"
+    assert "exact" not in grid.columns
+
+
+def test_shapes_tables_wrap_and_planes_label_two_points():
+    at = open_page("multihead", "en", tab("en", "tab_shapes"))
+    assert exceptions(at) == [] and len(at.table) == 2 and len(at.dataframe) == 0
+    at = open_page("multihead", "en", tab("en", "tab_geometry"))
+    assert exceptions(at) == []
+    for chart in charts(at):
+        spec = chart_spec(chart)
+        assert spec["width"] <= 300
+        texts = [layer for layer in spec["layer"] if layer["mark"]["type"] == "text"]
+        assert texts and all("named" in json.dumps(layer.get("transform", [])) or layer["data"]["name"] == "star"
+                             or "chosen" in layer["data"]["name"] for layer in texts), texts

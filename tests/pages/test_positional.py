@@ -1,6 +1,7 @@
 """The positional-encoding page: opens in both languages, its charts hold the numbers attention_core
 computes (checked against independent formulas here), its notices quote them, its URL reproduces it,
 and no control value crashes it."""
+import json
 import math
 import re
 
@@ -258,3 +259,20 @@ def test_the_offset_notice_quotes_two_real_dot_products(n, row):
     for p, dot in ((int(a), dot_a), (int(b), dot_b)):
         assert 0 <= p + k < int(n)
         assert float(dot) == pytest.approx(pe[p] @ pe[p + k], abs=1e-3)
+
+
+# ------------------------------------------------------------------ issue 13 §2: honest bars, legends, a phone
+def test_gap_bars_are_linear_and_the_rope_legend_shows_the_dashes(en):
+    """The gap bars are on a linear axis from 0 (a log axis made 2.4e-07 of rounding look 60 % as long as a
+    real gap), the exact number next to each bar; the rotation's legend shows which arrows are dashed
+    (shifted by s), in one column so "k at position 107" is not cut; the column pair is a number input."""
+    c = by_name(en)
+    for name in ("gaps", "gap_bars", "toeplitz"):
+        spec = json.dumps(chart_spec(c[name]))
+        assert '"log"' not in spec
+        assert chart_spec(c[name])["layer"][0]["encoding"]["x"]["scale"]["domain"][0] == 0.0
+    rot = chart_spec(c["rotation"])["layer"][0]["encoding"]
+    assert rot["strokeDash"]["field"] == rot["color"]["field"] == "name"
+    assert rot["strokeDash"]["scale"]["range"] == [[1, 0], [1, 0], [5, 3], [5, 3]]
+    assert rot["color"]["legend"]["columns"] == 1
+    assert en.number_input(key="pair").value == 2
