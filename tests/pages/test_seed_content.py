@@ -13,6 +13,17 @@ EN, ZH = catalog("en"), catalog("zh")
 CAT = {"en": EN, "zh": ZH}
 
 
+def table_with(at, column: str):
+    """The table (st.table, or st.dataframe) that has ``column``, its index as a column: the pages draw wide tables
+    as narrow static ones that wrap on a phone, keyed by their first column."""
+    for element in list(at.table) + list(at.dataframe):
+        frame = element.value
+        frame = frame.reset_index() if frame.index.name else frame
+        if column in frame.columns:
+            return frame
+    raise AssertionError(f"no table with a column {column!r}")
+
+
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_efficiency_tips_tab_shows_measured_numbers(lang):
     c = CAT[lang]
@@ -25,7 +36,7 @@ def test_efficiency_tips_tab_shows_measured_numbers(lang):
     assert metrics[c["efficiency.tips_ck_m_ckpt"]] == f"{r.ckpt_bytes / 2 ** 10:.1f} KiB"
     assert r.ckpt_bytes == 3 * 32 * 64 * 4
     assert metrics[c["efficiency.tips_ck_m_forwards"]] == "3 → 6"
-    table = at.dataframe[-1].value
+    table = table_with(at, c["efficiency.tips_mp_c_oerr"])
     rows = el.precision_table(64, 32, 2.0, 0)
     assert list(table[c["efficiency.tips_mp_c_oerr"]]) == [f"{x.output_error:.1e}" for x in rows]
     assert list(table[c["efficiency.tips_mp_c_recipe"]]) == [c[f"efficiency.tips_mp_r_{x.recipe}"] for x in rows]
@@ -131,7 +142,7 @@ def test_training_loss_head_and_adamw_pitfalls(lang):
     assert c["training.pit_head_now"].format(states=r.states, targets=r.targets, err=r.error,
                                              logits=r.logits, loss=f"{r.fixed_loss:.2f}",
                                              chance=f"{r.chance:.2f}") in text
-    table = at.dataframe[-1].value
+    table = table_with(at, c["training.pit_decay_adamw"])
     assert list(table[c["training.pit_decay_adamw"]]) == [
         f"{seed_bugs.weight_decay_effect('adamw', g):.2e}" for g in (0.0, 0.01, 1.0, 100.0)]
     assert list(table[c["training.pit_decay_adam"]]) == [
@@ -163,10 +174,10 @@ def test_qkv_opens_with_the_cognitive_origin_and_a_prediction(lang):
 def test_cross_attention_table1_measured(lang):
     c = CAT[lang]
     at = open_page("cross_attention", lang, {"pl_n": "20", "pl_d": "16", "pl_k": "5", "pl_r": "3",
-                                             "pl_i": "2", "pl_j": "50"})
+                                             "pl_i": "2", "pl_j": "50", "tab": c["cross_attention.tab_paths"]})
     assert not exceptions(at)
     rows = cl.table1(20, 16, 2, 19, kernel=5, neighbourhood=3)
-    table = next(df.value for df in at.dataframe if c["cross_attention.paths_c_kind"] in df.value.columns)
+    table = table_with(at, c["cross_attention.paths_c_steps"].format(i=2, j=19))
     assert list(table[c["cross_attention.paths_c_steps"].format(i=2, j=19)]) == [r.steps for r in rows]
     assert [r.steps for r in rows] == [1, 17, 9, 6]
     text = all_text(at)
@@ -183,9 +194,9 @@ def test_analysis_maps_every_row_of_the_tutorials_pattern_table(lang):
     from attention_core.analysis import PATTERNS
 
     c = CAT[lang]
-    at = open_page("analysis", lang)
+    at = open_page("analysis", lang, {"tab": c["analysis.tab_patterns"]})
     assert not exceptions(at)
-    table = next(tb.value for tb in at.table if c["analysis.seedpat_c_seed"] in tb.value.columns)
+    table = table_with(at, c["analysis.seedpat_c_seed"])
     rows = ("diagonal", "vertical", "horizontal", "block", "sparse")
     assert list(table[c["analysis.seedpat_c_seed"]]) == [c[f"analysis.seedpat_{r}"] for r in rows]
     app = list(table[c["analysis.seedpat_c_app"]])
@@ -206,7 +217,7 @@ def test_analysis_pattern_table_asks_first_and_quotes_the_batch(lang):
     from tests.apptest_util import chart_data, chart_spec, charts
 
     c = CAT[lang]
-    at = open_page("analysis", lang)
+    at = open_page("analysis", lang, {"tab": c["analysis.tab_patterns"]})
     assert not exceptions(at)
     text = "\n".join(str(e.value) for e in at.markdown)
     assert text.index(c["analysis.seedpat_intro"]) < text.index(c["analysis.seedpat_ex_q"])
@@ -247,13 +258,13 @@ def test_new_controls_survive_bad_urls(lang):
     metrics = {m.label: m.value for m in at.metric}
     assert metrics[c["efficiency.tips_ck_m_forwards"]] in {f"{L} → {2 * L}" for L in range(1, 5)}
     at = open_page("cross_attention", lang, {"pl_n": "1000", "pl_d": "7", "pl_k": "4", "pl_r": "0",
-                                             "pl_i": "-3", "pl_j": "abc"})
+                                             "pl_i": "-3", "pl_j": "abc", "tab": c["cross_attention.tab_paths"]})
     assert not exceptions(at)
-    assert any(c["cross_attention.paths_c_kind"] in df.value.columns for df in at.dataframe)
+    assert len(table_with(at, c["cross_attention.paths_c_kind"])) == 4
 
 
 def test_cross_attention_table1_defaults_need_no_clamping():
-    at = open_page("cross_attention", "en")
+    at = open_page("cross_attention", "en", {"tab": EN["cross_attention.tab_paths"]})
     text = all_text(at)
     assert EN["cross_attention.paths_clamped"].format(n=32) not in text
     assert EN["cross_attention.paths_notice_steps"].format(i=0, j=31, sa=1, rnn=31, conv=31, k=3, res=8, r=4) in text
