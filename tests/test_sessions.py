@@ -8,6 +8,7 @@ the Q/K/V page and the measured-cost tab of the efficiency page show none). Abou
 training page's snapshot grid was cached under the run's name) fails this.
 """
 import json
+import re
 import time
 
 import pytest
@@ -39,23 +40,23 @@ def two_sessions(page: str, params: dict, key: str, x: str, y: str):
 
 
 # ---------------------------------------------------------------- pages where the learner types words
+EN = catalog("en")
 TYPED = [
-    ("multihead", {"tab": tab}, "text") for tab in (
-        "① Heads", "② Shapes", "③ Compare", "④ Gallery", "⑤ Q/K")
+    ("multihead", {"tab": EN[f"multihead.tab_{tab}"]}, "text") for tab in ("heads", "shapes", "compare", "gallery", "geometry")
 ] + [
-    ("qkv", {"tab": "3 · Q, K, V of a sentence"}, "text"),
-    ("qkv", {"tab": "4 · Three similarity functions"}, "text"),
+    ("qkv", {"tab": EN["qkv.tab_tokens"]}, "text"),
+    ("qkv", {"tab": EN["qkv.tab_similarity"]}, "text"),
     ("efficiency", {}, "text"),
-    ("efficiency", {"tab": "Flash attention, tile by tile"}, "text"),
-    ("efficiency", {"tab": "Linear attention as an RNN"}, "text"),
+    ("efficiency", {"tab": EN["efficiency.tab_flash"]}, "text"),
+    ("efficiency", {"tab": EN["efficiency.tab_rnn"]}, "text"),
     ("encoder", {}, "text"),
     ("positional", {}, "text"),
     ("cross_attention", {}, "src"),
     ("cross_attention", {}, "tgt"),
-    ("cross_attention", {}, "words"),
-    ("masking", {"tab": "1 · Padding"}, "batch"),
-    ("masking", {"tab": "2 · Causal (decoder)"}, "batch"),
-    ("masking", {"tab": "3 · Your own mask"}, "batch"),
+    ("cross_attention", {"tab": EN["cross_attention.tab_crossmodal"]}, "words"),
+    ("masking", {"tab": EN["masking.tab_padding"]}, "batch"),
+    ("masking", {"tab": EN["masking.tab_causal"]}, "batch"),
+    ("masking", {"tab": EN["masking.tab_custom"]}, "batch"),
 ]
 
 
@@ -78,7 +79,7 @@ def test_typed_sentence_of_the_it_page_stays_in_its_session():
 
 
 def input_chars(at) -> dict[str, set]:
-    """The input characters every chart draws, by chart: heatmap key labels ("1·0" is the first "1"), the
+    """The input characters every chart draws, by chart: heatmap key labels ("1₁" is the first "1"), the
     small multiples' input characters, the bottleneck page's input tape and encoder boxes."""
     found = {}
     for i, chart in enumerate(charts(at)):
@@ -87,7 +88,7 @@ def input_chars(at) -> dict[str, set]:
             if "in_char" in frame:
                 chars |= set(frame["in_char"])
             if "key" in frame and "query" in frame:
-                chars |= {str(k).split("·")[0] for k in frame["key"]}
+                chars |= {re.sub("[₀-₉]+$", "", str(k)) for k in frame["key"]}     # the character, not its position
             if "char" in frame and "line" in frame:
                 chars |= set(frame.loc[frame["line"] == "input", "char"])
             if "label" in frame and "part" in frame:
