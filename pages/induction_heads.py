@@ -25,7 +25,7 @@ from ui.cache import MB, cache_data
 from ui.format import fixed
 from ui.i18n import t
 from ui.induction_heads_charts import curves
-from ui.models import Unavailable, _short, model, unavailable
+from ui.models import Unavailable, _short, model, show_unavailable, unavailable
 
 NS = "induction_heads"
 RECIPE = ih.RECIPE_NAME
@@ -124,11 +124,7 @@ def question_section(doc) -> None:
 def recorded_section(doc) -> None:
     st.subheader(t(f"{NS}.recorded_heading"))
     if isinstance(doc, Unavailable):
-        if doc.missing:
-            anatomy.problem("common.file_missing", file=doc.file, command=doc.command)
-        else:
-            anatomy.problem("common.file_damaged", file=doc.file, command=doc.command,
-                            detail=anatomy.md_escape(doc.detail))
+        show_unavailable(doc)
         return
     record, snaps, phase = doc
     last = snaps[-1].step

@@ -21,7 +21,7 @@ from ui.cache import MB, cache_data
 from ui.format import count, fixed, pct, sig
 from ui.i18n import t
 from ui.kv_cache_charts import cache_grid, grid_frame, timing_frame, timing_lines
-from ui.models import Unavailable, _short
+from ui.models import Unavailable, _short, show_unavailable
 
 NS = "kv_cache"
 PROMPTS = tuple(range(1, 17))
@@ -173,11 +173,7 @@ def timing_section() -> None:
                  ratio=fixed(plain / cached, 1), n0=n0, ratio0=fixed(plain0 / cached0, 1)))
     doc = recorded_curve()
     if isinstance(doc, Unavailable):
-        if doc.missing:
-            anatomy.problem("common.file_missing", file=doc.file, command=doc.command)
-        else:
-            anatomy.problem("common.file_damaged", file=doc.file, command=doc.command,
-                            detail=anatomy.md_escape(doc.detail))
+        show_unavailable(doc)
         return
     rows = sorted(doc["results"], key=lambda r: r["context"])
     recorded = recorded_frame(tuple((r["context"], r["plain_s"], r["cached_s"]) for r in rows), tuple(methods))

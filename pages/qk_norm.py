@@ -22,7 +22,7 @@ from ui import format as fmt
 from ui import training_queue as tq
 from ui.cache import MB, cache_data
 from ui.i18n import t
-from ui.models import Unavailable, _short
+from ui.models import Unavailable, _short, show_unavailable
 from ui.qk_norm_charts import lr_frame, lr_sweep, saturation_frame, saturation_lines, step_frame, step_lines
 
 NS = "qk_norm"
@@ -64,14 +64,6 @@ def recorded():
 def run_of(doc: dict, lr: float, seed: int, qk: bool) -> dict | None:
     return next((r for r in doc["runs"] if math.isclose(r["lr"], lr) and r["seed"] == seed
                  and r["qk_norm"] == qk), None)
-
-
-def show_unavailable(doc: Unavailable) -> None:
-    if doc.missing:
-        anatomy.problem("common.file_missing", file=doc.file, command=doc.command)
-    else:
-        anatomy.problem("common.file_damaged", file=doc.file, command=doc.command,
-                        detail=anatomy.md_escape(doc.detail))
 
 
 def run_label(qk: bool) -> str:
@@ -192,7 +184,7 @@ def evidence_section(doc, lr: float, seed: int) -> None:
         anatomy.problem(f"{NS}.err_not_recorded", lr=fmt.exact(lr), seed=seed, command=COMMAND)
         return
     curve_charts(frames, list(labels), "rec")
-    s, m = doc["settings"], doc["machine"]
+    s = doc["settings"]
     st.caption(t(f"{NS}.recorded_caption", d=s["d_model"], L=s["num_layers"], h=s["num_heads"],
                  d_head=s["d_model"] // s["num_heads"], seq=s["seq"], symbols=s["vocab"] - 2, steps=s["steps"],
                  batch=s["batch"], warmup=s["warmup"], every=s["every"], probe=s["probe_size"],

@@ -150,3 +150,17 @@ def presenter_steps(at: AppTest) -> dict[str, list[tuple[str, str]]]:
 
     walk(at.main, None)
     return steps
+
+
+def kinds_in_order(at: AppTest) -> list[str]:
+    """The element types of the page's main area in document order (what a learner meets first comes first)."""
+    out = []
+
+    def walk(node):
+        if getattr(node, "type", None):
+            out.append(node.type)
+        for child in getattr(node, "children", {}).values():
+            walk(child)
+
+    walk(at.main)
+    return out

@@ -134,14 +134,19 @@ def load(key: str):
     return _cached(key, str(path), stamp, shown, command)
 
 
+def show_unavailable(u: Unavailable) -> None:
+    """The learner's message for one missing or damaged file, with the command that rebuilds it."""
+    if u.missing:
+        problem("common.file_missing", file=u.file, command=u.command)
+    else:
+        problem("common.file_damaged", file=u.file, command=u.command, detail=md_escape(u.detail))
+
+
 def unavailable(*keys: str) -> bool:
     """Show the message for each of these files that is missing or damaged; True if any was."""
     bad = [u for u in map(load, keys) if isinstance(u, Unavailable)]
     for u in bad:
-        if u.missing:
-            problem("common.file_missing", file=u.file, command=u.command)
-        else:
-            problem("common.file_damaged", file=u.file, command=u.command, detail=md_escape(u.detail))
+        show_unavailable(u)
     return bool(bad)
 
 

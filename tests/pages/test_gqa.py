@@ -12,7 +12,16 @@ import pytest
 
 import attention_core.models.recipes as train
 from attention_core.labs import gqa as lab
-from tests.apptest_util import ROOT, all_text, chart_data, chart_spec, exceptions, open_page, shows_label
+from tests.apptest_util import (
+    ROOT,
+    all_text,
+    chart_data,
+    chart_spec,
+    exceptions,
+    kinds_in_order,
+    open_page,
+    shows_label,
+)
 from ui.format import count, fixed, pct, sig
 from ui.i18n import catalog
 
@@ -26,17 +35,6 @@ def frame_of(chart):
     return next(iter(chart_data(chart).values()))
 
 
-def kinds_in_order(at) -> list[str]:
-    out = []
-
-    def walk(node):
-        if getattr(node, "type", None):
-            out.append(node.type)
-        for child in getattr(node, "children", {}).values():
-            walk(child)
-
-    walk(at.main)
-    return out
 
 
 @pytest.mark.parametrize("lang, h, h_kv", [("en", 8, 2), ("zh", 32, 8), ("en", 4, 1)])

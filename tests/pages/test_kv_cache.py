@@ -9,7 +9,7 @@ import json
 import pytest
 
 from attention_core.labs import kv_cache as lab
-from tests.apptest_util import all_text, chart_data, chart_spec, exceptions, open_page, shows_label
+from tests.apptest_util import all_text, chart_data, chart_spec, exceptions, kinds_in_order, open_page, shows_label
 from ui.format import count, fixed
 from ui.i18n import catalog
 
@@ -22,17 +22,6 @@ def chart(at, kind: str):
     raise AssertionError(f"no {kind} chart")
 
 
-def kinds_in_order(at) -> list[str]:
-    out = []
-
-    def walk(node):
-        if getattr(node, "type", None):
-            out.append(node.type)
-        for child in getattr(node, "children", {}).values():
-            walk(child)
-
-    walk(at.main)
-    return out
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
