@@ -106,8 +106,10 @@ FIND_JS = r"""() => {
     return {kind: 'number', index: i, label: label(nums[i]), button: !!b && b.getBoundingClientRect().width > 0}; }
   const sliders = [...main.querySelectorAll('[data-testid=stSlider]')].filter(e => e.getBoundingClientRect().width > 0);
   for (let j = 0; j < sliders.length; j++) {
-    const th = sliders[j].querySelector('[role=slider]'); if (!th) continue;
-    const v = +th.getAttribute('aria-valuenow'), lo = +th.getAttribute('aria-valuemin'), hi = +th.getAttribute('aria-valuemax');
+    // Streamlit 1.67: a react-aria slider, its thumb a visually hidden <input type=range> (value = option index)
+    const th = sliders[j].querySelector('input[type=range], [role=slider]'); if (!th) continue;
+    const num = (a, b) => +(th.getAttribute(a) ?? th.getAttribute(b));
+    const v = num('aria-valuenow', 'value'), lo = num('aria-valuemin', 'min'), hi = num('aria-valuemax', 'max');
     return {kind: 'slider', index: j, label: label(sliders[j]), value: v, min: lo, max: hi};
   }
   const texts = [...main.querySelectorAll('[data-testid=stTextInput]')].filter(e => e.getBoundingClientRect().width > 0);
@@ -153,12 +155,20 @@ def measure_page(browser, url: str, n: int, title: bool = True) -> dict:
                 press = lambda: box.press("ArrowUp")  # noqa: E731
         elif ctl["kind"] == "slider":
             target = main.locator("[data-testid=stSlider]").nth(ctl["index"])
-            thumb = target.locator("[role=slider]")
+            thumb = target.locator("input[type=range], [role=slider]").first
             room_right = ctl["max"] - ctl["value"]
             key = "ArrowRight" if room_right >= (ctl["max"] - ctl["min"]) / 2 else "ArrowLeft"
-            value = lambda: thumb.get_attribute("aria-valuenow")  # noqa: E731
+            value = lambda: thumb.get_attribute("aria-valuenow") or thumb.input_value()  # noqa: E731
+            if ctl["max"] - ctl["min"] < n + 1:    # too few values for n + 1 new ones: go back and forth
+                out["control"] += f" ({ctl['max'] - ctl['min'] + 1} values: some presses reuse a value)"
             thumb.focus()
-            press = lambda: thumb.press(key)  # noqa: E731
+
+            def press():
+                nonlocal key
+                at = float(thumb.input_value())
+                if (key == "ArrowRight" and at >= ctl["max"]) or (key == "ArrowLeft" and at <= ctl["min"]):
+                    key = "ArrowLeft" if key == "ArrowRight" else "ArrowRight"
+                thumb.press(key)
         elif ctl["kind"] == "text":
             box = main.locator("[data-testid=stTextInput]").nth(ctl["index"]).locator("input")
             value = lambda: box.input_value()  # noqa: E731
