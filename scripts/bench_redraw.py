@@ -19,7 +19,9 @@ What is measured, in headless Chromium (1280x720) against a real ``streamlit run
    ``data-test-script-state`` returning to ``notRunning``; "last" means nothing of either kind for 600 ms after it
    (the quiet window is not counted). Charts whose data did not change are not re-rendered by Streamlit and so do
    not count; ``charts_redrawn`` says how many of ``charts`` did.
-4. Payload: bytes of websocket frames the browser received from the server from the click to the end of the quiet
+4. Payload: messages ("msgs": one per element re-sent, plus the run's start and end; every element the browser
+   receives is re-rendered, about 1-5 ms each, so a control inside an ``st.fragment`` redraws only the fragment)
+   and bytes of websocket frames the browser received from the server from the click to the end of the quiet
    window (the rerun's deltas, chart specs and data), per press, median.
 
 The bare floor (``/work/shared/reference/bare_floor_app.py`` or ``--floor PATH``: one 12x12 heatmap with numbers,
@@ -126,9 +128,9 @@ def measure_page(browser, url: str, n: int, title: bool = True) -> dict:
     ctx = browser.new_context(viewport={"width": 1280, "height": 720})
     ctx.add_init_script(PROBE_JS)
     page = ctx.new_page()
-    received = [0]
+    received = [0, 0]     # bytes, frames (a frame is one message: an element's delta, the run's start or end...)
     page.on("websocket", lambda ws: ws.on(
-        "framereceived", lambda payload: received.__setitem__(0, received[0] + len(payload))))
+        "framereceived", lambda payload: received.__setitem__(slice(0, 2), [received[0] + len(payload), received[1] + 1])))
     out: dict = {"url": url}
     try:
         t_load = time.perf_counter()
@@ -177,13 +179,13 @@ def measure_page(browser, url: str, n: int, title: bool = True) -> dict:
             def press():
                 box.fill(next(fresh))       # no key events: the clock starts at Enter's keydown
                 box.press("Enter")
-        times, scripts, redrawn, payloads = [], [], [], []
+        times, scripts, redrawn, payloads, frames = [], [], [], [], []
         for i in range(n + 1):
             wait_idle(page, title=title)
             page.wait_for_timeout(300)
             page.evaluate(RESET_JS)
             before = value()
-            received[0] = 0
+            received[0] = received[1] = 0
             press()
             page.wait_for_function(DONE_JS, timeout=120_000, polling=50)
             r = page.evaluate(RESULT_JS)
@@ -197,10 +199,12 @@ def measure_page(browser, url: str, n: int, title: bool = True) -> dict:
             scripts.append(r["script_end_ms"])
             redrawn.append(r["charts_redrawn"])
             payloads.append(received[0])
+            frames.append(received[1])
             out["charts"] = r["charts"]
         out.update(median_ms=_median(times), runs_ms=[round(t, 1) for t in times],
                    script_end_ms=_median(scripts), charts_redrawn=max(redrawn) if redrawn else None,
-                   bytes_per_rerun=int(statistics.median(payloads)) if payloads else None)
+                   bytes_per_rerun=int(statistics.median(payloads)) if payloads else None,
+                   messages_per_rerun=int(statistics.median(frames)) if frames else None)
         exc = page.locator("[data-testid=stException]").all_inner_texts()
         if exc:
             out["error"] = "exception on the page: " + exc[0][:200]
@@ -241,7 +245,7 @@ def bench_floor(browser, floor: pathlib.Path, n: int, log=print) -> dict:
 def table(floor: dict, pages: dict[str, dict]) -> str:
     f = floor.get("median_ms")
     rows = [f"{'page':16s} {'median ms':>9s} {'x floor':>7s} {'first ms':>8s} {'script ms':>9s} "
-            f"{'charts':>7s} {'KB/rerun':>8s} {'KB load':>8s}  control / runs"]
+            f"{'charts':>7s} {'KB/rerun':>8s} {'msgs':>5s} {'KB load':>8s}  control / runs"]
 
     def row(name, r):
         m = r.get("median_ms")
@@ -251,7 +255,7 @@ def table(floor: dict, pages: dict[str, dict]) -> str:
         kb = f"{r['bytes_per_rerun'] / 1024:.1f}" if r.get("bytes_per_rerun") is not None else "-"
         kl = f"{r['load_bytes'] / 1024:.0f}" if r.get("load_bytes") is not None else "-"
         return (f"{name:16s} {str(m) + flag:>9s} {ratio:>7s} {str(r.get('first_ms', '-')):>8s} "
-                f"{str(r.get('script_end_ms', '-')):>9s} {ch:>7s} {kb:>8s} {kl:>8s}  "
+                f"{str(r.get('script_end_ms', '-')):>9s} {ch:>7s} {kb:>8s} {str(r.get('messages_per_rerun', '-')):>5s} {kl:>8s}  "
                 f"{r.get('control', '')} {r.get('runs_ms', '')} {r.get('error', '')}")
     rows.append(row("(bare floor)", floor))
     rows += [row(k, r) for k, r in pages.items()]

@@ -139,3 +139,28 @@ def test_show_code_shows_only_code_that_ran(key, shown):
     assert errors == [], f"{key} raised: {errors}"
     violations = [f"{key} ({where}): {name}" for where, objects, ran in runs for name in _not_run(objects, ran)]
     assert violations == [], "show_code shows objects that did not run:\n" + "\n".join(violations)
+
+
+def test_the_code_is_drawn_only_when_its_expander_is_open(monkeypatch):
+    """Closed (the default), "Show the code" draws no source: highlighted code is thousands of DOM nodes that
+    every rerun would re-render (issue 13 §4). Opened (``?code_…=true``, the expander's bound key), it draws the
+    source of each object passed, under the object's name."""
+    shown = []
+    original = ui.anatomy.show_code
+
+    def recording(*objects):
+        shown.append(objects)
+        original(*objects)
+
+    monkeypatch.setattr(ui.anatomy, "show_code", recording)
+    label = "Show the code that produced this"
+    at = open_page("scaling", "en")
+    assert exceptions(at) == [] and shown
+    closed = [x for x in at.get("expander") if x.label == label]
+    assert closed and all(not list(x.get("code")) for x in closed)
+    key = ui.anatomy.code_key(*shown[0])
+    at = open_page("scaling", "en", {key: "true"})
+    assert exceptions(at) == []
+    opened = [x for x in at.get("expander") if x.label == label and list(x.get("code"))]
+    assert len(opened) == 1
+    assert [c.value for c in opened[0].get("code")] == [ui.anatomy._source(o).rstrip() for o in shown[0]]

@@ -125,14 +125,25 @@ def _source(obj) -> str:
     return inspect.getsource(obj)
 
 
-def show_code(*objects) -> None:
-    """9. The attention_core source that produced the picture (the very functions that ran)."""
+def code_key(*objects) -> str:
+    """The key (and URL parameter) of the "Show the code" expander of these objects: ``?code_…=true`` opens it."""
     names = [f"{obj.__module__}.{obj.__qualname__}" for obj in objects]
-    with st.container(key=f"secondary_code_{zlib.crc32(' '.join(names).encode())}"), \
-            st.expander(t("common.show_code"), icon=":material/code:"):   # hidden in presenter mode
-        for obj in objects:
-            st.caption(f"`{obj.__module__}.{obj.__qualname__}`")
-            st.code(_source(obj), language="python")
+    return f"code_{zlib.crc32(' '.join(names).encode())}"
+
+
+def show_code(*objects) -> None:
+    """9. The attention_core source that produced the picture (the very functions that ran). The source is
+    drawn only while the expander is open: syntax-highlighted code is thousands of DOM nodes that every rerun
+    of the page would otherwise re-render (issue 13 §4)."""
+    key = code_key(*objects)
+    with st.container(key=f"secondary_{key}"):   # hidden in presenter mode
+        box = st.expander(t("common.show_code"), icon=":material/code:", key=key, on_change="rerun",
+                          bind="query-params")
+        if box.open:
+            with box:
+                for obj in objects:
+                    st.caption(f"`{obj.__module__}.{obj.__qualname__}`")
+                    st.code(_source(obj), language="python")
 
 
 def problem(key: str, **fields) -> None:
