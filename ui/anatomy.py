@@ -109,15 +109,28 @@ def exercise(key: str, question: str, options: Sequence[str], answer: int, expla
             st.caption(t("common.predict_first"))
 
 
-def pitfall(title: str, body: str, code: str | None = None, demo: Callable[[], None] | None = None) -> None:
-    """8. A pitfall from the tutorials, with the buggy code and, where possible, a live demo."""
+def pitfall(title: str, body: str, code: str | None = None, demo: Callable[[], None] | None = None, *,
+            key: str | None = None) -> bool:
+    """8. A pitfall from the tutorials, with the buggy code and, where possible, a live demo. With ``key`` the
+    demo sits in an expander ("Run it: watch it go wrong") that computes and draws it only while open
+    (``?<key>=true`` opens it), so a rerun of the page does not redraw it (issue 13 §4). Returns whether the
+    demo ran (a page passes the demo's functions to ``show_code`` only then)."""
     with st.container(border=True):
-        st.markdown(f":warning: **{t('common.pitfall_heading', title=title)}**")
-        st.markdown(body)
+        st.markdown(f":warning: **{t('common.pitfall_heading', title=title)}**\n\n{body}")
         if code:
             st.code(code, language="python")
-        if demo is not None:
+        if demo is None:
+            return False
+        if key is None:
             demo()
+            return True
+        box = st.expander(t("common.pitfall_demo"), icon=":material/play_arrow:", key=key, on_change="rerun",
+                          bind="query-params")
+        if box.open:
+            with box:
+                demo()
+            return True
+        return False
 
 
 @functools.cache
