@@ -68,7 +68,8 @@ def tab_labels(root: pathlib.Path) -> dict[str, dict[str, str]]:
 
 
 PAGES = ("home", "qkv", "scaling", "masking", "multihead", "positional", "encoder", "cross_attention", "efficiency",
-         "bottleneck", "alignment", "pronoun", "analysis", "training", "summary", "glossary")
+         "bottleneck", "alignment", "pronoun", "analysis", "training", "summary", "glossary",
+         "kv_cache", "gqa", "attention_sinks", "long_context", "qk_norm", "induction_heads")
 
 
 def heavy_requests(root: pathlib.Path, rng: random.Random) -> list[tuple[str, dict]]:
@@ -116,6 +117,15 @@ def heavy_requests(root: pathlib.Path, rng: random.Random) -> list[tuple[str, di
     out += [("analysis", {"b": "512", "tau": "0.5", "mix": "both", "norm": "true", "text": s(70)})]
     out += [("training", {"steps": "600", "every": "5", "probe_reverse": digits[:40]})]
     out += [("glossary", {"q": s(70)[:400]}), ("summary", {})]
+    # the modern section: the largest model configuration, longest inputs and most layers its controls take
+    out += [("kv_cache", {"prompt": "16", "new": "16", "seed": seed(), "layers": "128", "d_head": "256",
+                          "kv_heads": "128", "tokens": str(2 ** 20), "dtype": "float32"}),
+            ("gqa", {"heads": "32", "kv_heads": "1", "d_latent": "128"}),
+            ("attention_sinks", {"n": "48", "window": "1", "layers": "6", "sinks": "4", "seed": seed(),
+                                 "cache": "8", "length": "256"}),
+            ("long_context", {"method": "RoPE+YaRN", "n": "256", "head": "4"}),
+            ("qk_norm", {"factor": "30", "live_qk": "true", "live_lr": "1.0"}),
+            ("induction_heads", {"data_seed": seed(), "train_seed": seed(), "half": "20"})]
     return out
 
 
