@@ -2,9 +2,9 @@
 oracles: the window mask is sliding_window_mask's definition written out, the receptive-field picture matches a
 search over paths and the notice quotes the L x (W - 1) rule; the first-token share heatmap and the streaming
 charts show the checkpoint's recorded figures; the head heatmap equals the lab's weights and the streaming bars
-the recorded grid's cell for the URL's values, with the live token-by-token check; a missing, damaged or stale grid
-gets the one missing/damaged-file message; the question comes before the evidence; bad URL values and a missing checkpoint get
-a message. Runtime: about 40-60 s on the shared machine."""
+the recorded grid's cell for the URL's values, with the live token-by-token check; a missing, damaged or stale
+grid gets the one missing/damaged-file message; the question comes before the evidence; bad URL values and a
+missing checkpoint get a message. Runtime: about 10 s on the shared machine."""
 from __future__ import annotations
 
 import json
