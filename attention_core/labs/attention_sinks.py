@@ -40,6 +40,7 @@ GRID_CROPS = 16                          # held-out crops (seeds 0 .. 15 of ``he
 GRID_FILE = Path(__file__).resolve().parents[2] / "assets" / "models" / "sinks_lm_streams.json"
 GRID_COMMAND = "python -m attention_core.labs.attention_sinks"
 GRID_FORMAT = 1
+VIEW_LEN = 32                            # the head view's crop: the sink shows as at 64 tokens, in a quarter of the cells
 
 
 # ------------------------------------------------------------------ receptive field of stacked windows
@@ -82,7 +83,7 @@ class HeadView(NamedTuple):
 
 
 @torch.no_grad()
-def head_view(model, seed: int, length: int = sinks_lm.TRAIN_LEN) -> HeadView:
+def head_view(model, seed: int, length: int = VIEW_LEN) -> HeadView:
     """Every layer's and head's attention on one held-out crop, the first token's share of it, and how large the
     first token's value vector is next to the others'."""
     tokens = heldout_tokens(seed, length)
