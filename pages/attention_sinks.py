@@ -5,9 +5,10 @@ The receptive field is computed by composing the window masks (attention_core/la
 trained model is the recipe ``sinks_lm`` (attention_core/models/attention_sinks_lm.py), whose recorded figures
 (first-token share per head, streaming losses at 8 x the training length) are in its checkpoint's meta; the
 streaming losses for every cache size and length the sliders offer are recorded over 16 held-out streams by
-``python -m attention_core.labs.attention_sinks`` (assets/models/sinks_lm_streams.json), and on each rerun the
-rolling cache (attention_core/streaming.py) is fed token by token past its first evictions and checked against
-the all-at-once computation that recorded them.
+``python -m attention_core.labs.attention_sinks`` (assets/models/sinks_lm_streams.json), and for the cache size
+shown the rolling cache (attention_core/streaming.py) is fed token by token past its first evictions on the server
+and checked against the all-at-once computation that recorded them. The window part, the head view and the streaming
+controls are fragments: their controls rerun only their part of the page.
 """
 from __future__ import annotations
 
@@ -159,6 +160,14 @@ def window_evidence(w: Window) -> None:
     anatomy.notice(items)
 
 
+@st.fragment
+def window_part() -> None:
+    """The window controls, the question and the pictures that answer it: a change reruns only this part."""
+    chosen = window_controls()
+    window_question(chosen)
+    window_evidence(chosen)
+
+
 def has_sink(share: np.ndarray, uniform: float) -> bool:
     """A head parks on the first token: it gives it at least 30 % of its weight, 5 times an even spread."""
     return bool(((share >= 0.3) & (share >= 5 * uniform)).any())
@@ -227,6 +236,15 @@ def head_evidence(layer: int, head: int, v: lab.HeadView) -> None:
                  start=sinks_lm.SHARE_FROM))
 
 
+@st.fragment
+def head_part(lm, best: tuple[int, int], stamp: float) -> None:
+    """The head, layer and seed controls and what they show: a change reruns (and redraws) only this part."""
+    layer, head, seed = head_controls(lm, best)
+    shown = view(seed, stamp)
+    head_evidence(layer, head, shown)
+    why_section(layer, head, shown)
+
+
 ASKED = ("dense", "window", "sinks")          # the methods the streaming question offers, in its order
 
 
@@ -281,7 +299,10 @@ def stream_evidence(ev: dict) -> None:
     ])
 
 
-def live_section(seed: int, stamp: float, meta: dict) -> None:
+@st.fragment
+def live_section(stamp: float, meta: dict) -> None:
+    """The cache and length controls, the recorded grid's cell and the token-by-token check: a change reruns
+    (and redraws) only this part."""
     st.markdown(f"**{t(f'{NS}.live_heading')}**")
     a, b = st.columns(2)
     with a:
@@ -304,8 +325,8 @@ def live_section(seed: int, stamp: float, meta: dict) -> None:
         anatomy.notice([t(f"{NS}.notice_live", window=fixed(L["window"], 3), sinks=fixed(L["sinks"], 3),
                           diff=fixed(L["window"] - L["sinks"], 3), dense=fixed(L["dense"], 3),
                           recompute=fixed(L["recompute"], 3))])
-    check = live_check(seed, cache, stamp)
-    st.caption(t(f"{NS}.live_check", seed=seed, cache=cache, k=check.evicted, diff=sig(check.max_diff)))
+    check = live_check(lab.CHECK_SEED, cache, stamp)
+    st.caption(t(f"{NS}.live_check", seed=lab.CHECK_SEED, cache=cache, k=check.evicted, diff=sig(check.max_diff)))
 
 
 def pitfall_section(ev: dict) -> None:
@@ -324,9 +345,7 @@ with lesson.step("intuition"):
     anatomy.formula(r"o_i = \sum_{j:M_{ij}} v_j \, \mathrm{softmax}_j\Big(\frac{q_i \cdot k_j}{\sqrt{d}}\Big)",
                     t(f"{NS}.formula_caption"))
 with lesson.step("window"):
-    chosen = window_controls()
-    window_question(chosen)
-    window_evidence(chosen)
+    window_part()
 lm = models.model(lab.RECIPE)
 ev = None if lm is None else recorded(lm.meta)
 if lm is None:
@@ -335,17 +354,14 @@ elif ev is not None:
     stamp = float(lm.meta.get("train_seconds", 0.0))       # a rebuilt checkpoint gets new cache entries
     with lesson.step("sinks"):
         best = sinks_section(lm, ev)
-        layer, head, seed = head_controls(lm, best)
-        shown = view(seed, stamp)
-        head_evidence(layer, head, shown)
-        why_section(layer, head, shown)
+        head_part(lm, best, stamp)
     with lesson.step("stream"):
         st.subheader(t(f"{NS}.stream_heading"))
         stream_question(ev)
         stream_explained(ev["stream"]["cache"], ev["stream"]["long_len"], ev["train_len"], ev["stream"]["sinks"])
         stream_evidence(ev)
     with lesson.step("live"):
-        live_section(seed, stamp, lm.meta)
+        live_section(stamp, lm.meta)
     with lesson.step("pitfall"):
         pitfall_section(ev)
 anatomy.show_code(sliding_window_mask, lab.receptive_field, StreamingCache.append, StreamingDecoder._attend,

@@ -96,8 +96,8 @@ def test_the_streaming_charts_show_the_recorded_losses(loaded):
 
 
 def test_the_streams_for_the_url_values(loaded):
-    """The bars are the recorded grid's cell for the URL's cache and length; the check under them is the lab's,
-    for the URL's seed; the head heatmap is the lab's weights for that seed."""
+    """The bars are the recorded grid's cell for the URL's cache and length; the check under them is the lab's
+    for that cache; the head heatmap is the lab's weights for the URL's seed."""
     at = open_page(NS, "zh", {"cache": "8", "length": "128", "seed": "2", "layer": "2", "head": "3"})
     assert exceptions(at) == []
     grid = lab.read_grid(lab.GRID_FILE, loaded.meta)
@@ -109,8 +109,9 @@ def test_the_streams_for_the_url_values(loaded):
                        sinks=fixed(cell["sinks"], 3), diff=fixed(cell["window"] - cell["sinks"], 3),
                        dense=fixed(cell["dense"], 3), recompute=fixed(cell["recompute"], 3))
     assert lab.GRID_COMMAND in text
-    check = lab.token_by_token_check(loaded.model, 2, 8)
-    assert shows_label(text, f"{NS}.live_check", lang="zh", seed=2, cache=8, k=2, diff=sig(check.max_diff))
+    check = lab.token_by_token_check(loaded.model, lab.CHECK_SEED, 8)
+    assert shows_label(text, f"{NS}.live_check", lang="zh", seed=lab.CHECK_SEED, cache=8, k=2,
+                       diff=sig(check.max_diff))
     view = lab.head_view(loaded.model, 2)
     head = data(chart_titled(at, title("zh", "head_title", l=2, h=3, n=len(view.tokens))))
     assert head["value"].max() == pytest.approx(float(view.weights[1, 2].max()), abs=1e-6)
