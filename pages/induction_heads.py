@@ -205,6 +205,12 @@ def ablation_section() -> None:
     st.markdown(t(f"{NS}.ablation_intro"))
     if unavailable(RECIPE):
         return
+    ablation_part()
+
+
+@st.fragment
+def ablation_part() -> None:
+    """The half length and the test sequences' seed, and the removal table they give: a change reruns only this."""
     left, right = st.columns([3, 1])
     with left:
         half = st.select_slider(t(f"{NS}.ctl_half"), options=HALVES, value=ih.EVAL_HALF, key="half",
