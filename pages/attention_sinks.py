@@ -22,8 +22,18 @@ from attention_core.masks import sliding_window_mask
 from attention_core.models import attention_sinks_lm as sinks_lm
 from attention_core.streaming import StreamingCache, StreamingDecoder
 from ui import anatomy, controls, models, presenter
-from ui.attention_sinks_charts import METHOD_COLORS, NEVER_COLOR, REACH_COLORS, loss_frame, loss_lines, mask_frame, \
-    method_bars, method_frame, reach_frame, reach_grid
+from ui.attention_sinks_charts import (
+    METHOD_COLORS,
+    NEVER_COLOR,
+    REACH_COLORS,
+    loss_frame,
+    loss_lines,
+    mask_frame,
+    method_bars,
+    method_frame,
+    reach_frame,
+    reach_grid,
+)
 from ui.cache import MB, cache_data
 from ui.charts import attention_heatmap, heatmap, heatmap_height
 from ui.format import fixed, pct, sig

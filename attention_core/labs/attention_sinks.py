@@ -40,8 +40,8 @@ GRID_CROPS = 16                          # held-out crops (seeds 0 .. 15 of ``he
 GRID_FILE = Path(__file__).resolve().parents[2] / "assets" / "models" / "sinks_lm_streams.json"
 GRID_COMMAND = "python -m attention_core.labs.attention_sinks"
 GRID_FORMAT = 1
-CHECK_SEED = 0                           # the crop fed token by token to check the all-at-once stream (the grid's first)
-VIEW_LEN = 32                            # the head view's crop: the sink shows as at 64 tokens, in a quarter of the cells
+CHECK_SEED = 0                           # the crop fed token by token to check the all-at-once stream (grid's first)
+VIEW_LEN = 32                            # the head view's crop: the sink shows as at 64 tokens, in 1/4 of the cells
 
 
 # ------------------------------------------------------------------ receptive field of stacked windows
