@@ -4,7 +4,11 @@ attention, and streaming with a rolling cache that evicts the first tokens or ke
 The receptive field is computed by composing the window masks (attention_core/labs/attention_sinks.py); the
 trained model is the recipe ``sinks_lm`` (attention_core/models/attention_sinks_lm.py), whose recorded figures
 (first-token share per head, streaming losses at 8 x the training length) are in its checkpoint's meta; the
-streaming itself is attention_core/streaming.py, run live on one stream.
+streaming losses for every cache size and length the sliders offer are recorded over 16 held-out streams by
+``python -m attention_core.labs.attention_sinks`` (assets/models/sinks_lm_streams.json), and for the cache size
+shown the rolling cache (attention_core/streaming.py) is fed token by token past its first evictions on the server
+and checked against the all-at-once computation that recorded them. The window part, the head view and the streaming
+controls are fragments: their controls rerun only their part of the page.
 """
 from __future__ import annotations
 
@@ -16,19 +20,29 @@ import streamlit as st
 from attention_core.labs import attention_sinks as lab
 from attention_core.masks import sliding_window_mask
 from attention_core.models import attention_sinks_lm as sinks_lm
-from attention_core.streaming import StreamingCache, StreamingDecoder, recompute_logits
+from attention_core.streaming import StreamingCache, StreamingDecoder
 from ui import anatomy, controls, models, presenter
-from ui.attention_sinks_charts import METHOD_COLORS, NEVER_COLOR, REACH_COLORS, loss_frame, loss_lines, mask_frame, \
-    method_bars, method_frame, reach_frame, reach_grid
+from ui.attention_sinks_charts import (
+    METHOD_COLORS,
+    NEVER_COLOR,
+    REACH_COLORS,
+    loss_frame,
+    loss_lines,
+    mask_frame,
+    method_bars,
+    method_frame,
+    reach_frame,
+    reach_grid,
+)
 from ui.cache import MB, cache_data
 from ui.charts import attention_heatmap, heatmap, heatmap_height
-from ui.format import fixed, pct
+from ui.format import fixed, pct, sig
 from ui.i18n import t
 
 NS = "attention_sinks"
 METHODS = sinks_lm.STREAM_METHODS            # dense, window, sinks, sinks_original, recompute
-CACHES = (8, 12, 16, 24, 32)
-LENGTHS = (96, 128, 192, 256)
+CACHES, LENGTHS = lab.CACHES, lab.LENGTHS
+GRID_SHOWN = "assets/models/sinks_lm_streams.json"
 COMMAND = f"python -m attention_core.models {lab.RECIPE}"
 DEMO_SCORES = (4.0, 0.3, 0.1, 0.0, -0.2, 0.2)
 MASK_COLORS = ("#21918c", "#e66101", "#eeeeee")     # seen in the window, seen as a sink, hidden
@@ -63,8 +77,30 @@ def view(seed: int, stamp: float) -> lab.HeadView:
 
 
 @cache_data(max_entries=32, max_bytes=1 * MB)
-def live_case(seed: int, length: int, cache: int, stamp: float) -> lab.StreamCase:
-    return lab.stream_case(models.shipped_model(lab.RECIPE).model, seed, length, cache)
+def live_check(seed: int, cache: int, stamp: float) -> lab.StreamCheck:
+    return lab.token_by_token_check(models.shipped_model(lab.RECIPE).model, seed, cache)
+
+
+@cache_data(max_entries=2, max_bytes=1 * MB)
+def _grid(path: str, stamp: tuple[int, int], train_seconds, loss):
+    try:
+        return lab.read_grid(path, {"train_seconds": train_seconds, "eval": {"loss": loss}})
+    except FileNotFoundError:
+        return models.Unavailable(GRID_SHOWN, True, lab.GRID_COMMAND)
+    except Exception as err:          # damaged, or recorded on another checkpoint: JSON, UTF-8 or content errors
+        return models.Unavailable(GRID_SHOWN, False, lab.GRID_COMMAND,
+                                  models._short(f"{type(err).__name__}: {err}".rstrip(": "), lab.GRID_FILE))
+
+
+def recorded_grid(meta: dict):
+    """The recorded losses of every cache size x length (dict), or Unavailable; read again when the file or the
+    checkpoint changes."""
+    try:
+        s = lab.GRID_FILE.stat()
+    except OSError:
+        return models.Unavailable(GRID_SHOWN, True, lab.GRID_COMMAND)
+    ev = meta.get("eval", {})
+    return _grid(str(lab.GRID_FILE), (s.st_mtime_ns, s.st_size), meta.get("train_seconds"), ev.get("loss"))
 
 
 def recorded(meta: dict) -> dict | None:
@@ -73,8 +109,8 @@ def recorded(meta: dict) -> dict | None:
     stream = ev.get("stream", {}) if isinstance(ev, dict) else {}
     if not ({"first_share", "first4_share", "uniform_first_share", "loss"} <= set(ev)
             and set(METHODS) <= set(stream.get("loss", {})) and set(METHODS) <= set(stream.get("loss_by_bin", {}))):
-        anatomy.problem("common.file_damaged", file=f"assets/models/{lab.RECIPE}.pt", command=COMMAND,
-                        detail=anatomy.md_escape("meta['eval'] lacks the recorded figures"))
+        models.show_unavailable(models.Unavailable(f"assets/models/{lab.RECIPE}.pt", False, COMMAND,
+                                                   "meta['eval'] lacks the recorded figures"))
         return None
     return ev
 
@@ -132,6 +168,14 @@ def window_evidence(w: Window) -> None:
             str(w.n - 1 - int(np.flatnonzero(r.reach[k, w.n - 1, w.sinks:]).min()) - w.sinks)
             for k in range(w.layers)), w1=w.window - 1))
     anatomy.notice(items)
+
+
+@st.fragment
+def window_part() -> None:
+    """The window controls, the question and the pictures that answer it: a change reruns only this part."""
+    chosen = window_controls()
+    window_question(chosen)
+    window_evidence(chosen)
 
 
 def has_sink(share: np.ndarray, uniform: float) -> bool:
@@ -202,6 +246,15 @@ def head_evidence(layer: int, head: int, v: lab.HeadView) -> None:
                  start=sinks_lm.SHARE_FROM))
 
 
+@st.fragment
+def head_part(lm, best: tuple[int, int], stamp: float) -> None:
+    """The head, layer and seed controls and what they show: a change reruns (and redraws) only this part."""
+    layer, head, seed = head_controls(lm, best)
+    shown = view(seed, stamp)
+    head_evidence(layer, head, shown)
+    why_section(layer, head, shown)
+
+
 ASKED = ("dense", "window", "sinks")          # the methods the streaming question offers, in its order
 
 
@@ -256,24 +309,34 @@ def stream_evidence(ev: dict) -> None:
     ])
 
 
-def live_section(seed: int, stamp: float) -> None:
+@st.fragment
+def live_section(stamp: float, meta: dict) -> None:
+    """The cache and length controls, the recorded grid's cell and the token-by-token check: a change reruns
+    (and redraws) only this part."""
     st.markdown(f"**{t(f'{NS}.live_heading')}**")
     a, b = st.columns(2)
     with a:
-        cache = st.select_slider(t(f"{NS}.ctl_cache"), options=CACHES, value=16, key="cache", bind="query-params")
+        cache = int(st.select_slider(t(f"{NS}.ctl_cache"), options=CACHES, value=16, key="cache",
+                                     bind="query-params"))
     with b:
-        length = st.select_slider(t(f"{NS}.ctl_length"), options=LENGTHS, value=96, key="length",
-                                  bind="query-params")
-    case = live_case(seed, int(length), int(cache), stamp)
-    labels = method_labels()
-    anatomy.show_chart(method_bars(method_frame(case.losses, METHODS, labels, "window"),
-                                   x_title=t(f"{NS}.axis_loss"), y_title=t(f"{NS}.axis_method"), order=labels,
-                                   title=t(f"{NS}.live_title", T=case.length, cache=case.cache)), key="live")
-    st.caption(t(f"{NS}.live_caption", seed=seed, cache=case.cache, w=case.cache - sinks_lm.SINKS))
-    L = case.losses
-    anatomy.notice([t(f"{NS}.notice_live", window=fixed(L["window"], 3), sinks=fixed(L["sinks"], 3),
-                      diff=fixed(L["window"] - L["sinks"], 3), dense=fixed(L["dense"], 3),
-                      recompute=fixed(L["recompute"], 3))])
+        length = int(st.select_slider(t(f"{NS}.ctl_length"), options=LENGTHS, value=96, key="length",
+                                      bind="query-params"))
+    grid = recorded_grid(meta)
+    if isinstance(grid, models.Unavailable):
+        models.show_unavailable(grid)
+    else:
+        L, labels, seeds = grid["loss"][lab.cell(length, cache)], method_labels(), grid["seeds"]
+        anatomy.show_chart(method_bars(method_frame(L, METHODS, labels, "window"),
+                                       x_title=t(f"{NS}.axis_loss"), y_title=t(f"{NS}.axis_method"), order=labels,
+                                       title=t(f"{NS}.live_title", T=length, cache=cache, crops=len(seeds))),
+                           key="live")
+        st.caption(t(f"{NS}.live_caption", command=lab.GRID_COMMAND, crops=len(seeds), first=seeds[0],
+                     last=seeds[-1], cache=cache, w=cache - sinks_lm.SINKS))
+        anatomy.notice([t(f"{NS}.notice_live", window=fixed(L["window"], 3), sinks=fixed(L["sinks"], 3),
+                          diff=fixed(L["window"] - L["sinks"], 3), dense=fixed(L["dense"], 3),
+                          recompute=fixed(L["recompute"], 3))])
+    check = live_check(lab.CHECK_SEED, cache, stamp)
+    st.caption(t(f"{NS}.live_check", seed=lab.CHECK_SEED, cache=cache, k=check.evicted, diff=sig(check.max_diff)))
 
 
 def pitfall_section(ev: dict) -> None:
@@ -292,9 +355,7 @@ with lesson.step("intuition"):
     anatomy.formula(r"o_i = \sum_{j:M_{ij}} v_j \, \mathrm{softmax}_j\Big(\frac{q_i \cdot k_j}{\sqrt{d}}\Big)",
                     t(f"{NS}.formula_caption"))
 with lesson.step("window"):
-    chosen = window_controls()
-    window_question(chosen)
-    window_evidence(chosen)
+    window_part()
 lm = models.model(lab.RECIPE)
 ev = None if lm is None else recorded(lm.meta)
 if lm is None:
@@ -303,19 +364,16 @@ elif ev is not None:
     stamp = float(lm.meta.get("train_seconds", 0.0))       # a rebuilt checkpoint gets new cache entries
     with lesson.step("sinks"):
         best = sinks_section(lm, ev)
-        layer, head, seed = head_controls(lm, best)
-        shown = view(seed, stamp)
-        head_evidence(layer, head, shown)
-        why_section(layer, head, shown)
+        head_part(lm, best, stamp)
     with lesson.step("stream"):
         st.subheader(t(f"{NS}.stream_heading"))
         stream_question(ev)
         stream_explained(ev["stream"]["cache"], ev["stream"]["long_len"], ev["train_len"], ev["stream"]["sinks"])
         stream_evidence(ev)
     with lesson.step("live"):
-        live_section(seed, stamp)
+        live_section(stamp, lm.meta)
     with lesson.step("pitfall"):
         pitfall_section(ev)
 anatomy.show_code(sliding_window_mask, lab.receptive_field, StreamingCache.append, StreamingDecoder._attend,
-                  recompute_logits, lab.head_view, lab.stream_case)
+                  lab.stream_all_at_once, lab.head_view)
 lesson.end()

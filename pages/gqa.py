@@ -105,8 +105,8 @@ def recorded_quality() -> list[lab.QualityRow] | None:
         try:
             rows.append(lab.quality_row(recipe, models.shipped_model(recipe).meta))
         except ValueError:
-            anatomy.problem("common.file_damaged", file=f"assets/models/{recipe}.pt",
-                            command=TRAIN_COMMAND.format(recipe=recipe), detail=t(f"{NS}.no_eval"))
+            models.show_unavailable(models.Unavailable(f"assets/models/{recipe}.pt", False,
+                                                       TRAIN_COMMAND.format(recipe=recipe), t(f"{NS}.no_eval")))
             return None
     return rows
 

@@ -106,7 +106,7 @@ def ablation_numbers(half: int, seed: int, stamp: tuple[int, int]) -> dict:
     (``stamp``: the checkpoint's time and size, so a rebuilt one is measured again)."""
     loaded = model(RECIPE)
     tokens = ih.repeated_tokens(random.Random(seed), 64, half)
-    return ih.ablation(loaded.model, tokens)
+    return lab.ablation(loaded.model, tokens)
 
 
 # ------------------------------------------------------------------ sections, in lesson order
@@ -205,6 +205,12 @@ def ablation_section() -> None:
     st.markdown(t(f"{NS}.ablation_intro"))
     if unavailable(RECIPE):
         return
+    ablation_part()
+
+
+@st.fragment
+def ablation_part() -> None:
+    """The half length and the test sequences' seed, and the removal table they give: a change reruns only this."""
     left, right = st.columns([3, 1])
     with left:
         half = st.select_slider(t(f"{NS}.ctl_half"), options=HALVES, value=ih.EVAL_HALF, key="half",
@@ -380,6 +386,6 @@ with lesson.step("live"):
 with lesson.step("pitfall"):
     pitfall_section()
 ran = [lab.train_run, lab.snapshot] if st.session_state.get("_ih_run") else []
-anatomy.show_code(ih.repeated_tokens, ih.previous_token_scores, ih.induction_scores, ih.half_losses, ih.ablate_heads,
-                  lab.phase_change, lab.offset_head_demo, *ran)
+anatomy.show_code(ih.repeated_tokens, ih.previous_token_scores, ih.induction_scores, ih.half_losses,
+                  lab.block_without_heads, lab.ablation, lab.phase_change, lab.offset_head_demo, *ran)
 lesson.end()

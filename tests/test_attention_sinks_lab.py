@@ -1,10 +1,12 @@
 """The sinks page's computations (attention_core/labs/attention_sinks.py) and its trained model against independent
 oracles: the receptive field of stacked windows against a brute-force search over paths and the L x (W - 1) rule;
 the stream grammar; one head's weights and the first token's share against a recomputation; the shipped model's
-recorded figures (sinks present, the ordering of the streaming methods) within tolerances, and the live streaming
-case against the library's streaming functions. Runtime: about 10 s."""
+recorded figures (sinks present, the ordering of the streaming methods) within tolerances; the rolling-cache stream
+computed all at once against the library's token-by-token StreamingDecoder, and the recorded grid of every cache
+size x length against the library's streams. Runtime: about 15 s."""
 from __future__ import annotations
 
+import json
 import random
 
 import numpy as np
@@ -135,10 +137,81 @@ def test_the_recorded_first_token_share_is_what_the_checkpoint_does(loaded):
     assert by_hand == pytest.approx(float(sinks_lm.first_token_share(loaded.model, held.ids[:4])[l, h]), abs=1e-6)
 
 
-def test_the_live_stream_case_equals_the_library(loaded):
-    case = lab.stream_case(loaded.model, seed=1, length=96, cache=16)
-    ids = torch.tensor([sinks_lm.encode(lab.heldout_tokens(1, 97))])
-    logits = streaming_logits(loaded.model, ids[:, :-1], sinks=4, window=12)
-    want = sinks_lm.nll(logits, ids[:, 1:]).mean()
-    assert case.losses["sinks"] == pytest.approx(float(want), abs=1e-5)
-    assert set(case.losses) == set(sinks_lm.STREAM_METHODS) and len(case.by_bin["dense"]) == 3
+STREAMS = [(0, 16, "cache"), (4, 12, "cache"), (4, 12, "original"), (4, 28, "cache"), (2, 200, "cache"),
+           (1, 1, "cache")]
+
+
+@pytest.mark.parametrize("sinks, window, positions", STREAMS)
+def test_the_stream_computed_all_at_once_equals_feeding_it_token_by_token(loaded, sinks, window, positions):
+    """The oracle: the library's StreamingDecoder, a prefill then one token at a time through rolling caches
+    (the last case, 200 > 130 tokens, never evicts; the one before keeps a single slot)."""
+    ids = torch.tensor([sinks_lm.encode(lab.heldout_tokens(s, 130)) for s in (1, 2)])
+    want = streaming_logits(loaded.model, ids, sinks=sinks, window=window, positions=positions)
+    got = lab.stream_all_at_once(loaded.model, ids, sinks=sinks, window=window, positions=positions)
+    assert got.shape == want.shape and (got - want).abs().max() < 1e-4
+
+
+@pytest.mark.parametrize("kv_heads, qk_norm, position", [(2, False, "rope"), (1, True, "rope"), (4, False, "none")])
+def test_all_at_once_on_other_models(kv_heads, qk_norm, position):
+    """GQA / MQA, QK-norm and no positions take the same path as the token-by-token stream."""
+    from attention_core.decoder import DecoderConfig, DecoderLM
+    torch.manual_seed(0)
+    model = DecoderLM(DecoderConfig(vocab_size=11, d_model=32, num_layers=2, num_heads=4, num_kv_heads=kv_heads,
+                                    d_ff=0 if qk_norm else 48, position=position, qk_norm=qk_norm)).eval()
+    ids = torch.randint(0, 11, (2, 40))
+    for sinks, window in ((0, 8), (3, 5), (2, 60)):
+        want = streaming_logits(model, ids, sinks=sinks, window=window)
+        assert (lab.stream_all_at_once(model, ids, sinks=sinks, window=window) - want).abs().max() < 1e-5
+
+
+def test_cache_slots_follow_kept_positions():
+    from attention_core.streaming import kept_positions
+    for sinks, window in ((0, 5), (4, 4), (2, 9)):
+        slots = lab.cache_slots(30, sinks, window, "original")
+        for i in range(30):
+            kept = kept_positions(i + 1, sinks, window)
+            assert slots.index[i][slots.filled[i]].tolist() == kept
+            assert int(slots.query_pos[i]) == i
+        assert lab.cache_slots(30, sinks, window).query_pos.tolist() == [min(i, sinks + window - 1) for i in range(30)]
+
+
+def test_the_token_by_token_check_agrees(loaded):
+    check = lab.token_by_token_check(loaded.model, seed=3, cache=12)
+    assert check.tokens == 14 and check.evicted == 2 and check.max_diff < 1e-4
+
+
+def test_the_recorded_grid_is_what_the_library_streams(loaded):
+    """One cell of the shipped grid against the library's own streams (``sinks_lm.stream_logits``: token by token
+    for the rolling caches), on the same held-out crops."""
+    grid = lab.read_grid(lab.GRID_FILE, loaded.meta)
+    assert grid["seeds"] == list(range(lab.GRID_CROPS)) and grid["caches"] == list(lab.CACHES)
+    n, c = 96, 12
+    ids = torch.tensor([sinks_lm.encode(lab.heldout_tokens(s, n + 1)) for s in grid["seeds"]])
+    for method in sinks_lm.STREAM_METHODS:
+        want = sinks_lm.nll(sinks_lm.stream_logits(loaded.model, ids[:, :-1], method, cache=c), ids[:, 1:]).mean()
+        assert grid["loss"][lab.cell(n, c)][method] == pytest.approx(float(want), abs=1e-4)
+    # the cells the page offers are all there; evicting the sinks costs little, 4 sinks of a cache of 8 a lot
+    for length in lab.LENGTHS:
+        loss = grid["loss"][lab.cell(length, 32)]
+        assert abs(loss["window"] - loss["sinks"]) < 0.05 and loss["dense"] > loss["sinks"]
+
+
+def test_a_grid_for_another_checkpoint_or_without_a_cell_is_refused(loaded, tmp_path):
+    record = json.loads(lab.GRID_FILE.read_text(encoding="utf-8"))
+    other = dict(record, checkpoint={"train_seconds": 1.0, "loss": 3.0})
+    (tmp_path / "other.json").write_text(json.dumps(other), encoding="utf-8")
+    lab.read_grid(tmp_path / "other.json")                               # no checkpoint given: fine
+    with pytest.raises(ValueError, match="another checkpoint"):
+        lab.read_grid(tmp_path / "other.json", loaded.meta)
+    cut = dict(record, loss={k: v for k, v in record["loss"].items() if k != lab.cell(256, 8)})
+    (tmp_path / "cut.json").write_text(json.dumps(cut), encoding="utf-8")
+    with pytest.raises(ValueError, match="256 tokens with a cache of 8"):
+        lab.read_grid(tmp_path / "cut.json")
+
+
+def test_stream_case_batches_crops_like_one_at_a_time(loaded):
+    both = lab.stream_case(loaded.model, [1, 2], 96, 16)
+    one = [lab.stream_case(loaded.model, [s], 96, 16) for s in (1, 2)]
+    assert both.crops == 2 and set(both.losses) == set(sinks_lm.STREAM_METHODS)
+    for m in sinks_lm.STREAM_METHODS:
+        assert both.losses[m] == pytest.approx((one[0].losses[m] + one[1].losses[m]) / 2, abs=1e-5)

@@ -100,6 +100,38 @@ def test_removing_heads_equals_zeroing_their_columns_of_w_o():
     assert torch.equal(model(ids).logits, plain)                   # the hooks are gone afterwards
 
 
+def assert_same_ablation(got: dict, want: dict) -> None:
+    assert list(got) == list(want)
+    for name in want:
+        assert got[name]["heads"] == want[name]["heads"]
+        for field in ("first_loss", "repeated_loss", "induction"):
+            assert got[name][field] == pytest.approx(want[name][field], abs=1e-5), (name, field)
+
+
+@pytest.mark.parametrize("seed, half", [(3, 9), (0, 20), (7, 6)])
+def test_the_page_s_head_removal_equals_re_running_the_model_with_the_heads_zeroed(seed, half):
+    """lab.ablation (the page's, reusing the unablated layers) against ih.ablation (one full forward per row
+    with ablate_heads' hooks), on the shipped model."""
+    model = recipes.load_model(ih.RECIPE_NAME).model
+    tokens = ih.repeated_tokens(random.Random(seed), 64, half)
+    assert_same_ablation(lab.ablation(model, tokens), ih.ablation(model, tokens))
+
+
+def test_head_removal_on_untrained_models_with_mlps_and_three_layers():
+    """Rows that remove nothing (no head above the threshold), MLPs after attention and a third layer above the
+    induction layer take the same path as a full re-run."""
+    from attention_core.decoder import DecoderConfig, DecoderLM
+    tokens, empty = ih.repeated_tokens(random.Random(1), 8, 7), 0
+    for layers, d_ff, position in ((2, 0, "rope"), (3, 32, "learned"), (2, 16, "none")):
+        torch.manual_seed(layers + d_ff)
+        model = DecoderLM(DecoderConfig(vocab_size=len(ih.TASK.vocab.itos), d_model=32, num_layers=layers,
+                                        num_heads=4, d_ff=d_ff, position=position, max_len=40)).eval()
+        want = ih.ablation(model, tokens)
+        empty += sum(not row["heads"] for row in want.values()) - 1
+        assert_same_ablation(lab.ablation(model, tokens), want)
+    assert empty > 0                                     # untrained: some rows find no head above the threshold
+
+
 # ------------------------------------------------------------------ reading a run
 def snap(step, first, rep, prev=0.1, ind=0.1):
     z = np.zeros((2, 4), dtype=np.float32)

@@ -17,12 +17,16 @@ METHOD_COLORS = ("#7f7f7f", "#e66101", "#3b528b", "#b2abd2", "#5ec962")    # den
 
 def reach_frame(first_layer: np.ndarray, layer_labels: Sequence[str], never: str) -> pd.DataFrame:
     """One row per (output i, input j): the fewest layers after which j reaches i (``layer_labels[l-1]``), or
-    ``never`` within the layers shown (0)."""
+    ``never`` within the layers shown (0). Positions int16, labels dictionary-encoded: a small rerun payload."""
     n = first_layer.shape[0]
-    i, j = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
-    labels = np.asarray(list(layer_labels) + [never])
     code = np.where(first_layer.ravel() > 0, first_layer.ravel() - 1, len(layer_labels))
-    return pd.DataFrame({"output": i.ravel(), "input": j.ravel(), "reach": labels[code]})
+    return _grid_frame(n, code, list(layer_labels) + [never])
+
+
+def _grid_frame(n: int, code: np.ndarray, labels: Sequence[str]) -> pd.DataFrame:
+    i, j = np.meshgrid(np.arange(n, dtype=np.int16), np.arange(n, dtype=np.int16), indexing="ij")
+    return pd.DataFrame({"output": i.ravel(), "input": j.ravel(),
+                         "reach": pd.Categorical.from_codes(code.ravel(), categories=list(labels))})
 
 
 @chart_kind(fill=("levels", "colors", "height", "title"))
@@ -42,11 +46,13 @@ def reach_grid(frame, *, x_title: str, y_title: str, reach_title: str, levels=()
 
 
 def loss_frame(by_bin: dict, methods: Sequence[str], labels: Sequence[str], bin_size: int) -> pd.DataFrame:
-    """Long form: position (start of each block of ``bin_size`` tokens), mean loss, method label."""
-    rows = [(b * bin_size, float(v), label) for m, label in zip(methods, labels) for b, v in enumerate(by_bin[m])]
-    frame = pd.DataFrame(rows, columns=["position", "loss", "method"])
-    frame["exact"] = np.char.mod("%.4f", frame["loss"].to_numpy())
-    return frame
+    """Long form: position (start of each block of ``bin_size`` tokens), mean loss (float32), method label."""
+    values = np.asarray([by_bin[m] for m in methods], dtype=np.float32)          # (methods, blocks)
+    blocks = values.shape[1]
+    return pd.DataFrame({"position": np.tile(np.arange(blocks, dtype=np.int32) * bin_size, len(methods)),
+                         "loss": values.ravel(),
+                         "method": pd.Categorical.from_codes(np.repeat(np.arange(len(methods)), blocks),
+                                                             categories=list(labels))})
 
 
 @chart_kind(fill=("methods", "colors", "train_len", "title"))
@@ -60,7 +66,7 @@ def loss_lines(frame, *, x_title: str, y_title: str, method_title: str, rule_tit
         color=alt.Color("method:N", title=method_title, scale=alt.Scale(domain=methods, range=colors),
                         legend=alt.Legend(orient="bottom", direction="vertical", labelLimit=0)),
         tooltip=[alt.Tooltip("method:N", title=method_title), alt.Tooltip("position:Q", title=x_title),
-                 alt.Tooltip("exact:N", title=y_title)],
+                 alt.Tooltip("loss:Q", title=y_title, format=".4f")],
     )
     rule = alt.Chart(frame).mark_rule(strokeDash=[4, 4], color="#555").encode(   # one rule, drawn once per row
         x=alt.datum(train_len, type="quantitative"), tooltip=alt.value(rule_title))
@@ -91,4 +97,4 @@ def mask_frame(n: int, window: int, sinks: int, labels: Sequence[str]) -> pd.Dat
     """One row per (query i, key j): ``labels`` = (seen in the window, seen as a sink, hidden)."""
     i, j = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
     code = np.where(j > i, 2, np.where(i - j < window, 0, np.where(j < sinks, 1, 2)))
-    return pd.DataFrame({"output": i.ravel(), "input": j.ravel(), "reach": np.asarray(labels)[code.ravel()]})
+    return _grid_frame(n, code, labels)

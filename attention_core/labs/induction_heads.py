@@ -177,6 +177,92 @@ def offset_head_demo(half: int = ih.EVAL_HALF, others: tuple[int, ...] = (8, 16)
 
 
 # ------------------------------------------------------------------ the recorded run (JSON)
+# ------------------------------------------------------------------ head removal, reusing what it leaves unchanged
+def block_without_heads(block, x: torch.Tensor, keep: torch.Tensor | None = None):
+    """One decoder block on x (b, n, d_model) with each head's slice of the concatenated head outputs multiplied
+    by ``keep`` (b, heads; 0 removes the head) before W_O, as ``ih.ablate_heads`` zeroes it. Returns the block's
+    output, its attention weights and the concatenated head outputs (b, n, d_model) before W_O."""
+    attn, seen = block.attn, {}
+
+    def before_w_o(module, args):
+        seen["heads"] = args[0]
+        if keep is None:
+            return None
+        return (args[0] * keep.repeat_interleave(attn.d_head, dim=-1)[:, None, :],)
+
+    hook = attn.W_output.register_forward_pre_hook(before_w_o)
+    try:
+        out = attn(block.ln1(x))
+    finally:
+        hook.remove()
+    return _after_attention(block, x, out.output), out.weights, seen["heads"]
+
+
+def _after_attention(block, x: torch.Tensor, attended: torch.Tensor) -> torch.Tensor:
+    x = x + attended
+    return x + block.mlp(block.ln2(x)) if block.mlp is not None else x
+
+
+@torch.no_grad()
+def ablation(model, tokens: torch.Tensor) -> dict:
+    """The numbers of ``ih.ablation`` (losses and the best induction head's score with nothing removed and with
+    each row of ``ih.ablation_rows`` removed), without re-running what a removal leaves unchanged: the layers below
+    the first one it touches are the unablated forward's, and in that layer the attention is too (only the heads'
+    contributions through W_O change). The rows that first touch the same layer run the layers above it as one
+    batch."""
+    half = (tokens.size(1) - 1) // 2
+    batch = ih.as_batch(tokens)
+    was_training = model.training
+    model.eval()
+    b, heads = batch.ids.size(0), model.config.num_heads
+    x = model.embed(batch.ids)                                           # the unablated forward, layer by layer
+    if model.pos is not None:
+        x = x + model.pos(torch.arange(batch.ids.size(1)))
+    inputs, weights, concat = [], [], []
+    for block in model.blocks:
+        inputs.append(x)
+        x, w, c = block_without_heads(block, x)
+        weights.append(w)
+        concat.append(c)
+    base = ih.Measures(*ih.half_losses(model.head(model.ln_f(x)), batch.targets, half),
+                       torch.stack([ih.previous_token_scores(w) for w in weights]),
+                       torch.stack([ih.induction_scores(w, half) for w in weights]), tuple(weights))
+    ind_head = ih.best_heads(base)[1]
+    rows = ih.ablation_rows(base)
+    out = {"none": {"heads": [], "first_loss": base.first_loss, "repeated_loss": base.repeated_loss,
+                    "induction": float(base.induction[1, ind_head])}}
+    by_layer: dict[int, list[str]] = {}
+    for name, removed in rows.items():
+        if removed:
+            by_layer.setdefault(min(layer for layer, _ in removed), []).append(name)
+        else:                                                            # nothing to remove (no head above 0.5)
+            out[name] = dict(out["none"], heads=[])
+    for first, names in sorted(by_layer.items()):
+        keep = torch.ones(len(model.blocks), len(names), heads)          # (layers, rows, heads)
+        for r, name in enumerate(names):
+            for layer, head in rows[name]:
+                keep[layer, r, head] = 0.0
+        keep = keep.repeat_interleave(b, dim=1)                          # (layers, rows * b, heads)
+        block = model.blocks[first]                                      # the first layer touched: same attention
+        kept = keep[first].repeat_interleave(block.attn.d_head, -1)[:, None]          # (rows * b, 1, d_model)
+        x = _after_attention(block, inputs[first].repeat(len(names), 1, 1),
+                             block.attn.W_output(concat[first].repeat(len(names), 1, 1) * kept))
+        layer_weights = list(weights[:first + 1])
+        for layer in range(first + 1, len(model.blocks)):
+            x, w, _ = block_without_heads(model.blocks[layer], x, keep[layer])
+            layer_weights.append(w)
+        logits = model.head(model.ln_f(x))
+        for r, name in enumerate(names):
+            rows_r = slice(r * b, (r + 1) * b)
+            first_loss, repeated_loss = ih.half_losses(logits[rows_r], batch.targets, half)
+            w = layer_weights[1]                                         # the induction layer's weights
+            w = w if w.size(0) == b else w[rows_r]                       # (shared when it was not re-run)
+            out[name] = {"heads": [list(x) for x in rows[name]], "first_loss": first_loss,
+                         "repeated_loss": repeated_loss, "induction": float(ih.induction_scores(w, half)[ind_head])}
+    model.train(was_training)
+    return {name: out[name] for name in rows}
+
+
 def to_record(run: Run, seed: int, steps: int, every: int) -> dict:
     losses, snaps = run.losses, run.snaps
     return {

@@ -163,20 +163,25 @@ def best_heads(m: Measures) -> tuple[int, int]:
 SCORE_THRESHOLD = 0.5       # a head with a score above this counts as a previous-token / an induction head
 
 
+def ablation_rows(base: Measures) -> dict[str, list[tuple[int, int]]]:
+    """The heads (layer, head) each row of ``ablation`` removes, chosen from the unablated measures ``base``."""
+    prev_head, ind_head = best_heads(base)
+    return {"none": [], "previous": [(0, prev_head)],
+            "all_previous": [(0, h) for h in range(base.previous.size(1)) if base.previous[0, h] > SCORE_THRESHOLD],
+            "induction": [(1, ind_head)],
+            "all_induction": [(1, h) for h in range(base.induction.size(1)) if base.induction[1, h] > SCORE_THRESHOLD],
+            "control": [(0, int(base.previous[0].argmin()))]}
+
+
 def ablation(model: DecoderLM, tokens: torch.Tensor) -> dict:
     """The losses and the best induction head's score with nothing removed and with each of: the best
     previous-token head of layer 1, every layer-1 head scoring above SCORE_THRESHOLD, the best induction head of
     layer 2, every layer-2 head scoring above it, and (the control) the layer-1 head of the lowest previous-token
     score. Each row names the removed heads as (layer, head), 0-based."""
     base = measure(model, tokens)
-    prev_head, ind_head = best_heads(base)
-    rows = {"none": [], "previous": [(0, prev_head)],
-            "all_previous": [(0, h) for h in range(base.previous.size(1)) if base.previous[0, h] > SCORE_THRESHOLD],
-            "induction": [(1, ind_head)],
-            "all_induction": [(1, h) for h in range(base.induction.size(1)) if base.induction[1, h] > SCORE_THRESHOLD],
-            "control": [(0, int(base.previous[0].argmin()))]}
+    ind_head = best_heads(base)[1]
     out = {}
-    for name, heads in rows.items():
+    for name, heads in ablation_rows(base).items():
         with ablate_heads(model, heads):
             m = measure(model, tokens)
         out[name] = {"heads": [list(x) for x in heads], "first_loss": m.first_loss, "repeated_loss": m.repeated_loss,

@@ -1,11 +1,13 @@
 """The sliding-window and attention-sink page shows what its lab and model compute, checked against independent
 oracles: the window mask is sliding_window_mask's definition written out, the receptive-field picture matches a
 search over paths and the notice quotes the L x (W - 1) rule; the first-token share heatmap and the streaming
-charts show the checkpoint's recorded figures; the head heatmap and the live streaming bars equal the lab's
-results for the URL's values; the question comes before the evidence; bad URL values and a missing checkpoint get
-a message. Runtime: about 40-60 s on the shared machine."""
+charts show the checkpoint's recorded figures; the head heatmap equals the lab's weights and the streaming bars
+the recorded grid's cell for the URL's values, with the live token-by-token check; a missing, damaged or stale
+grid gets the one missing/damaged-file message; the question comes before the evidence; bad URL values and a
+missing checkpoint get a message. Runtime: about 10 s on the shared machine."""
 from __future__ import annotations
 
+import json
 import shutil
 
 import numpy as np
@@ -16,7 +18,7 @@ from attention_core.labs import attention_sinks as lab
 from attention_core.models import attention_sinks_lm as sinks_lm
 from tests.apptest_util import ROOT, all_text, chart_data, chart_titled, exceptions, open_page, shows_label
 from tests.test_attention_sinks_lab import brute_reach
-from ui.format import fixed
+from ui.format import fixed, sig
 from ui.i18n import catalog
 
 NS = "attention_sinks"
@@ -93,15 +95,51 @@ def test_the_streaming_charts_show_the_recorded_losses(loaded):
     assert "python -m attention_core.models sinks_lm" in text
 
 
-def test_the_live_stream_for_the_url_values(loaded):
+def test_the_streams_for_the_url_values(loaded):
+    """The bars are the recorded grid's cell for the URL's cache and length; the check under them is the lab's
+    for that cache; the head heatmap is the lab's weights for the URL's seed."""
     at = open_page(NS, "zh", {"cache": "8", "length": "128", "seed": "2", "layer": "2", "head": "3"})
     assert exceptions(at) == []
-    case = lab.stream_case(loaded.model, 2, 128, 8)
-    bars = data(chart_titled(at, title("zh", "live_title", T=128, cache=8)))
-    assert bars["loss"].tolist() == pytest.approx([case.losses[m] for m in sinks_lm.STREAM_METHODS], abs=1e-6)
+    grid = lab.read_grid(lab.GRID_FILE, loaded.meta)
+    bars = data(chart_titled(at, title("zh", "live_title", T=128, cache=8, crops=lab.GRID_CROPS)))
+    cell = grid["loss"][lab.cell(128, 8)]
+    assert bars["loss"].tolist() == pytest.approx([cell[m] for m in sinks_lm.STREAM_METHODS], abs=1e-6)
+    text = all_text(at)
+    assert shows_label(text, f"{NS}.notice_live", lang="zh", window=fixed(cell["window"], 3),
+                       sinks=fixed(cell["sinks"], 3), diff=fixed(cell["window"] - cell["sinks"], 3),
+                       dense=fixed(cell["dense"], 3), recompute=fixed(cell["recompute"], 3))
+    assert lab.GRID_COMMAND in text
+    check = lab.token_by_token_check(loaded.model, lab.CHECK_SEED, 8)
+    assert shows_label(text, f"{NS}.live_check", lang="zh", seed=lab.CHECK_SEED, cache=8, k=2,
+                       diff=sig(check.max_diff))
     view = lab.head_view(loaded.model, 2)
     head = data(chart_titled(at, title("zh", "head_title", l=2, h=3, n=len(view.tokens))))
     assert head["value"].max() == pytest.approx(float(view.weights[1, 2].max()), abs=1e-6)
+
+
+@pytest.mark.parametrize("damage", ["missing", "other_checkpoint", "not_json"])
+def test_a_missing_or_stale_grid_gets_the_one_message(tmp_path, monkeypatch, damage):
+    path = tmp_path / "sinks_lm_streams.json"
+    record = json.loads(lab.GRID_FILE.read_text(encoding="utf-8"))
+    if damage == "other_checkpoint":
+        path.write_text(json.dumps(dict(record, checkpoint={"train_seconds": 1.0, "loss": 3.0})), encoding="utf-8")
+    elif damage == "not_json":
+        path.write_text("{ no", encoding="utf-8")
+    monkeypatch.setattr(lab, "GRID_FILE", path)
+    at = open_page(NS, "en")
+    assert exceptions(at) == []
+    key = "common.file_missing" if damage == "missing" else "common.file_damaged"
+    first = catalog("en")[key].split("{")[0]
+    msgs = [w.value for w in at.warning if "sinks_lm_streams.json" in w.value]
+    assert len(msgs) == 1 and msgs[0].startswith(first) and lab.GRID_COMMAND in msgs[0]
+    if damage == "other_checkpoint":
+        assert "another checkpoint" in msgs[0]
+    titles = [json.loads(c.proto.spec).get("title") for c in at.get("vega_lite_chart")]
+    titles = [x.get("text") if isinstance(x, dict) else x for x in titles]
+    assert title("en", "recorded_title", T=512) in titles               # the recorded case still shows ...
+    assert title("en", "live_title", T=96, cache=16, crops=lab.GRID_CROPS) not in titles   # ... no bars of a grid
+    assert shows_label(all_text(at), f"{NS}.live_check", seed=0, cache=16, k=2,   # ... the live check still runs
+                       diff=sig(lab.token_by_token_check(train.load_model(lab.RECIPE).model, 0, 16).max_diff))
 
 
 def test_the_questions_come_before_their_evidence():

@@ -1,14 +1,17 @@
 """The GQA page shows what its lab computes, checked against independent oracles: the sharing picture's lines
 join query head i to K/V head i // (h / h_kv) (torch's enable_gqa grouping), the cache metric is the formula, a
 h_kv that does not divide h gets a message; the quality table and charts are the checkpoints' recorded
-evaluation (meta["eval"]), and a missing checkpoint gets the rebuild message while the rest still works; the MLA
-absorption metric is the lab's measured difference for the latent size in the URL; the question comes before the
-evidence. Runtime: about 30-60 s on the shared machine."""
+evaluation (meta["eval"]), and a missing checkpoint, or one without its evaluation, gets the one rebuild message
+while the rest still works; the MLA absorption metric is the lab's measured difference for the latent size in the
+URL (absorbed equals explicit to float precision), the latent cache's bytes per token are the formula written out,
+and the page says its MLA layer has random weights; the question comes before the evidence. Runtime: about 15 s
+on the shared machine."""
 from __future__ import annotations
 
 import shutil
 
 import pytest
+import torch
 
 import attention_core.models.recipes as train
 from attention_core.labs import gqa as lab
@@ -22,6 +25,7 @@ from tests.apptest_util import (
     open_page,
     shows_label,
 )
+from ui.anatomy import md_escape
 from ui.format import count, fixed, pct, sig
 from ui.i18n import catalog
 
@@ -104,6 +108,48 @@ def test_a_missing_checkpoint_gets_the_rebuild_message_and_the_rest_still_works(
     assert [w.value for w in at.warning] == [expected]
     assert not at.dataframe and not charts_of(at, "quality_points")
     assert charts_of(at, "sharing_picture") and charts_of(at, "cache_bars")
+
+
+def test_a_checkpoint_without_its_evaluation_gets_the_one_damaged_file_message(tmp_path, monkeypatch):
+    models_dir = tmp_path / "models"
+    models_dir.mkdir()
+    for recipe in lab.RECIPES:
+        shutil.copy(ROOT / "assets" / "models" / f"{recipe}.pt", models_dir)
+    ckpt = torch.load(models_dir / "gqa_kv2.pt", weights_only=True)
+    del ckpt["meta"]["eval"]["accuracy_ci95"]
+    torch.save(ckpt, models_dir / "gqa_kv2.pt")
+    monkeypatch.setattr(train, "MODELS_DIR", models_dir)
+    at = open_page("gqa", "zh")
+    assert exceptions(at) == []
+    cat = catalog("zh")
+    expected = cat["common.file_damaged"].format(file="assets/models/gqa_kv2.pt", detail=md_escape(cat["gqa.no_eval"]),
+                                                 command="python -m attention_core.models gqa_kv2")
+    assert [w.value for w in at.warning] == [expected]
+    assert not at.dataframe and not charts_of(at, "quality_points")
+    assert charts_of(at, "sharing_picture") and charts_of(at, "cache_bars")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_mla_numbers_are_the_absorbed_run_and_the_formula_and_say_the_weights_are_random(lang):
+    """The page's MLA numbers: absorbed decoding equals the explicit forward to float precision (the metric and the
+    notice quote the lab's run), the latent cache holds (d_c + d_R) x 4 bytes per token (float32), written out
+    here, and the page says in the learner's language that this layer's weights are random, not trained."""
+    c = 32
+    at = open_page("gqa", lang, {"d_latent": str(c)})
+    assert exceptions(at) == []
+    demo = lab.absorption(c)
+    assert demo.max_diff < 1e-5 and demo.max_weight_diff < 1e-6              # the same computation, rounded
+    r, n, h, d = lab.DEMO["d_rope"], lab.DEMO["tokens"], lab.DEMO["num_heads"], lab.DEMO["d_head"]
+    cat = catalog(lang)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics[cat["gqa.metric_diff"]] == sig(demo.max_diff)
+    text = all_text(at)
+    assert shows_label(text, "gqa.notice_absorb", lang, n=n, diff=sig(demo.max_diff),
+                       wdiff=sig(demo.max_weight_diff))
+    assert shows_label(text, "gqa.notice_absorb_cache", lang, bytes=count(n * (c + r) * 4), c=c, r=r, per=c + r,
+                       mha=2 * h * d, h=h, d=d)
+    assert cat["gqa.mla_not_trained"] in text
+    assert ("random weights" if lang == "en" else "随机权重") in cat["gqa.absorb_intro"] + cat["gqa.mla_not_trained"]
 
 
 def test_the_absorption_metric_is_the_measured_difference_for_the_latent_in_the_url():
