@@ -356,6 +356,14 @@ def lesson_body(steps: presenter.Lesson, count: int, kept: int, tab_at_full_run)
     if presenter.active() and st.session_state.get("tab") != tab_at_full_run:
         st.rerun(scope="app")
     steps.count, steps.kept = count, kept
+    lesson_steps(steps)
+    steps_seen = f"_present_steps_{NS}"
+    if presenter.active() and st.session_state.get(steps_seen, steps.count) != steps.count:
+        st.session_state[steps_seen] = steps.count     # the step bar outside this fragment counts them anew
+        st.rerun(scope="app")
+
+
+def lesson_steps(steps: presenter.Lesson) -> None:
     with steps.step("controls", keep=True):
         left, right = st.columns([3, 2])
         with left:
@@ -401,8 +409,10 @@ def lesson_body(steps: presenter.Lesson, count: int, kept: int, tab_at_full_run)
     with steps.step("pitfall: -1e9 in float16"):
         fp16_ran = anatomy.pitfall(t("masking.pit_fp16_title"), t("masking.pit_fp16_body"),
                                    t("masking.pit_fp16_code"), demo=lambda: fp16_demo(sentences, seed), key="fp16x")
-    ran = [ml.attend_batch, ml.pad_batch, ml.batch_mask, ml.key_padding_mask, padding_mask, causal_mask,
-           masked_softmax, scaled_dot_product_attention]
+    ran = [ml.attend_batch, ml.pad_batch, ml.batch_mask, ml.key_padding_mask, padding_mask, masked_softmax,
+           scaled_dot_product_attention]
+    if nan_ran or fp16_ran or tab_causal.open:      # the demos look for a fully masked row of the decoder
+        ran.insert(5, causal_mask)
     if nan_ran or fp16_ran or tab_custom.open:
         ran.append(ml.pitfall_naive_masked_softmax)
     if nan_ran or fp16_ran:
