@@ -89,8 +89,7 @@ def mixups(sentences: Batch, side: str, seed: int):
 # ------------------------------------------------------------------ the sections
 def padding_section(batch: ml.PaddedBatch, keep: torch.Tensor, s: int) -> None:
     """The padded batch (sentence ``s`` selected) and its mask."""
-    st.subheader(t("masking.pad_title"))
-    st.markdown(t("masking.pad_text"))
+    st.markdown(f"### {t('masking.pad_title')}\n\n{t('masking.pad_text')}")     # one element, not two
     names = [t("masking.sentence_n", i=i + 1) for i in range(len(batch.tokens))]
     key_keep = keep[:, 0, 0]                                                # (b, n)
     anatomy.show_chart(mc.batch_chart(batch.tokens, key_keep, row_names=names, selected=s,
@@ -167,8 +166,7 @@ def drill(weights: torch.Tensor, hidden: torch.Tensor, tokens: list[str], *, key
 
 
 def causal_intro() -> None:
-    st.subheader(t("masking.causal_title"))
-    st.markdown(lesson("masking/encoder_decoder"))
+    st.markdown(f"### {t('masking.causal_title')}\n\n{lesson('masking/encoder_decoder')}")
 
 
 def question() -> None:
@@ -233,8 +231,7 @@ def _apply_edits(editor_key: str, code: str, labels: list[str]) -> None:
 
 def custom_section(tokens: list[str], s: int) -> str:
     """Presets, the mask as text (in the URL) and as a grid of checkboxes: the mask's code."""
-    st.subheader(t("masking.custom_title"))
-    st.markdown(t("masking.custom_text", i=s + 1))
+    st.markdown(f"### {t('masking.custom_title')}\n\n{t('masking.custom_text', i=s + 1)}")
     n = len(tokens)
     labels = unique_labels(tokens)
     if "cm" not in st.session_state and "cm" not in st.query_params:

@@ -189,9 +189,9 @@ def gradient_section(cfg: Settings) -> None:
                                               title=t(f"scaling.{label}"), x_title="d_k",
                                               y_title=t(f"scaling.{label}"), mode_title=t("scaling.mode_title"),
                                               y_domain=domain), key=f"sweep_{metric}")
-    st.caption(t("scaling.sweep_caption", n=N_Q, k=N_K, tau=cfg.tau_text, dk=cfg.d_k))
-    if (frame["value"] < sc.FLOOR).any():
-        st.caption(t("scaling.floor_caption", floor=f"{sc.FLOOR:.0e}"))
+    floor = (frame["value"] < sc.FLOOR).any()
+    st.caption(t("scaling.sweep_caption", n=N_Q, k=N_K, tau=cfg.tau_text, dk=cfg.d_k)
+               + (" " + t("scaling.floor_caption", floor=f"{sc.FLOOR:.0e}") if floor else ""))
     i = sl.SWEEP_D_K.index(cfg.d_k)
     now = sweep.scaled if cfg.scaled else sweep.unscaled
     if now.jacobian_norm[i] < sc.FLOOR:
@@ -230,17 +230,15 @@ def temperature_question() -> None:
 
 
 def temperature_evidence(cfg: Settings, row: int, view: sl.SoftmaxView) -> None:
-    st.markdown(lesson("scaling/temperature"))
-    left, right = st.columns([2, 1])
-    with left:
-        st.markdown(f"**{t('scaling.tau_title', q=Q_LABELS[row], dk=cfg.d_k)}**")
-        frame = sc.temperature_frame(TAU_GRID, view.curves.numpy(), cfg.tau, mode_labels())
-        anatomy.show_chart(sc.temperature_chart(frame, n_keys=N_K, modes=mode_labels(), x_title=t("scaling.tau_x"),
-                                                y_title=t("scaling.tau_y"), mode_title=t("scaling.mode_title")),
-                           key="temp")
+    # the lesson and the chart's title in one element, the chart, its caption under it (no columns: fewer
+    # elements to redraw, issue 13 §4)
+    st.markdown(f"{lesson('scaling/temperature')}\n\n**{t('scaling.tau_title', q=Q_LABELS[row], dk=cfg.d_k)}**")
+    frame = sc.temperature_frame(TAU_GRID, view.curves.numpy(), cfg.tau, mode_labels())
+    anatomy.show_chart(sc.temperature_chart(frame, n_keys=N_K, modes=mode_labels(), x_title=t("scaling.tau_x"),
+                                            y_title=t("scaling.tau_y"), mode_title=t("scaling.mode_title")),
+                       key="temp")
     root = sc.fmt_short(math.sqrt(cfg.d_k))
-    with right:
-        st.caption(t("scaling.tau_caption", k=N_K, tau=cfg.tau_text, sqrt=root))
+    st.caption(t("scaling.tau_caption", k=N_K, tau=cfg.tau_text, sqrt=root))
     anatomy.notice([t("scaling.notice_temperature", q=Q_LABELS[row], mw_now=fmt.sig(view.weights[row].max()),
                       mode=cfg.mode_now, tau=cfg.tau_text, sqrt=root)])
 
