@@ -39,27 +39,34 @@ def matches(term: dict, query: str) -> bool:
     return not q or any(q in fold(term[field]) for field in ("en", "zh", "def_en", "def_zh"))
 
 
+@st.fragment
+def search_and_terms() -> None:
+    """The search box and the terms it finds, as a fragment: typing reruns (and redraws) only this, not the page
+    (issue 13 §4)."""
+    query = st.text_input(t(f"{NS}.search"), key="q", bind="query-params", max_chars=MAX_QUERY,
+                          help=t(f"{NS}.search_help"))
+    lang = current_lang()
+    other = "zh" if lang == "en" else "en"
+    pages = {spec.key: spec for spec in available_pages()}
+    shown = [term for term in terms() if matches(term, query or "")]
+
+    if not shown:
+        anatomy.problem(f"{NS}.none", q=md_escape(query))
+    elif query and query.strip():
+        st.caption(t(f"{NS}.count", n=len(shown), total=len(terms())))
+    else:
+        st.caption(t(f"{NS}.count_all", total=len(terms())))
+
+    for term in shown:
+        with st.container(border=True):
+            word, meaning, link = st.columns([3, 6, 3], vertical_alignment="center")
+            word.markdown(f"**{term[lang]}**")
+            word.caption(t(f"{NS}.other", lang=t(f"{NS}.lang_{other}"), term=term[other]))
+            meaning.markdown(term[f"def_{lang}"])
+            spec = pages.get(term["page"])
+            if spec is not None:
+                link.page_link(spec.file, label=t(f"nav.{spec.key}"), icon=spec.icon, help=t(f"{NS}.teaches"))
+
+
 anatomy.header(NS)
-query = st.text_input(t(f"{NS}.search"), key="q", bind="query-params", max_chars=MAX_QUERY,
-                      help=t(f"{NS}.search_help"))
-lang = current_lang()
-other = "zh" if lang == "en" else "en"
-pages = {spec.key: spec for spec in available_pages()}
-shown = [term for term in terms() if matches(term, query or "")]
-
-if not shown:
-    anatomy.problem(f"{NS}.none", q=md_escape(query))
-elif query and query.strip():
-    st.caption(t(f"{NS}.count", n=len(shown), total=len(terms())))
-else:
-    st.caption(t(f"{NS}.count_all", total=len(terms())))
-
-for term in shown:
-    with st.container(border=True):
-        word, meaning, link = st.columns([3, 6, 3], vertical_alignment="center")
-        word.markdown(f"**{term[lang]}**")
-        word.caption(t(f"{NS}.other", lang=t(f"{NS}.lang_{other}"), term=term[other]))
-        meaning.markdown(term[f"def_{lang}"])
-        spec = pages.get(term["page"])
-        if spec is not None:
-            link.page_link(spec.file, label=t(f"nav.{spec.key}"), icon=spec.icon, help=t(f"{NS}.teaches"))
+search_and_terms()

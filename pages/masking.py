@@ -89,8 +89,7 @@ def mixups(sentences: Batch, side: str, seed: int):
 # ------------------------------------------------------------------ the sections
 def padding_section(batch: ml.PaddedBatch, keep: torch.Tensor, s: int) -> None:
     """The padded batch (sentence ``s`` selected) and its mask."""
-    st.subheader(t("masking.pad_title"))
-    st.markdown(t("masking.pad_text"))
+    st.markdown(f"### {t('masking.pad_title')}\n\n{t('masking.pad_text')}")     # one element, not two
     names = [t("masking.sentence_n", i=i + 1) for i in range(len(batch.tokens))]
     key_keep = keep[:, 0, 0]                                                # (b, n)
     anatomy.show_chart(mc.batch_chart(batch.tokens, key_keep, row_names=names, selected=s,
@@ -167,8 +166,7 @@ def drill(weights: torch.Tensor, hidden: torch.Tensor, tokens: list[str], *, key
 
 
 def causal_intro() -> None:
-    st.subheader(t("masking.causal_title"))
-    st.markdown(lesson("masking/encoder_decoder"))
+    st.markdown(f"### {t('masking.causal_title')}\n\n{lesson('masking/encoder_decoder')}")
 
 
 def question() -> None:
@@ -233,8 +231,7 @@ def _apply_edits(editor_key: str, code: str, labels: list[str]) -> None:
 
 def custom_section(tokens: list[str], s: int) -> str:
     """Presets, the mask as text (in the URL) and as a grid of checkboxes: the mask's code."""
-    st.subheader(t("masking.custom_title"))
-    st.markdown(t("masking.custom_text", i=s + 1))
+    st.markdown(f"### {t('masking.custom_title')}\n\n{t('masking.custom_text', i=s + 1)}")
     n = len(tokens)
     labels = unique_labels(tokens)
     if "cm" not in st.session_state and "cm" not in st.query_params:
@@ -347,22 +344,33 @@ def convention_run(sentences: Batch, side: str, seed: int, s: int) -> None:
 
 
 # ------------------------------------------------------------------ the page
-anatomy.header(NS)
-steps = presenter.Lesson(NS)          # presenter mode (?present=1): one step at a time, steps inside the tabs too
-with steps.step("intuition"):
-    anatomy.intuition(NS)
-    anatomy.formula(FORMULA.format(visible=t("masking.formula_visible"), hidden=t("masking.formula_hidden")),
-                    t("masking.formula_caption"))
-with steps.step("controls", keep=True):
-    left, right = st.columns([3, 2])
-    with left:
-        sentences = read_batch()
-    with right:
-        seed = controls.seed()
-        side = side_control()
-        s = pick_sentence(sentences) if sentences else 0
+@st.fragment
+def lesson_body(steps: presenter.Lesson, count: int, kept: int, tab_at_full_run) -> None:
+    """The controls and everything they drive (tabs, pitfalls, the code that ran), as a fragment: a control
+    change reruns (and redraws) only this, not the router, the header, the intuition and the formula (issue 13
+    §4). A fragment rerun numbers its presenter steps from where the full run started it (``count``, ``kept``);
+    in presenter mode a new tab reruns the whole page, whose step bar then starts that tab at its first step."""
+    if presenter.active() and st.session_state.get("tab") != tab_at_full_run:
+        st.rerun(scope="app")
+    steps.count, steps.kept = count, kept
+    lesson_steps(steps)
+    steps_seen = f"_present_steps_{NS}"
+    if presenter.active() and st.session_state.get(steps_seen, steps.count) != steps.count:
+        st.session_state[steps_seen] = steps.count     # the step bar outside this fragment counts them anew
+        st.rerun(scope="app")
 
-if sentences:
+
+def lesson_steps(steps: presenter.Lesson) -> None:
+    with steps.step("controls", keep=True):
+        left, right = st.columns([3, 2])
+        with left:
+            sentences = read_batch()
+        with right:
+            seed = controls.seed()
+            side = side_control()
+            s = pick_sentence(sentences) if sentences else 0
+    if not sentences:
+        return
     sentences = tuple(tuple(x) for x in sentences)
     run = attend(sentences, side, seed)                                     # keep: (b, 1, 1, n)
 
@@ -390,16 +398,33 @@ if sentences:
             with steps.step("your mask's weights; what to notice"):
                 custom_weights(sentences[s], custom_code, seed)
 
+    # the live demos of the first two pitfalls are drawn only while their expanders are open (?nanx=true,
+    # ?fp16x=true); the third has its own (?mixx=true)
     with steps.step("pitfall: NaN from a fully masked row"):
-        anatomy.pitfall(t("masking.pit_nan_title"), t("masking.pit_nan_body"), t("masking.pit_nan_code"),
-                        demo=lambda: nan_demo(sentences, seed))
+        nan_ran = anatomy.pitfall(t("masking.pit_nan_title"), t("masking.pit_nan_body"),
+                                  t("masking.pit_nan_code"), demo=lambda: nan_demo(sentences, seed), key="nanx")
     with steps.step("pitfall: -1e9 in float16"):
-        anatomy.pitfall(t("masking.pit_fp16_title"), t("masking.pit_fp16_body"), t("masking.pit_fp16_code"),
-                        demo=lambda: fp16_demo(sentences, seed))
-    ran = [ml.attend_batch, ml.pad_batch, ml.batch_mask, ml.key_padding_mask, padding_mask, causal_mask,
-           masked_softmax, scaled_dot_product_attention, ml.pitfall_naive_masked_softmax, ml.masked_fill_outcome]
+        fp16_ran = anatomy.pitfall(t("masking.pit_fp16_title"), t("masking.pit_fp16_body"),
+                                   t("masking.pit_fp16_code"), demo=lambda: fp16_demo(sentences, seed), key="fp16x")
+    ran = [ml.attend_batch, ml.pad_batch, ml.batch_mask, ml.key_padding_mask, padding_mask, masked_softmax,
+           scaled_dot_product_attention]
+    if nan_ran or fp16_ran or tab_causal.open:      # the demos look for a fully masked row of the decoder
+        ran.insert(5, causal_mask)
+    if nan_ran or fp16_ran or tab_custom.open:
+        ran.append(ml.pitfall_naive_masked_softmax)
+    if nan_ran or fp16_ran:
+        ran.append(ml.masked_fill_outcome)
     with steps.step("pitfall: two mask conventions"):
         anatomy.pitfall(t("masking.pit_conv_title"), t("masking.pit_conv_body", i=s + 1), None,
                         demo=lambda: convention_demo(sentences, side, seed, s, ran))  # adds convention_mixups if run
     anatomy.show_code(*ran)
+
+
+anatomy.header(NS)
+steps = presenter.Lesson(NS)          # presenter mode (?present=1): one step at a time, steps inside the tabs too
+with steps.step("intuition"):
+    anatomy.intuition(NS)
+    anatomy.formula(FORMULA.format(visible=t("masking.formula_visible"), hidden=t("masking.formula_hidden")),
+                    t("masking.formula_caption"))
+lesson_body(steps, steps.count, steps.kept, st.session_state.get("tab"))
 steps.end()

@@ -412,31 +412,46 @@ def tabs_section(r: lab.HeadsLesson, v: View) -> list:
 # the page
 # ---------------------------------------------------------------------------------------------
 
+@st.fragment
+def lesson_body(lesson: presenter.Lesson, count: int, kept: int) -> None:
+    """The controls and everything they drive (question, tabs, notice, pitfalls, the code that ran), as a
+    fragment: a control change reruns (and redraws) only this, not the router, the header, the intuition and the
+    formula (issue 13 §4). A fragment rerun numbers its presenter steps from where the full run started it
+    (``count``, ``kept``); in presenter mode a change of the number of steps reruns the page (its step bar)."""
+    lesson.count, lesson.kept = count, kept
+    with lesson.step("controls", keep=True):
+        tokens = controls.sentence("text")
+        d_model, num_heads, seed, mode = model_controls()
+        result = run_heads(tokens, d_model, num_heads, seed, mode)
+        if result is not None:
+            view = View(tokens, d_model, num_heads, seed, mode, *pick_head_and_query(tokens, num_heads))
+    ran = []
+    if result is not None:
+        with lesson.step("question"):                 # asked before the tabs and the notice that answer it
+            parameter_exercise(result, view)
+        with lesson.step("evidence"):
+            ran = tabs_section(result, view)
+        facts = lab.averaging_facts(result, view.head, view.query)
+        with lesson.step("notice"):
+            what_to_notice(result, view, facts)
+        with lesson.step("pitfall: averaging"):
+            averaging_pitfall(view, facts)
+    with lesson.step("pitfall: divisibility"):
+        anatomy.pitfall(t(f"{NS}.pit_div_title"), t(f"{NS}.pit_div_body"), code=t(f"{NS}.pit_div_code"))
+    anatomy.show_code(MultiHeadAttention, lab.build_mha,
+                      lab.structured_mha if mode == "structured" else lab.random_mha,
+                      lab.model_input, lab.trace_mha, lab.parameter_count, classify_heads, head_similarity,
+                      *([qk_geometry] if geometry_section in ran else []))     # the code that ran, the open tab's too
+    steps_seen = f"_present_steps_{NS}"
+    if presenter.active() and st.session_state.get(steps_seen, lesson.count) != lesson.count:
+        st.session_state[steps_seen] = lesson.count     # the step bar outside this fragment counts them anew
+        st.rerun(scope="app")
+
+
 anatomy.header(NS)
 lesson = presenter.Lesson(NS)          # presenter mode (?present=1): one step at a time
 with lesson.step("intuition"):
     anatomy.intuition(NS)
     anatomy.formula(FORMULA, t(f"{NS}.formula_caption"))
-with lesson.step("controls", keep=True):
-    tokens = controls.sentence("text")
-    d_model, num_heads, seed, mode = model_controls()
-    result = run_heads(tokens, d_model, num_heads, seed, mode)
-    if result is not None:
-        view = View(tokens, d_model, num_heads, seed, mode, *pick_head_and_query(tokens, num_heads))
-ran = []
-if result is not None:
-    with lesson.step("question"):                 # asked before the tabs and the notice that answer it
-        parameter_exercise(result, view)
-    with lesson.step("evidence"):
-        ran = tabs_section(result, view)
-    facts = lab.averaging_facts(result, view.head, view.query)
-    with lesson.step("notice"):
-        what_to_notice(result, view, facts)
-    with lesson.step("pitfall: averaging"):
-        averaging_pitfall(view, facts)
-with lesson.step("pitfall: divisibility"):
-    anatomy.pitfall(t(f"{NS}.pit_div_title"), t(f"{NS}.pit_div_body"), code=t(f"{NS}.pit_div_code"))
-anatomy.show_code(MultiHeadAttention, lab.build_mha, lab.structured_mha if mode == "structured" else lab.random_mha,
-                  lab.model_input, lab.trace_mha, lab.parameter_count, classify_heads, head_similarity,
-                  *([qk_geometry] if geometry_section in ran else []))     # the code that ran, the open tab's too
+lesson_body(lesson, lesson.count, lesson.kept)
 lesson.end()

@@ -143,8 +143,7 @@ def variance_evidence(cfg: Settings, var: sl.VarianceSweep) -> None:
 # ------------------------------------------------------------------ 2. what big scores do to softmax
 def softmax_section(cfg: Settings) -> tuple[int, sl.SoftmaxView]:
     """The heatmap of the first queries; the clicked row as bars and as d_k grows. Returns (row, view)."""
-    st.header(t("scaling.sec_softmax"))
-    st.markdown(lesson("scaling/softmax"))
+    st.markdown(f"## {t('scaling.sec_softmax')}\n\n{lesson('scaling/softmax')}")     # one element, not two
     row = controls.kept_row("row", N_SHOW) or 0
     left, right = st.columns([1.7, 1])
     with left:
@@ -180,8 +179,7 @@ METRICS = (("max_weight", "metric_max_weight", (1.0 / N_K * 0.9, 1.0)),
 
 
 def gradient_section(cfg: Settings) -> None:
-    st.header(t("scaling.sec_gradient"))
-    st.markdown(lesson("scaling/gradient"))
+    st.markdown(f"## {t('scaling.sec_gradient')}\n\n{lesson('scaling/gradient')}")
     sweep = saturation(cfg.seed, cfg.tau)
     frame = sc.sweep_frame(sl.SWEEP_D_K, sweep.unscaled, sweep.scaled, cfg.d_k, mode_labels())
     for col, (metric, label, domain) in zip(st.columns(3), METRICS):
@@ -191,9 +189,9 @@ def gradient_section(cfg: Settings) -> None:
                                               title=t(f"scaling.{label}"), x_title="d_k",
                                               y_title=t(f"scaling.{label}"), mode_title=t("scaling.mode_title"),
                                               y_domain=domain), key=f"sweep_{metric}")
-    st.caption(t("scaling.sweep_caption", n=N_Q, k=N_K, tau=cfg.tau_text, dk=cfg.d_k))
-    if (frame["value"] < sc.FLOOR).any():
-        st.caption(t("scaling.floor_caption", floor=f"{sc.FLOOR:.0e}"))
+    floor = (frame["value"] < sc.FLOOR).any()
+    st.caption(t("scaling.sweep_caption", n=N_Q, k=N_K, tau=cfg.tau_text, dk=cfg.d_k)
+               + (" " + t("scaling.floor_caption", floor=f"{sc.FLOOR:.0e}") if floor else ""))
     i = sl.SWEEP_D_K.index(cfg.d_k)
     now = sweep.scaled if cfg.scaled else sweep.unscaled
     if now.jacobian_norm[i] < sc.FLOOR:
@@ -232,17 +230,15 @@ def temperature_question() -> None:
 
 
 def temperature_evidence(cfg: Settings, row: int, view: sl.SoftmaxView) -> None:
-    st.markdown(lesson("scaling/temperature"))
-    left, right = st.columns([2, 1])
-    with left:
-        st.markdown(f"**{t('scaling.tau_title', q=Q_LABELS[row], dk=cfg.d_k)}**")
-        frame = sc.temperature_frame(TAU_GRID, view.curves.numpy(), cfg.tau, mode_labels())
-        anatomy.show_chart(sc.temperature_chart(frame, n_keys=N_K, modes=mode_labels(), x_title=t("scaling.tau_x"),
-                                                y_title=t("scaling.tau_y"), mode_title=t("scaling.mode_title")),
-                           key="temp")
+    # the lesson and the chart's title in one element, the chart, its caption under it (no columns: fewer
+    # elements to redraw, issue 13 §4)
+    st.markdown(f"{lesson('scaling/temperature')}\n\n**{t('scaling.tau_title', q=Q_LABELS[row], dk=cfg.d_k)}**")
+    frame = sc.temperature_frame(TAU_GRID, view.curves.numpy(), cfg.tau, mode_labels())
+    anatomy.show_chart(sc.temperature_chart(frame, n_keys=N_K, modes=mode_labels(), x_title=t("scaling.tau_x"),
+                                            y_title=t("scaling.tau_y"), mode_title=t("scaling.mode_title")),
+                       key="temp")
     root = sc.fmt_short(math.sqrt(cfg.d_k))
-    with right:
-        st.caption(t("scaling.tau_caption", k=N_K, tau=cfg.tau_text, sqrt=root))
+    st.caption(t("scaling.tau_caption", k=N_K, tau=cfg.tau_text, sqrt=root))
     anatomy.notice([t("scaling.notice_temperature", q=Q_LABELS[row], mw_now=fmt.sig(view.weights[row].max()),
                       mode=cfg.mode_now, tau=cfg.tau_text, sqrt=root)])
 
@@ -257,28 +253,38 @@ def pitfall_demo(cfg: Settings) -> None:
 
 
 # ------------------------------------------------------------------ the page
+@st.fragment
+def lesson_body(steps: presenter.Lesson, count: int, kept: int) -> None:
+    """The controls and everything they drive, as a fragment: a control change reruns (and redraws) only this,
+    not the router, the header, the intuition and the formula (issue 13 §4). A fragment rerun numbers its
+    presenter steps from where the full run started it (``count``, ``kept``)."""
+    steps.count, steps.kept = count, kept
+    with steps.step("controls", keep=True):
+        settings = read_settings()
+    with steps.step("1. question: the variance of q.k"):
+        variance = variance_question(settings)
+    with steps.step("1. evidence: histogram and variance against d_k"):
+        variance_evidence(settings, variance)
+    with steps.step("2. softmax of growing scores"):
+        clicked, soft = softmax_section(settings)
+    with steps.step("3. the gradient signal"):
+        gradient_section(settings)
+    with steps.step("4. question: temperature"):
+        temperature_question()
+    with steps.step("4. evidence: max weight against tau"):
+        temperature_evidence(settings, clicked, soft)
+    with steps.step("pitfall"):
+        demo_ran = anatomy.pitfall(t("scaling.pitfall_title"), t("scaling.pitfall_body"),
+                                   demo=lambda: pitfall_demo(settings), key="pitx")   # drawn only when open
+    anatomy.show_code(sl.sample_qk, sl.sweep_scores, sl.variance_sweep, sl.score_scale, masked_softmax,
+                      sl.softmax_view, sl.saturation_curves, sl.saturation_stats, softmax_jacobian_norm,
+                      sl.temperature_curve, *([sl.naive_softmax, sl.overflow_rows] if demo_ran else []))
+
+
 anatomy.header(NS)
 steps = presenter.Lesson(NS)          # presenter mode (?present=1): one step at a time
 with steps.step("intuition"):
     anatomy.intuition(NS)
     anatomy.formula(FORMULA, t("scaling.formula_caption"))
-with steps.step("controls", keep=True):
-    settings = read_settings()
-with steps.step("1. question: the variance of q.k"):
-    variance = variance_question(settings)
-with steps.step("1. evidence: histogram and variance against d_k"):
-    variance_evidence(settings, variance)
-with steps.step("2. softmax of growing scores"):
-    clicked, soft = softmax_section(settings)
-with steps.step("3. the gradient signal"):
-    gradient_section(settings)
-with steps.step("4. question: temperature"):
-    temperature_question()
-with steps.step("4. evidence: max weight against tau"):
-    temperature_evidence(settings, clicked, soft)
-with steps.step("pitfall"):
-    anatomy.pitfall(t("scaling.pitfall_title"), t("scaling.pitfall_body"), demo=lambda: pitfall_demo(settings))
-anatomy.show_code(sl.sample_qk, sl.sweep_scores, sl.variance_sweep, sl.score_scale, masked_softmax,
-                  sl.softmax_view, sl.saturation_curves, sl.saturation_stats, softmax_jacobian_norm,
-                  sl.temperature_curve, sl.naive_softmax, sl.overflow_rows)
+lesson_body(steps, steps.count, steps.kept)
 steps.end()

@@ -220,7 +220,7 @@ def test_bad_mask_text_gets_a_message(code, message):
 
 # ---------------------------------------------------------------- pitfalls, live
 def test_pitfall_tables_nan_versus_safe_and_fp16():
-    at = open_page("masking", "en")
+    at = open_page("masking", "en", {"nanx": "true", "fp16x": "true"})     # the demos are drawn only when open
     nan_table, fp_table = at.table[0].value, at.table[1].value
     assert (nan_table[EN["masking.row_naive"]] == "NaN").all()           # tutorials: a NaN row (a column here)
     assert (nan_table[EN["masking.row_safe"]] == "0").all()              # safe softmax: zeros
@@ -323,7 +323,7 @@ def test_phone_layout_properties():
     """Issue 13 §2: the three mask panels wrap one per row when side by side they would not fit a phone (3 x 9
     tokens x 22 px), three short tokens stay side by side; no axis lets Vega hide a token the page quotes; the
     formula is split into lines and the NaN table is a static table (it wraps)."""
-    at = open_page("masking", "en", {"tab": TAB_CAUSAL["en"]})
+    at = open_page("masking", "en", {"tab": TAB_CAUSAL["en"], "nanx": "true", "fp16x": "true"})
     panels = chart_spec(charts(at)[0])
     assert panels["columns"] == 1 and "facet" in panels and panels["facet"]["field"] == "panel"
     layer = panels["spec"]["layer"][0]["encoding"]

@@ -252,8 +252,11 @@ def test_exercises_reveal_feedback(default_en):
     assert any("τ = 16" in e.value for e in at.error)
 
 
-def test_pitfall_numbers_match_a_direct_computation(default_en):
-    text = all_text(default_en)
+def test_pitfall_numbers_match_a_direct_computation():
+    """The demo is drawn only while its expander is open (?pitx=true)."""
+    at = open_page("scaling", "en", {"pitx": "true"})
+    assert exceptions(at) == []
+    text = all_text(at)
     q, k = sl.sample_qk(N_Q, N_K, 64, seed=0)
     raw = q @ k.T
 
