@@ -166,26 +166,22 @@ def ffn_notice(hidden: np.ndarray, act: str, dff: int) -> str:
 # ------------------------------------------------------------------ sections
 def controls_section() -> Choice | None:
     tokens = controls.sentence(max_tokens=MAX_TOKENS, min_tokens=2)
-    c1, c2, c3, c4, c5, c6 = st.columns([1.3, 1.2, 0.9, 0.9, 1.6, 1])
-    with c1:
+    # one flex row, not six columns: each column is a message of its own in every rerun (issue 13 §4)
+    with st.container(horizontal=True, vertical_alignment="bottom", gap="xsmall"):
         variant = st.segmented_control(t("encoder.variant"), list(lab.VARIANTS), default="post", required=True,
                                        format_func=lambda v: t(f"encoder.variant_{v}"), key="ln",
                                        bind="query-params", help=t("encoder.variant_help")) or "post"
-    with c2:
         act = st.segmented_control(t("encoder.activation"), list(ACTS), default="relu", required=True,
                                    format_func=lambda a: t(f"encoder.act_{a}"), key="act", bind="query-params",
                                    help=t("encoder.activation_help")) or "relu"
-    with c3:
         d = int(st.selectbox("d_model", D_CHOICES, index=D_CHOICES.index(32), key="d", bind="query-params",
-                             help=t("encoder.d_help")))
-    with c4:
+                             help=t("encoder.d_help"), width=95))
         h = int(st.selectbox(t("encoder.heads"), H_CHOICES, index=H_CHOICES.index(4), key="h",
-                             bind="query-params"))
-    with c5:
+                             bind="query-params", width=95))
         n_layers = int(st.slider(t("encoder.layers"), 1, MAX_LAYERS, 6, key="L", bind="query-params",
-                                 help=t("encoder.layers_help")))
-    with c6:
-        seed = controls.seed()
+                                 help=t("encoder.layers_help"), width=170))
+        seed = int(st.number_input(t("common.seed"), min_value=0, max_value=9999, value=0, step=1, key="seed",
+                                   bind="query-params", width=130))      # ui.controls.seed, with a width
     if tokens is None:
         return None
     if d % h:
@@ -434,9 +430,18 @@ lesson = presenter.Lesson(NS)          # presenter mode (?present=1) shows one s
 with lesson.step("intuition"):
     anatomy.intuition(NS)
     anatomy.formula(LATEX, t("encoder.formula_caption"))
-with lesson.step("controls", keep=True):
-    choice = controls_section()
-if choice is not None:
+
+
+@st.fragment
+def page_body(lesson: presenter.Lesson, counters: tuple[int, int]) -> None:
+    """The controls, the open tab and its code as one fragment: a control (the seed, the sentence ...) reruns and
+    redraws only this part, not the title, intuition and formula above it nor the sidebar (issue 13 §4). The
+    tabs' own controls rerun only their tab (nested fragments)."""
+    lesson.count, lesson.kept = counters
+    with lesson.step("controls", keep=True):
+        choice = controls_section()
+    if choice is None:
+        return
     tabs = st.tabs([t(f"encoder.tab_{k}") for k in TABS], key="tab", bind="query-params")
     ran = []
     for i, (tab, body) in enumerate(zip(tabs, (layer_tab, prepost_tab, stack_tab, dropout_tab))):
@@ -452,4 +457,7 @@ if choice is not None:
                       analysis.attention_rollout,
                       *([lab.TutorialEncoderLayer, lab.double_residual_effect] if prepost_tab in ran else []),
                       *([lab.attention_dropout] if dropout_tab in ran else []))     # the code the open tab ran
+
+
+page_body(lesson, (lesson.count, lesson.kept))
 lesson.end()

@@ -70,11 +70,10 @@ class KernelChoice(NamedTuple):
 
 
 def kernel_controls() -> KernelChoice:
-    c1, c2, c3, c4 = st.columns(4)
-    h = c1.slider(t("qkv.k_bandwidth"), 0.05, 3.0, 0.4, 0.05, key="h", bind="query-params")
-    n_train = c2.slider(t("qkv.k_n_train"), 2, 100, 40, key="n", bind="query-params")
-    noise = c3.slider(t("qkv.k_noise"), 0.0, 1.5, 0.5, 0.05, key="noise", bind="query-params")
-    with c4:
+    with st.container(horizontal=True):     # one flex row, not four columns: fewer messages per rerun (issue 13 §4)
+        h = st.slider(t("qkv.k_bandwidth"), 0.05, 3.0, 0.4, 0.05, key="h", bind="query-params")
+        n_train = st.slider(t("qkv.k_n_train"), 2, 100, 40, key="n", bind="query-params")
+        noise = st.slider(t("qkv.k_noise"), 0.0, 1.5, 0.5, 0.05, key="noise", bind="query-params")
         data_seed = controls.seed("kseed")
     d = kernel_lesson(int(n_train), float(noise), data_seed, float(h), N_GRID)
     clicked = qkv_state.clicked_row(("k_heat",))
@@ -117,9 +116,7 @@ def kernel_evidence(k: KernelChoice) -> None:
     ])
 
 
-def kernel_tab(lesson: presenter.Lesson) -> None:
-    tab_intro(lesson, "kernel", r"\begin{aligned}f(x) &= \sum_{i=1}^{n} \alpha(x, x_i)\; y_i\\ \alpha(x, x_i) &= "
-              r"\operatorname{softmax}_i\!\Big(-\frac{(x - x_i)^2}{2h^2}\Big)\end{aligned}\,", t("qkv.k_formula_caption"))
+def kernel_tab(lesson: presenter.Lesson) -> bool:
     with lesson.step("kernel: controls", keep=True):
         chosen = kernel_controls()
     with lesson.step("kernel: question"):
@@ -127,7 +124,7 @@ def kernel_tab(lesson: presenter.Lesson) -> None:
                  t("qkv.k_ex_why", mean=fmt.fixed(float(np.mean(chosen.run.y)))))
     with lesson.step("kernel: evidence"):
         kernel_evidence(chosen)
-    anatomy.show_code(lab.nadaraya_watson, lab.gaussian_kernel_scores, masked_softmax)
+    return True
 
 
 # --- tab 2: the library ----------------------------------------------------------------------------------------
@@ -188,15 +185,13 @@ def library_evidence(books: qkv_state.Books, query: np.ndarray, r: lab.LibraryRe
     ])
 
 
-def library_tab(lesson: presenter.Lesson) -> None:
-    tab_intro(lesson, "library", r"\begin{gathered}s_i = q \cdot k_i, \qquad \alpha_i = \operatorname{softmax}_i(s)"
-              r"\\ o = \sum_i \alpha_i\, v_i\end{gathered}\,", t("qkv.l_formula_caption"))
+def library_tab(lesson: presenter.Lesson) -> bool:
     with lesson.step("library: controls", keep=True):
         edited = qkv_state.book_table(LIMIT)
         query = query_sliders()
         books = qkv_state.read_books(edited, LIMIT, MAX_BOOKS)
     if books is None:
-        return
+        return False
     r = lab.library_attention(query, books.keys, books.values)
     best = int(np.argmax(r.weights.numpy()))
     with lesson.step("library: question"):
@@ -204,7 +199,7 @@ def library_tab(lesson: presenter.Lesson) -> None:
                  [t("qkv.l_ex_a0"), t("qkv.l_ex_a1"), t("qkv.l_ex_a2")], 2, t("qkv.l_ex_why"))
     with lesson.step("library: evidence"):
         library_evidence(books, query, r)
-    anatomy.show_code(lab.library_attention, qkv_state.parse_number_table)
+    return True
 
 
 # --- tab 3: a sentence, step by step ---------------------------------------------------------------------------
@@ -328,12 +323,11 @@ def tokens_evidence(c: TokenChoice) -> None:
     ])
 
 
-def tokens_tab(lesson: presenter.Lesson) -> None:
-    tab_intro(lesson, "tokens")
+def tokens_tab(lesson: presenter.Lesson) -> bool:
     with lesson.step("sentence: controls", keep=True):
         chosen = tokens_controls()
     if chosen is None:
-        return
+        return False
     with lesson.step("sentence: question"):
         exercise("qkv_ex_tokens", t("qkv.t_ex_q"), [t("qkv.t_ex_a0"), t("qkv.t_ex_a1"), t("qkv.t_ex_a2")], 0,
                  t("qkv.t_ex_why"))
@@ -342,7 +336,7 @@ def tokens_tab(lesson: presenter.Lesson) -> None:
     with lesson.step("pitfall: normalisation"):
         anatomy.pitfall(t("qkv.p_title"), t("qkv.p_body"), t("qkv.p_code"),
                         demo=lambda: normalisation_demo(chosen))
-    anatomy.show_code(lab.qkv_step_through, lab.neuron_view, lab.normalisation_pitfalls)
+    return True
 
 
 def normalisation_demo(c: TokenChoice) -> None:
@@ -391,14 +385,13 @@ def similarity_evidence(res: lab.SimilarityLesson, labels: list[str], d_k: int, 
     ])
 
 
-def similarity_tab(lesson: presenter.Lesson) -> None:
-    tab_intro(lesson, "similarity")
+def similarity_tab(lesson: presenter.Lesson) -> bool:
     with lesson.step("similarity: controls", keep=True):
         tokens, d_k, hidden, seed = sentence_controls("qkv.s_d_k", CMP_DIMS, 64, "cdk", "qkv.s_hidden", DIMS, 16, "hid")
         if tokens is not None and len(tokens) == 1:
             problem("qkv.t_one_token")
     if tokens is None:
-        return
+        return False
     res = similarity_lesson(tuple(tokens), CMP_D_MODEL, d_k, hidden, seed)
     with lesson.step("similarity: question"):
         exercise("qkv_ex_similarity", t("qkv.s_ex_q"), [t("qkv.s_ex_a0"), t("qkv.s_ex_a1"), t("qkv.s_ex_a2")], 0,
@@ -408,8 +401,7 @@ def similarity_tab(lesson: presenter.Lesson) -> None:
     with lesson.step("pitfall: additive pairing"):
         anatomy.pitfall(t("qkv.p_add_title"), t("qkv.p_add_body"), t("qkv.p_add_code"),
                         demo=lambda: additive_pitfall_demo(res.pairing, len(tokens)))
-    anatomy.show_code(lab.compare_similarities, AdditiveAttention.scores, seed_bugs.tutorial_additive_scores,
-                      seed_bugs.additive_pairing_demo)
+    return True
 
 
 def additive_pitfall_demo(r: lab.AdditivePairing, n: int) -> None:
@@ -449,15 +441,32 @@ tabs = st.tabs(controls.tab_labels(NS, TABS), key="tab", bind="query-params",
 
 
 @st.fragment
-def tab_body(body, lesson: presenter.Lesson, count: int, kept: int) -> None:
-    """A tab's lesson as a fragment: a control inside the tab reruns (and redraws) only this tab, not the page.
-    A fragment rerun numbers its presenter steps from where the full run started the tab (``count``, ``kept``)."""
+def tab_body(body, lesson: presenter.Lesson, count: int, kept: int) -> bool:
+    """A tab's controls and what they drive as a fragment: a control inside the tab reruns (and redraws) only
+    this part, not the page nor the tab's static intro and code (issue 13 §4). A fragment rerun numbers its
+    presenter steps from where the full run started it (``count``, ``kept``). Returns whether the tab's lesson
+    ran (in a full run), so "Show the code" shows only code that ran."""
     lesson.count, lesson.kept = count, kept
-    body(lesson)
+    return body(lesson)
 
 
-for tab, body in zip(tabs, (kernel_tab, library_tab, tokens_tab, similarity_tab)):
+# per tab: its lesson (static, outside the fragment), its body, the code its body runs
+TAB_PARTS = (
+    (("kernel", r"\begin{aligned}f(x) &= \sum_{i=1}^{n} \alpha(x, x_i)\; y_i\\ \alpha(x, x_i) &= "
+                r"\operatorname{softmax}_i\!\Big(-\frac{(x - x_i)^2}{2h^2}\Big)\end{aligned}\,", "qkv.k_formula_caption"),
+     kernel_tab, (lab.nadaraya_watson, lab.gaussian_kernel_scores, masked_softmax)),
+    (("library", r"\begin{gathered}s_i = q \cdot k_i, \qquad \alpha_i = \operatorname{softmax}_i(s)"
+                 r"\\ o = \sum_i \alpha_i\, v_i\end{gathered}\,", "qkv.l_formula_caption"),
+     library_tab, (lab.library_attention, qkv_state.parse_number_table)),
+    (("tokens", None, None), tokens_tab, (lab.qkv_step_through, lab.neuron_view, lab.normalisation_pitfalls)),
+    (("similarity", None, None), similarity_tab,
+     (lab.compare_similarities, AdditiveAttention.scores, seed_bugs.tutorial_additive_scores,
+      seed_bugs.additive_pairing_demo)),
+)
+for tab, ((name, latex, caption), body, code) in zip(tabs, TAB_PARTS):
     if tab.open or tab.open is None:          # lazy: only the open tab runs
         with tab:
-            tab_body(body, lesson, lesson.count, lesson.kept)
+            tab_intro(lesson, name, latex, t(caption) if caption else "")
+            if tab_body(body, lesson, lesson.count, lesson.kept):
+                anatomy.show_code(*code)
 lesson.end()

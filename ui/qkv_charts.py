@@ -60,10 +60,11 @@ def kernel_fit_frames(x_train, y_train, x_curve, y_true, y_fit, query_x: float, 
     """The frames of ``kernel_fit``: the two curves, the training points, the query."""
     xt, yt, w = _vec(x_train), _vec(y_train), _vec(query_weights)
     xc = _vec(x_curve)
-    curves = pd.DataFrame({
-        "x": np.concatenate([xc, xc]),
-        "y": np.concatenate([_vec(y_true), _vec(y_fit)]),
-        "series": [labels.truth] * len(xc) + [labels.fit] * len(xc),
+    curves = pd.DataFrame({    # float32 and a categorical series (each label sent once): a quarter of the bytes
+        "x": np.concatenate([xc, xc]).astype(np.float32),
+        "y": np.concatenate([_vec(y_true), _vec(y_fit)]).astype(np.float32),
+        "series": pd.Categorical([labels.truth] * len(xc) + [labels.fit] * len(xc),
+                                 categories=list(dict.fromkeys([labels.truth, labels.fit]))),
     })
     points = pd.DataFrame({"x": xt, "y": yt, "weight": w, "exact": _exact(w)})
     query = pd.DataFrame({"x": [float(query_x)], "y": [float(query_pred)], "exact": [f"{float(query_pred):.6g}"]})
