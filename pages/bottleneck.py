@@ -266,6 +266,28 @@ def pitfall_demo() -> None:
         st.caption(t(f"{NS}.pit_pad_mass", mass=fmt.pct(r["attention"].pad_mass)))
 
 
+@st.fragment
+def example_fragment(lesson: presenter.Lesson, counters: tuple[int, int], rev: dict | None) -> None:
+    """The learner's digit string and everything it drives, as a fragment (issue 13 §4): a new length, seed or
+    string reruns and redraws only this part, not the intuition, the question, the recorded curves or the pitfall.
+    A fragment rerun numbers its presenter steps from where the full run started it (``counters``)."""
+    lesson.count, lesson.kept = counters
+    with lesson.step("controls", keep=True):
+        st.header(t(f"{NS}.example_title"))
+        digits = example_controls()
+    if digits is None:
+        return
+    res = answers(digits)
+    with lesson.step("answers"):
+        marked = answers_section(digits, res)
+    with lesson.step("diagram"):
+        diagram_section(digits, res)
+    with lesson.step("check"):
+        checked = check_section(digits)
+    with lesson.step("notice"):
+        notices(digits, res, marked, rev, checked)
+
+
 # ------------------------------------------------------------------ the page
 anatomy.header(NS)
 lesson = presenter.Lesson(NS)          # presenter mode (?present=1) shows one step at a time
@@ -284,19 +306,7 @@ if not models.unavailable(*MODELS.values()):
                                                            t(f"{NS}.ex_d")], 1, t(f"{NS}.ex_explain", **nums))
     with lesson.step("curves"):
         rev = curves_section()
-    with lesson.step("controls", keep=True):
-        st.header(t(f"{NS}.example_title"))
-        digits = example_controls()
-    if digits is not None:
-        res = answers(digits)
-        with lesson.step("answers"):
-            marked = answers_section(digits, res)
-        with lesson.step("diagram"):
-            diagram_section(digits, res)
-        with lesson.step("check"):
-            checked = check_section(digits)
-        with lesson.step("notice"):
-            notices(digits, res, marked, rev, checked)
+    example_fragment(lesson, (lesson.count, lesson.kept), rev)
     with lesson.step("pitfall"):
         anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=t(f"{NS}.pit_code"), demo=pitfall_demo)
 anatomy.show_code(seq2seq.Encoder.forward, seq2seq.Decoder.step, seq2seq.AttentionDecoder.step,
