@@ -203,6 +203,8 @@ def test_exercise_answer_is_where_the_model_looks():
 
 def test_pitfall_batches_the_learners_date_the_tutorials_way():
     at = au.open_page("alignment", "en", params={"date": "5 mar 17"})
+    assert not au.shows_label(au.all_text(at), "alignment.pit_result")      # the demo runs only when opened
+    at = au.open_page("alignment", "en", params={"date": "5 mar 17", "al_pit": "true"})
     batched = decode_as_tutorial(M.model, ["5 mar 17", "wednesday, september 27th 2017"], M.src_vocab,
                                  M.tgt_vocab, 12)[0]
     pad = float(batched.alignment[:, 8:].sum(-1).mean())
