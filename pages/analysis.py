@@ -122,20 +122,16 @@ def pattern_name(p: str) -> str:
 # ------------------------------------------------------------------ the sections
 
 def batch_controls() -> lab.Batch:
-    c1, c2, c3 = st.columns([3, 2, 3])
-    with c1:
+    """The five controls in one wrapping row (a horizontal container: one element where columns were eight, each
+    re-sent on every rerun of the fragment, issue 13 §4); a phone wraps them one under the other."""
+    with st.container(horizontal=True, vertical_alignment="bottom", gap="medium"):
         b = int(st.slider(t(f"{NS}.batch"), B_MIN, B_MAX, B_DEFAULT, key="b", bind="query-params",
-                          help=t(f"{NS}.batch_help")))
-    with c2:
+                          help=t(f"{NS}.batch_help"), width=300))
         seed_ = seed_control("seed")
-    with c3:
         tau = float(st.slider(t(f"{NS}.tau"), TAU_MIN, TAU_MAX, TAU_DEFAULT, step=0.01, key="tau",
-                              bind="query-params", help=t(f"{NS}.tau_help")))
-    c1, c2 = st.columns([5, 3], vertical_alignment="bottom")
-    with c1:
+                              bind="query-params", help=t(f"{NS}.tau_help"), width=300))
         mix = st.segmented_control(t(f"{NS}.mix"), list(MIXES), default="both", required=True, key="mix",
                                    bind="query-params", format_func=MIX_NAMES.get) or "both"
-    with c2:
         normalize = st.toggle(t(f"{NS}.normalize"), value=False, key="norm", bind="query-params",
                               help=t(f"{NS}.normalize_help"))
     return lab.Batch(b, seed_, tau, mix, normalize)

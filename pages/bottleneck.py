@@ -154,8 +154,8 @@ def answers_section(digits: str, res: lab.Answers) -> dict:
     w = res.alignment
     # each digit with its position as a subscript ("6₁ 6₂"): readable where "6·0 6·1" was not, and unique
     out_labels, in_labels = positioned(res.attention), positioned(digits)
-    st.subheader(t(f"{NS}.align_title"))
-    st.markdown(lesson_text(f"{NS}/alignment"))
+    # the heading and its text in one element: one message fewer per rerun of the fragment (issue 13 §4)
+    st.markdown(f"### {t(f'{NS}.align_title')}\n\n{lesson_text(f'{NS}/alignment')}")
     if not out_labels:                                   # the model stopped at once: no row to draw
         st.caption(t(f"{NS}.empty_answer"))
         return {"marks": marks, "right": right}
@@ -174,8 +174,7 @@ def mirror_offsets(w: np.ndarray, n: int) -> np.ndarray:
 
 
 def diagram_section(digits: str, res: lab.Answers) -> int:
-    st.header(t(f"{NS}.arch_title"))
-    st.markdown(lesson_text(f"{NS}/architecture"))
+    st.markdown(f"## {t(f'{NS}.arch_title')}\n\n{lesson_text(f'{NS}/architecture')}")
     out = res.attention
     m = max(len(out), 1)
     step = st.slider(t(f"{NS}.step"), 1, MAX_LEN + 5, 1, key="step", bind="query-params", help=t(f"{NS}.step_help"))
