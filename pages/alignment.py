@@ -267,8 +267,8 @@ def date_fragment(lesson: presenter.Lesson, counters: tuple[int, int]) -> None:
     lesson.count, lesson.kept = counters
     with lesson.step("controls", keep=True):
         text = date_input()
-    shown = st.session_state.get(PIT_SHOWN, text)
-    if shown != text:
+    if st.session_state.get(PIT_SHOWN, text) != text:    # the open demo ran with another date: rerun the page
+        st.session_state[PIT_SHOWN] = text               # (once: the full run finds them equal)
         st.rerun()
     if text is None:
         return
