@@ -2,8 +2,10 @@
 and its attention weights show which input characters each output character was read from.
 
 First tutorial, sections 3.2 and 4.1 (additive attention, v^T tanh(W_q q + W_k k)) inside the
-Seq2Seq decoder of section 2. Order: the learner's date -> the answer, checked -> the alignment
-heatmap (click a row) -> the gallery of supported forms -> one date in several forms side by side.
+Seq2Seq decoder of section 2. Order: the question (where does the model look for the century?) -> the
+learner's date (or the gallery of supported forms) -> the answer, checked -> the alignment heatmap (click a
+row) -> what to notice -> one date in several forms side by side -> the padding pitfall. The date and what it
+drives are one st.fragment: a new date redraws only them (issue 13 §4).
 """
 from __future__ import annotations
 

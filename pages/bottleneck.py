@@ -1,9 +1,11 @@
 """The bottleneck: a Seq2Seq model without attention must squeeze the whole input into one fixed-size
 context vector ("a small note to remember a whole book"); with attention the decoder looks back.
 
-First tutorial, sections 1.2 and 2 (Encoder / Decoder, the information bottleneck). Order: the
-diagram of what the decoder sees -> accuracy against input length (recorded curves of the shipped
-models) -> the learner's own digit string through both models -> accuracy by output position.
+First tutorial, sections 1.2 and 2 (Encoder / Decoder, the information bottleneck). Order: the question ->
+accuracy against input length (recorded curves of the shipped models) -> the learner's own digit string
+through both models, with the alignment -> the diagram of what the decoder sees -> accuracy by output
+position -> what to notice -> the padding pitfall. The digit string and what it drives are one st.fragment:
+a new seed, length or string redraws only them (issue 13 §4).
 """
 from __future__ import annotations
 

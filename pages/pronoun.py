@@ -3,9 +3,11 @@ the noun "it"/"它" refers to, as a word read from the pronoun's final vector.
 
 First tutorial, section 5.2 ("The animal didn't cross the street because it was too tired": self-
 attention relates "it" to every word). Order: the model and what it is not -> the sentence (picked
-from the grammar's word lists or typed) -> the answer -> attention from "it" in every layer and head,
-the resolving head marked, next to the same sentence with the other adjective -> one head in full ->
-fresh sentences: which head points at the referent, and how often -> why the readout matters.
+from the grammar's word lists or typed) -> the question (how often does the resolving head prefer the
+referent on held-out sentences?) -> the answer -> attention from "it" in every layer and head, the
+resolving head marked, next to the same sentence with the other adjective -> one head in full -> fresh
+sentences of a seed: which head points at the referent, and how often (with what to notice: one
+st.fragment, so a new seed redraws only them, issue 13 §4) -> why the readout matters.
 """
 from __future__ import annotations
 
