@@ -2,8 +2,10 @@
 and its attention weights show which input characters each output character was read from.
 
 First tutorial, sections 3.2 and 4.1 (additive attention, v^T tanh(W_q q + W_k k)) inside the
-Seq2Seq decoder of section 2. Order: the learner's date -> the answer, checked -> the alignment
-heatmap (click a row) -> the gallery of supported forms -> one date in several forms side by side.
+Seq2Seq decoder of section 2. Order: the question (where does the model look for the century?) -> the
+learner's date (or the gallery of supported forms) -> the answer, checked -> the alignment heatmap (click a
+row) -> what to notice -> one date in several forms side by side -> the padding pitfall. The date and what it
+drives are one st.fragment: a new date redraws only them (issue 13 §4).
 """
 from __future__ import annotations
 
@@ -191,7 +193,8 @@ def forms_section() -> tuple[dt.date, list[lab.FormReading]]:
     return day, res
 
 
-def notices(text: str, r: lab.DateReading, row: int, forms: list[lab.FormReading]) -> None:
+def notices(text: str, r: lab.DateReading, row: int) -> None:
+    """What to notice in the learner's date: its heatmap, the clicked row, the parts, the peaks."""
     out, w = r.output, r.weights
     cols, labels = chars(text), ac.unique(list(out))
     items = [t(f"{NS}.notice_rows", n_out=len(out), n_in=len(cols), lo=fmt.fixed(w.sum(1).min(), 6),
@@ -206,6 +209,13 @@ def notices(text: str, r: lab.DateReading, row: int, forms: list[lab.FormReading
     peak = w.max(1)
     items.append(t(f"{NS}.notice_peaks", mean=fmt.fixed(peak.mean()), low=labels[int(peak.argmin())],
                    low_w=fmt.fixed(peak.min())))
+    anatomy.notice(items)
+
+
+def forms_notices(forms: list[lab.FormReading]) -> None:
+    """What to notice across the forms: where the month digit reads in each (nothing to say for fewer than two
+    complete answers)."""
+    items = []
     month = [f for f in forms if len(f.output) == 10]
     if len(month) >= 2:
         reads = [f"{PATTERNS[f.form]} → "
@@ -216,7 +226,8 @@ def notices(text: str, r: lab.DateReading, row: int, forms: list[lab.FormReading
             if "a" <= ch <= "z":
                 items.append(t(f"{NS}.notice_letter", text=anatomy.md_escape(f.text), ch=ch))
                 break
-    anatomy.notice(items)
+    if items:
+        anatomy.notice(items)
 
 
 @cache_data(max_entries=2, max_bytes=1 * MB)
@@ -230,7 +241,11 @@ def exercise_facts() -> dict:
     return {"answer": answer, "out": r.output, **{k: fmt.fixed(v) for k, v in mass.items()}}
 
 
+PIT_KEY, PIT_SHOWN = "al_pit", "_al_pit_text"      # the demo's expander (?al_pit=true opens it); the date it ran
+
+
 def pitfall_demo(text: str | None) -> None:
+    st.session_state[PIT_SHOWN] = text
     text = text or normalize_date_text(t(f"{NS}.default_date"))
     alone = read(text).output
     if len(text) >= len(PITFALL_PARTNER):
@@ -245,6 +260,30 @@ def pitfall_demo(text: str | None) -> None:
         st.caption(t(f"{NS}.pit_same"))
 
 
+@st.fragment
+def date_fragment(lesson: presenter.Lesson, counters: tuple[int, int]) -> None:
+    """The learner's date and everything it drives (answer, alignment, row, what to notice), as a fragment
+    (issue 13 §4): a new date reruns and redraws only this part. A fragment rerun numbers its presenter steps
+    from where the full run started it (``counters``). The pitfall's demo batches this date too: while it is open
+    (it ran with another date), a new date reruns the whole page so the demo follows."""
+    lesson.count, lesson.kept = counters
+    with lesson.step("controls", keep=True):
+        text = date_input()
+    if st.session_state.get(PIT_SHOWN, text) != text:    # the open demo ran with another date: rerun the page
+        st.session_state[PIT_SHOWN] = text               # (once: the full run finds them equal)
+        st.rerun()
+    if text is None:
+        return
+    res = read(text)
+    with lesson.step("answer"):
+        answer_section(text, res)
+        if not res.output:
+            return
+        row = heatmap_section(text, res)
+    with lesson.step("notice"):
+        notices(text, res, row)
+
+
 # ------------------------------------------------------------------ the page
 anatomy.header(NS)
 lesson = presenter.Lesson(NS)          # presenter mode (?present=1) shows one step at a time
@@ -255,30 +294,23 @@ with lesson.step("intuition"):
 
 if not models.unavailable("dates"):
     models.unavailable("dates_noattn")    # the page runs without it (no comparison), and says why
-    with lesson.step("controls", keep=True):
-        facts()
-        text = date_input()
     with lesson.step("question"):          # before the answer, the heatmap and the forms that show where it looks
+        facts()
         ex = exercise_facts()
         anatomy.exercise("al_ex", t(f"{NS}.ex_question", text=EXERCISE_INPUT),
                          [t(f"{NS}.ex_{k}") for k in ("day", "month", "year", "even")], ex["answer"],
                          t(f"{NS}.ex_explain", text=EXERCISE_INPUT,
                            **{k: ex[k] for k in ("out", "day", "month", "year")}))
-    row, res = 0, None
-    if text is not None:
-        res = read(text)
-        with lesson.step("answer"):
-            answer_section(text, res)
-            if res.output:
-                row = heatmap_section(text, res)
+    date_fragment(lesson, (lesson.count, lesson.kept))
     with lesson.step("forms"):
         _, forms = forms_section()
-    if res is not None and res.output:
-        with lesson.step("notice"):
-            notices(text, res, row, forms)
+        forms_notices(forms)
     with lesson.step("pitfall"):
-        anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=t(f"{NS}.pit_code"),
-                        demo=lambda: pitfall_demo(text))
+        check = lab.check_date_text(str(st.session_state.get("date", "")), MAX_DATE_INPUT)
+        text = check.text if check.problem is None else None      # the date the fragment above read
+        if not anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=t(f"{NS}.pit_code"),
+                               demo=lambda: pitfall_demo(text), key=PIT_KEY):
+            st.session_state.pop(PIT_SHOWN, None)
 # the additive attention that ran: W_k h_j once per sentence, then v^T tanh(W_q s + W_k h_j) at each step
 # (AdditiveAttention.forward computes the same, but decoding takes this faster path, so it never runs here)
 anatomy.show_code(seq2seq.AttentionDecoder.project_keys, seq2seq.AttentionDecoder.attend,

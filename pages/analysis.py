@@ -122,20 +122,16 @@ def pattern_name(p: str) -> str:
 # ------------------------------------------------------------------ the sections
 
 def batch_controls() -> lab.Batch:
-    c1, c2, c3 = st.columns([3, 2, 3])
-    with c1:
+    """The five controls in one wrapping row (a horizontal container: one element where columns were eight, each
+    re-sent on every rerun of the fragment, issue 13 §4); a phone wraps them one under the other."""
+    with st.container(horizontal=True, vertical_alignment="bottom", gap="medium"):
         b = int(st.slider(t(f"{NS}.batch"), B_MIN, B_MAX, B_DEFAULT, key="b", bind="query-params",
-                          help=t(f"{NS}.batch_help")))
-    with c2:
+                          help=t(f"{NS}.batch_help"), width=300))
         seed_ = seed_control("seed")
-    with c3:
         tau = float(st.slider(t(f"{NS}.tau"), TAU_MIN, TAU_MAX, TAU_DEFAULT, step=0.01, key="tau",
-                              bind="query-params", help=t(f"{NS}.tau_help")))
-    c1, c2 = st.columns([5, 3], vertical_alignment="bottom")
-    with c1:
+                              bind="query-params", help=t(f"{NS}.tau_help"), width=300))
         mix = st.segmented_control(t(f"{NS}.mix"), list(MIXES), default="both", required=True, key="mix",
                                    bind="query-params", format_func=MIX_NAMES.get) or "both"
-    with c2:
         normalize = st.toggle(t(f"{NS}.normalize"), value=False, key="norm", bind="query-params",
                               help=t(f"{NS}.normalize_help"))
     return lab.Batch(b, seed_, tau, mix, normalize)
@@ -408,6 +404,8 @@ def compare_chart(c: lab.Batch, kind: str, lang: str):
 
 
 def seed_pitfall(c: lab.Batch) -> None:
+    """The tutorial's analyser on the same batch; its comparison charts are drawn only while the demo is open
+    (``?an_pit=true``), so a new seed does not redraw them (issue 13 §4)."""
     s_, tau = batch_stats(c), c.tau
 
     def demo():
@@ -423,7 +421,7 @@ def seed_pitfall(c: lab.Batch) -> None:
     anatomy.pitfall(t(f"{NS}.pit_title"),
                     t(f"{NS}.pit_body", real=s_.rows * s_.entropy.shape[1], seed_rows=s_.seed_rows,
                       de=fmt.fixed(diff_e, 3), ds=fmt.fixed(diff_s, 3), tau=fmt.fixed(tau)),
-                    code=t(f"{NS}.pit_code"), demo=demo)
+                    code=t(f"{NS}.pit_code"), demo=demo, key="an_pit")
 
 
 # ------------------------------------------------------------------ the page
@@ -484,18 +482,33 @@ with steps.step("intuition and formula"):
         r"\text{sparsity}", r"\text{%s}" % t(f"{NS}.formula_sparsity")), t(f"{NS}.formula_caption"))
 if models.unavailable("pronoun"):
     st.stop()
-with steps.step("controls", keep=True):
-    choice = batch_controls()
-# lazy tabs (issue 13 §4): only the open tab computes and draws; a new seed redraws that tab's charts only
-tabs = st.tabs([t(f"{NS}.tab_{k}") for k in TABS], key="tab", bind="query-params")
+
+
+@st.fragment
+def batch_fragment(counters: tuple[int, int]) -> None:
+    """The batch's controls and the tabs they drive, as a fragment (issue 13 §4): a new seed, batch, τ or tab
+    reruns and redraws only this part, not the title, the intuition and the formula. A fragment rerun numbers
+    its presenter steps from where the full run started it (``counters``); in presenter mode another tab reruns
+    the whole page, so its lesson starts at its first step (``presenter.Lesson``)."""
+    steps.count, steps.kept = counters
+    with steps.step("controls", keep=True):
+        choice = batch_controls()
+    # lazy tabs: only the open tab computes and draws; a new seed redraws that tab's charts only
+    had = "tab" in st.session_state                   # False on the page's first run: nothing switched
+    tabs = st.tabs([t(f"{NS}.tab_{k}") for k in TABS], key="tab", bind="query-params")
+    if presenter.active() and had and st.session_state.get("tab") != st.session_state.get(f"_present_tab_{NS}"):
+        st.rerun()
+    ran = []
+    for tab, body in zip(tabs, CODE):
+        if tab.open or (tab.open is None and body is stats_tab):        # None: no state yet (the first tab)
+            with tab:
+                body(choice)
+            ran += CODE[body]
+    anatomy.show_code(*ran)                    # the source of what ran in the open tab
+
+
 CODE = {stats_tab: (lab.head_stats, lab.seed_analyzer_stats, analysis.head_entropy, analysis.head_sparsity),
         patterns_tab: (lab.sentence_labels, analysis.classify_heads),
         sentence_tab: (analysis.classify_heads, lab.head_qk, analysis.qk_geometry, analysis.attention_rollout)}
-ran = []
-for tab, body in zip(tabs, CODE):
-    if tab.open or (tab.open is None and body is stats_tab):        # None: no state yet (the first tab)
-        with tab:
-            body(choice)
-        ran += CODE[body]
-anatomy.show_code(*ran)                    # the source of what ran in the open tab
+batch_fragment((steps.count, steps.kept))
 steps.end()

@@ -1,9 +1,11 @@
 """The bottleneck: a Seq2Seq model without attention must squeeze the whole input into one fixed-size
 context vector ("a small note to remember a whole book"); with attention the decoder looks back.
 
-First tutorial, sections 1.2 and 2 (Encoder / Decoder, the information bottleneck). Order: the
-diagram of what the decoder sees -> accuracy against input length (recorded curves of the shipped
-models) -> the learner's own digit string through both models -> accuracy by output position.
+First tutorial, sections 1.2 and 2 (Encoder / Decoder, the information bottleneck). Order: the question ->
+accuracy against input length (recorded curves of the shipped models) -> the learner's own digit string
+through both models, with the alignment -> the diagram of what the decoder sees -> accuracy by output
+position -> what to notice -> the padding pitfall. The digit string and what it drives are one st.fragment:
+a new seed, length or string redraws only them (issue 13 §4).
 """
 from __future__ import annotations
 
@@ -154,8 +156,8 @@ def answers_section(digits: str, res: lab.Answers) -> dict:
     w = res.alignment
     # each digit with its position as a subscript ("6₁ 6₂"): readable where "6·0 6·1" was not, and unique
     out_labels, in_labels = positioned(res.attention), positioned(digits)
-    st.subheader(t(f"{NS}.align_title"))
-    st.markdown(lesson_text(f"{NS}/alignment"))
+    # the heading and its text in one element: one message fewer per rerun of the fragment (issue 13 §4)
+    st.markdown(f"### {t(f'{NS}.align_title')}\n\n{lesson_text(f'{NS}/alignment')}")
     if not out_labels:                                   # the model stopped at once: no row to draw
         st.caption(t(f"{NS}.empty_answer"))
         return {"marks": marks, "right": right}
@@ -174,8 +176,7 @@ def mirror_offsets(w: np.ndarray, n: int) -> np.ndarray:
 
 
 def diagram_section(digits: str, res: lab.Answers) -> int:
-    st.header(t(f"{NS}.arch_title"))
-    st.markdown(lesson_text(f"{NS}/architecture"))
+    st.markdown(f"## {t(f'{NS}.arch_title')}\n\n{lesson_text(f'{NS}/architecture')}")
     out = res.attention
     m = max(len(out), 1)
     step = st.slider(t(f"{NS}.step"), 1, MAX_LEN + 5, 1, key="step", bind="query-params", help=t(f"{NS}.step_help"))
@@ -266,6 +267,28 @@ def pitfall_demo() -> None:
         st.caption(t(f"{NS}.pit_pad_mass", mass=fmt.pct(r["attention"].pad_mass)))
 
 
+@st.fragment
+def example_fragment(lesson: presenter.Lesson, counters: tuple[int, int], rev: dict | None) -> None:
+    """The learner's digit string and everything it drives, as a fragment (issue 13 §4): a new length, seed or
+    string reruns and redraws only this part, not the intuition, the question, the recorded curves or the pitfall.
+    A fragment rerun numbers its presenter steps from where the full run started it (``counters``)."""
+    lesson.count, lesson.kept = counters
+    with lesson.step("controls", keep=True):
+        st.header(t(f"{NS}.example_title"))
+        digits = example_controls()
+    if digits is None:
+        return
+    res = answers(digits)
+    with lesson.step("answers"):
+        marked = answers_section(digits, res)
+    with lesson.step("diagram"):
+        diagram_section(digits, res)
+    with lesson.step("check"):
+        checked = check_section(digits)
+    with lesson.step("notice"):
+        notices(digits, res, marked, rev, checked)
+
+
 # ------------------------------------------------------------------ the page
 anatomy.header(NS)
 lesson = presenter.Lesson(NS)          # presenter mode (?present=1) shows one step at a time
@@ -284,19 +307,7 @@ if not models.unavailable(*MODELS.values()):
                                                            t(f"{NS}.ex_d")], 1, t(f"{NS}.ex_explain", **nums))
     with lesson.step("curves"):
         rev = curves_section()
-    with lesson.step("controls", keep=True):
-        st.header(t(f"{NS}.example_title"))
-        digits = example_controls()
-    if digits is not None:
-        res = answers(digits)
-        with lesson.step("answers"):
-            marked = answers_section(digits, res)
-        with lesson.step("diagram"):
-            diagram_section(digits, res)
-        with lesson.step("check"):
-            checked = check_section(digits)
-        with lesson.step("notice"):
-            notices(digits, res, marked, rev, checked)
+    example_fragment(lesson, (lesson.count, lesson.kept), rev)
     with lesson.step("pitfall"):
         anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=t(f"{NS}.pit_code"), demo=pitfall_demo)
 anatomy.show_code(seq2seq.Encoder.forward, seq2seq.Decoder.step, seq2seq.AttentionDecoder.step,

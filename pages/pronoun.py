@@ -3,9 +3,11 @@ the noun "it"/"它" refers to, as a word read from the pronoun's final vector.
 
 First tutorial, section 5.2 ("The animal didn't cross the street because it was too tired": self-
 attention relates "it" to every word). Order: the model and what it is not -> the sentence (picked
-from the grammar's word lists or typed) -> the answer -> attention from "it" in every layer and head,
-the resolving head marked, next to the same sentence with the other adjective -> one head in full ->
-fresh sentences: which head points at the referent, and how often -> why the readout matters.
+from the grammar's word lists or typed) -> the question (how often does the resolving head prefer the
+referent on held-out sentences?) -> the answer -> attention from "it" in every layer and head, the
+resolving head marked, next to the same sentence with the other adjective -> one head in full -> fresh
+sentences of a seed: which head points at the referent, and how often (with what to notice: one
+st.fragment, so a new seed redraws only them, issue 13 §4) -> why the readout matters.
 """
 from __future__ import annotations
 
@@ -290,7 +292,7 @@ def one_head_section(e: tasks.PronounExample, r: lab.Reading, drilled: int) -> N
 
 
 def fresh_choice() -> tuple[int, int]:
-    """(seed, sentences per language) of the fresh sentences the question and the last chart are about."""
+    """(seed, sentences per language) of the fresh sentences of the last chart."""
     c1, c2 = st.columns(2)
     with c1:
         seed_ = controls.seed("seed")
@@ -300,9 +302,12 @@ def fresh_choice() -> tuple[int, int]:
     return seed_, n_per_lang
 
 
-def fresh_section(f: lab.FreshFigures, seed_: int) -> None:
+def fresh_section() -> lab.FreshFigures:
+    """The fresh sentences: their seed and number, the table of every head, the two figures."""
     st.subheader(t(f"{NS}.fresh_heading"))
     st.markdown(lesson(f"{NS}/fresh"))
+    seed_, n_per_lang = fresh_choice()
+    f = fresh(seed_, n_per_lang)
     L, h = f.agreement.shape
     measures = [t(f"{NS}.col_{m}") for m in ("agree", "referent", "other", "adjective")]
     anatomy.show_chart(pc.fresh_heatmap(f, row_labels(L, h), measures, title=t(f"{NS}.fresh_title", n=f.n, seed=seed_),
@@ -314,31 +319,62 @@ def fresh_section(f: lab.FreshFigures, seed_: int) -> None:
     m1.metric(t(f"{NS}.best_metric", head=head_label(best.layer, best.head), n=f.n),
               fmt.pct(float(f.agreement[best.layer, best.head]), 1))
     m2.metric(t(f"{NS}.best_metric_meta", n=best.n), fmt.pct(best.fraction, 1))
+    return f
 
 
-def facts_of(e: tasks.PronounExample, r: lab.Reading, e2: tasks.PronounExample, r2: lab.Reading,
-             f: lab.FreshFigures) -> dict:
-    """The numbers the notice, the exercise and the pitfall quote (the fields of their texts)."""
-    L = r.from_it.shape[0]
+@st.fragment
+def fresh_fragment(steps: presenter.Lesson, counters: tuple[int, int], sentence: dict) -> None:
+    """The fresh sentences and what to notice (which quotes them), as a fragment (issue 13 §4): a new seed or
+    number of sentences reruns and redraws only this part of the page. A fragment rerun numbers its presenter
+    steps from where the full run started it (``counters``); ``sentence``: the facts of the sentence above."""
+    steps.count, steps.kept = counters
+    with steps.step("fresh sentences"):
+        figures = fresh_section()
+    with steps.step("notice"):
+        what_to_notice({**sentence, **fresh_facts(figures)})
+
+
+def layer_facts(agree: np.ndarray, adjective: np.ndarray) -> dict:
+    """What the first layer does, from (L, h) agreement and mean weight on the adjective."""
+    first, adj_first = agree[0], adjective[0]
+    return {"first_best": fmt.pct(first.max()), "first_head": head_label(0, int(first.argmax())),
+            "adj_head": head_label(0, int(adj_first.argmax())), "adj_w": fmt.fixed(adj_first.max()),
+            "last_min": fmt.pct(agree[-1].min())}
+
+
+def heldout_facts() -> dict:
+    """The numbers the exercise quotes: the evaluation at training time (the checkpoint's meta, held-out
+    sentences), the same whatever the seed of the fresh sentences below (issue 13 §4: a new seed reruns only
+    the fresh sentences' section)."""
+    best, ev = resolving_head(), shipped_model().meta["eval"]
+    return {"best_head": head_label(best.layer, best.head), "meta_frac": fmt.pct(best.fraction, 1),
+            "meta_n": best.n, "best_value": best.fraction,
+            **layer_facts(np.asarray(ev["head_agreement"]), np.asarray(ev["adjective_weight"]))}
+
+
+def sentence_facts(e: tasks.PronounExample, r: lab.Reading, e2: tasks.PronounExample, r2: lab.Reading) -> dict:
+    """The numbers of the sentence and its flip that the notice and the pitfall quote."""
     best = resolving_head()
     a1, b1 = r.from_it[best.layer, best.head, list(e.nouns)]            # the resolving head on the two nouns
     a2, b2 = r2.from_it[best.layer, best.head, list(e2.nouns)]
     first_change = np.abs(r.from_it[0][:, list(e.nouns)] - r2.from_it[0][:, list(e2.nouns)]).max()
-    agree, first, adj_first = f.agreement, f.agreement[0], f.adjective[0]       # (L, h) on the fresh sentences
     return {
         "it": e.tokens[e.pronoun], "answer": r.token, "p": fmt.fixed(r.prob, 3),
         "adj": e.adjective, "adj2": e2.adjective, "answer2": r2.token, "p2": fmt.fixed(r2.prob, 3),
         "noun1": e.tokens[e.nouns[0]], "noun2": e.tokens[e.nouns[1]],
         "best_head": head_label(best.layer, best.head), "w1": fmt.fixed(a1), "w2": fmt.fixed(b1),
         "w1_flip": fmt.fixed(a2), "w2_flip": fmt.fixed(b2), "first_change": fmt.fixed(first_change),
-        "n": f.n, "acc": fmt.pct(f.accuracy),
-        "best_frac": fmt.pct(agree[best.layer, best.head]), "best_value": float(agree[best.layer, best.head]),
-        "meta_frac": fmt.pct(best.fraction, 1), "meta_n": best.n,
-        "meta_ref": fmt.fixed(best.referent), "meta_other": fmt.fixed(best.other, 3),
-        "first_best": fmt.pct(first.max()), "first_head": head_label(0, int(first.argmax())),
-        "adj_head": head_label(0, int(adj_first.argmax())), "adj_w": fmt.fixed(adj_first.max()),
-        "last_min": fmt.pct(agree[L - 1].min()),
     }
+
+
+def fresh_facts(f: lab.FreshFigures) -> dict:
+    """The numbers of the fresh sentences (and the training-time figures beside them) the notice quotes."""
+    best = resolving_head()
+    agree = f.agreement                                                  # (L, h) on the fresh sentences
+    return {"n": f.n, "acc": fmt.pct(f.accuracy), "best_frac": fmt.pct(agree[best.layer, best.head]),
+            "meta_frac": fmt.pct(best.fraction, 1), "meta_n": best.n,
+            "meta_ref": fmt.fixed(best.referent), "meta_other": fmt.fixed(best.other, 3),
+            **layer_facts(agree, f.adjective)}
 
 
 WORDS = ("it", "answer", "adj", "adj2", "answer2", "noun1", "noun2")    # tokens of the sentence: escaped
@@ -357,7 +393,9 @@ def what_to_notice(facts: dict) -> None:
 BUCKETS = (0.9, 0.65, 0.35)    # > 90%, 65-90%, 35-65%, < 35%
 
 
-def agreement_exercise(facts: dict) -> None:
+def agreement_exercise() -> None:
+    """The question about held-out sentences; the fresh sentences below answer it again for any seed."""
+    facts = heldout_facts()
     answer = next((i for i, edge in enumerate(BUCKETS) if facts["best_value"] > edge), len(BUCKETS))
     q = quoted(facts)
     anatomy.exercise("pr_ex", t(f"{NS}.ex_question", **q),
@@ -421,13 +459,12 @@ with steps.step("controls", keep=True):
     source, example = sentence_section()
     if example is not None:
         other = contrast_choice(example)
-        fresh_seed, n_per_lang = fresh_choice()
 code = [tasks.parse_pronoun_sentence] if source == "type" else []     # the code that ran, shown below
 if example is not None:
-    result, result2, figures = run(example), run(other), fresh(fresh_seed, n_per_lang)
-    facts = facts_of(example, result, other, result2, figures)
+    result, result2 = run(example), run(other)
+    facts = sentence_facts(example, result, other, result2)
     with steps.step("question"):
-        agreement_exercise(facts)
+        agreement_exercise()
     with steps.step("answers"):
         answers_section(example, result, other, result2)
     with steps.step("from it"):
@@ -436,10 +473,7 @@ if example is not None:
         flip_section(example, result, other, result2)
     with steps.step("one head"):
         one_head_section(example, result, drilled)
-    with steps.step("fresh sentences"):
-        fresh_section(figures, fresh_seed)
-    with steps.step("notice"):
-        what_to_notice(facts)
+    fresh_fragment(steps, (steps.count, steps.kept), facts)
     with steps.step("pitfall"):
         readout_pitfall(facts)
     code = [resolver.PronounResolver.forward, resolver.resolve, lab.build_example, lab.flipped, *code,

@@ -285,7 +285,9 @@ def lazy_tabs(at) -> list[str]:
 # Other states of a page that show other text boxes (the training page's probe box depends on its task).
 MORE_RUNS = {"training": ({"task": "12345 → 54321"}, {"task": "it / 它 → ?"}),
              "masking": ({"mixx": "true"}, {"nanx": "true", "fp16x": "true"}),    # pitfall demos: drawn only when open
-             "scaling": ({"pitx": "true"},)}
+             "scaling": ({"pitx": "true"},),
+             "alignment": ({"al_pit": "true"},),   # the pitfall's demo, drawn only when open
+             "analysis": ({"an_pit": "true"},)}    # the pitfall's demo, drawn only when open
 
 
 def page_runs(key: str) -> list[tuple[str, object]]:

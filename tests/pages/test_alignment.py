@@ -203,6 +203,8 @@ def test_exercise_answer_is_where_the_model_looks():
 
 def test_pitfall_batches_the_learners_date_the_tutorials_way():
     at = au.open_page("alignment", "en", params={"date": "5 mar 17"})
+    assert not au.shows_label(au.all_text(at), "alignment.pit_result")      # the demo runs only when opened
+    at = au.open_page("alignment", "en", params={"date": "5 mar 17", "al_pit": "true"})
     batched = decode_as_tutorial(M.model, ["5 mar 17", "wednesday, september 27th 2017"], M.src_vocab,
                                  M.tgt_vocab, 12)[0]
     pad = float(batched.alignment[:, 8:].sum(-1).mean())
@@ -222,3 +224,14 @@ def test_more_forms_than_the_multiselect_allows_are_cut_with_a_message():
     assert EN["common.err_too_many"].format(n=17, max=6) in warnings(at)
     assert at.multiselect(key="forms").value == every[:6]
     assert sum(1 for c in au.charts(at) if " → " in (title_of(c) or "")) >= 6
+
+
+def test_the_open_pitfall_demo_follows_a_new_date():
+    """The date sits in a fragment (issue 13 §4); while the pitfall's demo is open, a new date reruns the page
+    once so the demo batches the new date (a full run, as AppTest runs, must not rerun again and again). 3 s."""
+    at = au.open_page("alignment", "en", params={"al_pit": "true"})
+    at.text_input(key="date").set_value("12 jan 99").run(timeout=20)
+    assert au.exceptions(at) == []
+    shown = au.all_text(at)
+    assert au.shows_label(shown, "alignment.pit_result", alone=oracle("12 jan 99")[0]) and "“12 jan 99”" in shown
+    assert at.metric[0].value == oracle("12 jan 99")[0]

@@ -120,6 +120,9 @@ def test_url_sets_batch_language_threshold_and_normalisation(lm):
 
 def test_the_tutorials_analyser_is_its_code_on_the_padded_batch(lm):
     at = open_page("analysis", "en")
+    assert not [c for c in charts(at) if str(chart_spec(c).get("title", "")).startswith("The tutorial")] and \
+        not [c for c in charts(at) if "version_pos" in str(chart_spec(c))]          # the demo: drawn when opened
+    at = open_page("analysis", "en", {"an_pit": "true"})
     exs = examples(0, 64)
     batch = make_pronoun_batch(exs, lm.src_vocab)
     with torch.no_grad():
@@ -169,7 +172,7 @@ def test_pattern_shares_and_every_head_of_one_sentence(lm):
 def test_a_new_batch_size_beyond_the_first_chunk_shows_that_prefix_of_the_batch(lm):
     """The page classifies and runs the largest batch once and cuts a prefix: after moving the slider
     to a size that spans two chunks, every chart equals that batch computed here from scratch."""
-    at = open_page("analysis", "en")
+    at = open_page("analysis", "en", {"an_pit": "true"})         # the pitfall's demo open: its charts too
     at.slider(key="b").set_value(70).run()
     assert exceptions(at) == []
     exs = examples(0, 70)
