@@ -166,15 +166,16 @@ def crossmodal_intro() -> None:
 
 def crossmodal_controls() -> tuple[Scene | None, int]:
     """The cross-modal tab's controls and the seed (a fragment redraws only this tab)."""
-    c0, c00 = st.columns([4, 1], vertical_alignment="bottom")
-    kind = c0.segmented_control(t("cross_attention.image"), list(crossmodal.IMAGE_KINDS), default="circle_square",
+    kind = st.segmented_control(t("cross_attention.image"), list(crossmodal.IMAGE_KINDS), default="circle_square",
                                 required=True, format_func=lambda k: t(f"cross_attention.img_{k}"), key="img",
                                 bind="query-params")
-    with c00:
-        seed = controls.seed()
     kind = kind if kind in crossmodal.IMAGE_KINDS else "circle_square"
-    words = controls.sentence(key="words", default=t("cross_attention.default_caption"), max_tokens=MAX_WORDS,
-                              label=t("cross_attention.caption"))
+    c_words, c_seed = st.columns([4, 1])
+    with c_words:
+        words = controls.sentence(key="words", default=t("cross_attention.default_caption"), max_tokens=MAX_WORDS,
+                                  label=t("cross_attention.caption"))
+    with c_seed:
+        seed = controls.seed()
     c1, c2, c3 = st.columns([5, 3, 4])
     patch = c1.segmented_control(t("cross_attention.patch"), list(PATCHES), default=4, required=True,
                                  format_func=lambda p: t("cross_attention.patch_option", p=p,
