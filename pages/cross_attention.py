@@ -66,9 +66,13 @@ class Translation(NamedTuple):
     d_model: int
 
 
-def decoder_controls() -> Translation | None:
+def decoder_intro() -> None:
     st.header(t("cross_attention.dec_title"))
     st.markdown(lesson_text("cross_attention/decoder"))
+
+
+def decoder_controls() -> tuple[Translation | None, int]:
+    """The decoder tab's controls and the seed (next to what it drives: a fragment redraws only this tab)."""
     left, right = st.columns(2)
     with left:
         source = controls.sentence(key="src", default=t("cross_attention.default_source_sentence"),
@@ -76,15 +80,17 @@ def decoder_controls() -> Translation | None:
     with right:
         target = controls.sentence(key="tgt", default=t("cross_attention.default_target_sentence"),
                                    max_tokens=MAX_TARGET, label=t("cross_attention.target"))
-    c1, c2 = st.columns([2, 1])
+    c1, c2, c3 = st.columns([2, 1.4, 1], vertical_alignment="bottom")
     mode = c1.segmented_control(t("cross_attention.mode"), ["trained", "random"], default="trained",
                                 required=True, format_func=lambda m: t(f"cross_attention.mode_{m}"),
                                 key="mode", bind="query-params", help=t("cross_attention.mode_help"))
     mode = mode if mode in ("trained", "random") else "trained"
     d_model = c2.slider(t("cross_attention.d_model"), 8, 128, 64, step=8, key="dm", bind="query-params")
+    with c3:
+        seed = controls.seed()
     if source is None or target is None:
-        return None
-    return Translation(tuple(source), tuple(target), mode, int(d_model))
+        return None, seed
+    return Translation(tuple(source), tuple(target), mode, int(d_model)), seed
 
 
 def decoder_section(choice: Translation, seed: int) -> None:
@@ -153,15 +159,23 @@ class GateSeen(NamedTuple):
     shape: tuple[int, ...]
 
 
-def crossmodal_controls() -> Scene | None:
+def crossmodal_intro() -> None:
     st.header(t("cross_attention.cm_title"))
     st.markdown(lesson_text("cross_attention/crossmodal"))
+
+
+def crossmodal_controls() -> tuple[Scene | None, int]:
+    """The cross-modal tab's controls and the seed (a fragment redraws only this tab)."""
     kind = st.segmented_control(t("cross_attention.image"), list(crossmodal.IMAGE_KINDS), default="circle_square",
                                 required=True, format_func=lambda k: t(f"cross_attention.img_{k}"), key="img",
                                 bind="query-params")
     kind = kind if kind in crossmodal.IMAGE_KINDS else "circle_square"
-    words = controls.sentence(key="words", default=t("cross_attention.default_caption"), max_tokens=MAX_WORDS,
-                              label=t("cross_attention.caption"))
+    c_words, c_seed = st.columns([4, 1])
+    with c_words:
+        words = controls.sentence(key="words", default=t("cross_attention.default_caption"), max_tokens=MAX_WORDS,
+                                  label=t("cross_attention.caption"))
+    with c_seed:
+        seed = controls.seed()
     c1, c2, c3 = st.columns([5, 3, 4])
     patch = c1.segmented_control(t("cross_attention.patch"), list(PATCHES), default=4, required=True,
                                  format_func=lambda p: t("cross_attention.patch_option", p=p,
@@ -173,7 +187,7 @@ def crossmodal_controls() -> Scene | None:
     heads = heads if heads in HEADS else 2
     sharp = c3.slider(t("cross_attention.sharpness"), 0.0, 40.0, 20.0, step=1.0, format="%.0f", key="sharp",
                       bind="query-params", help=t("cross_attention.sharpness_help"))
-    return None if words is None else Scene(kind, tuple(words), patch, heads, float(sharp))
+    return (None if words is None else Scene(kind, tuple(words), patch, heads, float(sharp))), seed
 
 
 def crossmodal_question() -> None:
@@ -267,9 +281,12 @@ class Paths(NamedTuple):
     j: int
 
 
-def paths_controls() -> Paths:
+def paths_intro() -> None:
     st.header(t("cross_attention.paths_title"))
     st.markdown(lesson_text("cross_attention/paths"))
+
+
+def paths_controls() -> Paths:
     c1, c2, c3, c4 = st.columns(4)
     lo, hi, default = PATH_N
     n = int(c1.slider(t("cross_attention.paths_n"), lo, hi, default, key="pl_n", bind="query-params"))
@@ -339,42 +356,67 @@ lesson = presenter.Lesson(NS)          # presenter mode (?present=1) shows one s
 with lesson.step("intuition"):
     anatomy.intuition(NS)
     anatomy.formula(FORMULA, t("cross_attention.formula_caption"))
-with lesson.step("seed", keep=True):
-    seed = controls.seed()
 decoder_tab, crossmodal_tab, paths_tab = st.tabs([t(f"cross_attention.tab_{k}") for k in TABS], key="tab",
                                                  bind="query-params")
 
 
-def decoder_tab_body() -> None:
+# Each tab's controls and what they drive run as an st.fragment (issue 13 §4): a control (the seed too) reruns
+# and redraws only that part of the tab; the tab's heading and lesson text stay outside it and are not re-sent.
+# A fragment rerun numbers its presenter steps from where the full run started it (``counters``).
+@st.fragment
+def decoder_part(counters: tuple[int, int]) -> None:
+    lesson.count, lesson.kept = counters
     with lesson.step("decoder controls", keep=True):           # no exercise here: the translation, then the notice
-        translation = decoder_controls()
+        translation, seed = decoder_controls()
     if translation is not None:
         with lesson.step("decoder evidence"):
             decoder_section(translation, seed)
 
 
-def crossmodal_tab_body() -> None:
-    with lesson.step("crossmodal controls", keep=True):        # the "green" question before the weights
-        scene = crossmodal_controls()
-    with lesson.step("crossmodal question"):
-        crossmodal_question()
+def decoder_tab_body() -> None:
+    with lesson.step("decoder lesson", keep=True):     # the tab's heading and lesson: static, outside the fragment
+        decoder_intro()
+    decoder_part((lesson.count, lesson.kept))
+
+
+@st.fragment
+def crossmodal_part(counters: tuple[int, int]) -> None:
+    lesson.count, lesson.kept = counters
+    with lesson.step("crossmodal controls", keep=True):
+        scene, seed = crossmodal_controls()
     seen = None
     if scene is not None:
         with lesson.step("crossmodal evidence"):
             seen = crossmodal_section(scene, seed)
-    with lesson.step("crossmodal pitfall"):
+    with lesson.step("crossmodal pitfall"):          # its demo runs on this caption: inside the fragment
         anatomy.pitfall(t("cross_attention.pit_title"), t("cross_attention.pit_body"),
                         code=t("cross_attention.pit_code"),
                         demo=lambda: gate_demo(seen.n_words if seen else 7, seen.shape if seen else None))
 
 
-def paths_tab_body() -> None:
+def crossmodal_tab_body() -> None:
+    with lesson.step("crossmodal lesson", keep=True):     # the tab's heading and lesson: static, outside the fragment
+        crossmodal_intro()
+    with lesson.step("crossmodal question"):        # the "green" question before the controls and the weights
+        crossmodal_question()
+    crossmodal_part((lesson.count, lesson.kept))
+
+
+@st.fragment
+def paths_part(counters: tuple[int, int]) -> None:
+    lesson.count, lesson.kept = counters
     with lesson.step("paths controls", keep=True):              # the path-length question before Table 1
         paths = paths_controls()
     with lesson.step("paths question"):
         paths_question(paths.n)
     with lesson.step("paths evidence"):
         paths_section(paths)
+
+
+def paths_tab_body() -> None:
+    with lesson.step("paths lesson", keep=True):     # the tab's heading and lesson: static, outside the fragment
+        paths_intro()
+    paths_part((lesson.count, lesson.kept))
 
 
 # lazy tabs (issue 13 §4): only the open tab runs and draws, so a new seed redraws two charts, not five

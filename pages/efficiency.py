@@ -87,12 +87,12 @@ def heatmap(matrix, labels: list[str], *, key: str, title: str, **options) -> in
 
 
 def read_inputs() -> tuple[lab.LabInputs | None, list[str]]:
-    """The learner's sentence or n random tokens; the seed and the sharpness (gain on q and k)."""
-    c_src, c_text, c_seed, c_gain = st.columns([2.3, 3.0, 1.1, 1.6], vertical_alignment="bottom")
+    """The learner's sentence or n random tokens and the sharpness (gain on q and k). The seed is read in each tab,
+    next to the controls it drives (``with_seed``): a new seed redraws only that tab's fragment."""
+    c_src, c_text, c_gain = st.columns([2.3, 3.0, 1.6], vertical_alignment="bottom")
     src = c_src.segmented_control(t("efficiency.src"), ["text", "random"], default="text", required=True,
                                   format_func=lambda s: t(f"efficiency.src_{s}"), key="src", bind="query-params")
-    with c_seed:
-        seed = controls.seed()
+    seed = 0                            # set by with_seed() in the tab that uses it
     gain = float(c_gain.select_slider(t("efficiency.gain"), options=list(GAINS), value=1.0, key="gain",
                                       bind="query-params", help=t("efficiency.gain_help"),
                                       format_func=lambda g: f"×{g:g}"))
@@ -107,11 +107,39 @@ def read_inputs() -> tuple[lab.LabInputs | None, list[str]]:
     return lab.LabInputs(tuple(tokens), len(tokens), seed, gain), list(tokens)
 
 
+def with_seed(inputs: lab.LabInputs) -> lab.LabInputs:
+    """The inputs with the seed of the number input drawn here (in the tab's fragment, beside its controls)."""
+    return inputs._replace(seed=controls.seed())
+
+
+# Each tab's controls and what they drive run as an st.fragment (issue 13 §4): a control (the seed too) reruns and
+# redraws only that part; the tab's lesson, question and pitfalls stay outside and are not re-sent. A fragment
+# rerun numbers its presenter steps from where the full run started it (``counters``). Something outside a fragment
+# that follows one of its controls asks for a rerun of the whole page when that control changes (``follows``).
+FULL_RUN = "_eff_full_run"           # True while the whole page runs (set at its top, cleared at its end)
+
+
+@st.fragment
+def part(body, counters: tuple[int, int], *args):
+    steps.count, steps.kept = counters
+    return body(*args)
+
+
+def follows(key: str, value) -> None:
+    """In a fragment's own rerun: rerun the whole page if what lies outside was drawn for another ``value``."""
+    if not st.session_state.get(FULL_RUN) and st.session_state.get(key, value) != value:
+        st.rerun()
+
+
 # ------------------------------------------------------------------ 1. the approximations
-def knob_controls(variant: str, n: int, seed: int) -> tuple[lab.Knobs, list[str]]:
-    """The variant's knob (and its secondary settings), clamped to n; notes about clamping."""
-    kw, notes = {"seed": seed}, []
-    cols = st.columns(3)
+def knob_controls(variant: str, inputs: lab.LabInputs) -> tuple[lab.LabInputs, lab.Knobs, list[str]]:
+    """The variant's knob (and its secondary settings), clamped to n, and the seed; notes about clamping."""
+    n, notes = inputs.n, []
+    knobs = len(VARIANT_SLIDERS.get(variant, ())) + (variant in ("performer", "linformer"))   # m; the projection
+    *cols, c_seed = st.columns([1] * max(knobs, 1) + [0.8], vertical_alignment="bottom")   # no empty columns
+    with c_seed:
+        inputs = with_seed(inputs)
+    kw = {"seed": inputs.seed}
     for col, field in zip(cols, VARIANT_SLIDERS.get(variant, ())):
         key, label, lo, hi, default = SLIDERS[field]
         helps = f"knob_block_help_{variant}" if field == "block" else f"{label}_help"
@@ -129,26 +157,32 @@ def knob_controls(variant: str, n: int, seed: int) -> tuple[lab.Knobs, list[str]
     covered = {"longformer": "window", "bigbird": "window", "block_global": "block"}.get(variant)
     if covered and kw[covered] >= n - (covered == "window"):             # the pattern is the whole matrix
         notes.append(t("efficiency.note_covers", what=t(f"efficiency.knob_{covered}"), value=kw[covered], n=n))
-    return lab.Knobs(**kw), notes
+    return inputs, lab.Knobs(**kw), notes
 
 
 def approximations_section(inputs: lab.LabInputs, labels: list[str]) -> list:
-    """The variant and its knob; the question; exact weights beside the method's, metrics, one row, the sweep."""
+    """The question; the variant, its knob and the seed; exact weights beside the method's, metrics, one row,
+    the sweep."""
     with steps.step("approx_lesson"):
         st.markdown(lesson("efficiency/variants"))
+    with steps.step("approx_question"):      # static: before the controls, outside the fragment they redraw
+        anatomy.exercise("approx_ex", t("efficiency.approx_ex_question"),
+                         [t(f"efficiency.approx_ex_opt{i}") for i in range(4)], answer=2,
+                         explanation=t("efficiency.approx_ex_explain"))
+    return part(approximations_part, (steps.count, steps.kept), inputs, labels)
+
+
+def approximations_part(inputs: lab.LabInputs, labels: list[str]) -> list:
     with steps.step("approx_controls", keep=True):
         variant = st.segmented_control(t("efficiency.variant"), list(lab.VARIANTS), default="performer",
                                        required=True, format_func=lambda v: t(f"efficiency.v_{v}"), key="v",
                                        bind="query-params")
         variant = variant if variant in lab.VARIANTS else "performer"
         st.caption(t(f"efficiency.about_{variant}"))
-        knobs, notes = knob_controls(variant, inputs.n, inputs.seed)
+        inputs, knobs, notes = knob_controls(variant, inputs)
         for note in notes:
             st.caption(note)
-    with steps.step("approx_question"):
-        anatomy.exercise("approx_ex", t("efficiency.approx_ex_question"),
-                         [t(f"efficiency.approx_ex_opt{i}") for i in range(4)], answer=2,
-                         explanation=t("efficiency.approx_ex_explain"))
+    follows(PITFALL_BLOCK, pitfall_block())        # the pitfalls below (outside) are drawn for the block slider
     with steps.step("approx_evidence"):
         return approximations_evidence(inputs, labels, variant, knobs)
 
@@ -201,7 +235,9 @@ def knob_chart(inputs: lab.LabInputs, variant: str, knobs: lab.Knobs, view: lab.
 
 
 def pitfall_first_tutorial(inputs: lab.LabInputs) -> None:
-    q, k, _ = inputs.qkv()
+    # seed 0 whatever the tab's seed (this demo lies outside its fragment): the NaNs the patch replaces are the
+    # rows with no visible key times n, a property of the pattern, not of the values of q and k
+    q, k, _ = inputs._replace(seed=0).qkv()
     nan = lab.tutorial_nan_patch(q[0, 0], k[0, 0], eff.strided_sparse_mask(inputs.n, 4, 2))
     st.markdown(ec.first_tutorial_note(inputs.n, loop_mask_matches(inputs.n, 4), nan))
     if st.button(t("efficiency.pit1_time", n=256), key="time_masks", icon=":material/timer:"):
@@ -210,9 +246,17 @@ def pitfall_first_tutorial(inputs: lab.LabInputs) -> None:
         st.markdown(ec.mask_timing_note(st.session_state["eff_masks"]))
 
 
+PITFALL_BLOCK = "_eff_pitfall_block"     # the block size the sparse pitfalls were drawn for
+
+
+def pitfall_block() -> int:
+    return int(st.session_state.get("block", 4) or 4)
+
+
 def sparse_pitfalls(inputs: lab.LabInputs | None) -> list:
     """The tutorials' sparse attention layers, run as written on this input; returns the functions that ran."""
-    n, block = inputs.n if inputs is not None else PITFALL_N, int(st.session_state.get("block", 4) or 4)
+    n, block = inputs.n if inputs is not None else PITFALL_N, pitfall_block()
+    st.session_state[PITFALL_BLOCK] = block
     anatomy.pitfall(t("efficiency.pit2_title"), t("efficiency.pit2_body"), t("efficiency.pit2_code"),
                     demo=lambda: say(ec.second_tutorial_notes(n, block, lab.tutorial_chunks(n, block),
                                                               lab.tutorial_chunks(100, 32),
@@ -295,9 +339,19 @@ def flash_section(inputs: lab.LabInputs, labels: list[str]) -> list:
     """The tile sizes and the tile to look at; the question; the tiles, the running statistics, the result."""
     with steps.step("flash_lesson"):
         st.markdown(lesson("efficiency/flash"))
+    with steps.step("flash_question"):      # static: before the controls, outside the fragment they redraw
+        anatomy.exercise("flash_ex", t("efficiency.flash_ex_question"),
+                         [t(f"efficiency.flash_ex_opt{i}") for i in range(3)], answer=0,
+                         explanation=t("efficiency.flash_ex_explain"))
+    return part(flash_part, (steps.count, steps.kept), inputs, labels)
+
+
+def flash_part(inputs: lab.LabInputs, labels: list[str]) -> list:
     n = inputs.n
     with steps.step("flash_controls", keep=True):
-        c1, c2, c3 = st.columns([2, 2, 1.4], vertical_alignment="bottom")
+        c1, c2, c3, c4 = st.columns([2, 2, 1.4, 1.1], vertical_alignment="bottom")
+        with c4:
+            inputs = with_seed(inputs)
         bq = int(c1.slider(t("efficiency.bq"), 1, 16, 4, key="bq", bind="query-params", help=t("efficiency.bq_help")))
         bk = int(c2.slider(t("efficiency.bk"), 1, 16, 4, key="bk", bind="query-params", help=t("efficiency.bk_help")))
         causal = bool(c3.toggle(t("efficiency.causal"), value=False, key="fc", bind="query-params",
@@ -310,10 +364,6 @@ def flash_section(inputs: lab.LabInputs, labels: list[str]) -> list:
         step_no = min(max(step_no, 1), total)
         if total > 400:
             st.caption(t("efficiency.many_tiles", total=total))
-    with steps.step("flash_question"):
-        anatomy.exercise("flash_ex", t("efficiency.flash_ex_question"),
-                         [t(f"efficiency.flash_ex_opt{i}") for i in range(3)], answer=0,
-                         explanation=t("efficiency.flash_ex_explain"))
     with steps.step("flash_evidence"):
         view = flash_step_view(inputs, bq, bk, causal, step_no - 1)
         where, after = ec.flash_step_notes(view, step_no, total, bq, bk, escaped(labels))
@@ -338,17 +388,24 @@ def rnn_section(inputs: lab.LabInputs, labels: list[str]) -> list:
     """The step i; the question; the state S_i, the normaliser z_i and the output both ways; the tutorial's mask."""
     with steps.step("rnn_lesson"):
         st.markdown(lesson("efficiency/rnn"))
-    n = inputs.n
-    with steps.step("rnn_controls", keep=True):
-        i = int(st.slider(t("efficiency.step"), 1, MAX_TOKENS if inputs.tokens is not None else N_RANDOM[1],
-                          min(4, n), key="step", bind="query-params", help=t("efficiency.step_help")))
-        i = min(max(i, 1), n)
-    with steps.step("rnn_question"):
+    with steps.step("rnn_question"):        # static: before the controls, outside the fragment they redraw
         anatomy.exercise("rnn_ex", t("efficiency.rnn_ex_question"), [t(f"efficiency.rnn_ex_opt{j}") for j in range(3)],
                          answer=0, explanation=t("efficiency.rnn_ex_explain"))
+    return part(rnn_part, (steps.count, steps.kept), inputs, labels)
+
+
+def rnn_part(inputs: lab.LabInputs, labels: list[str]) -> list:
+    n = inputs.n
+    with steps.step("rnn_controls", keep=True):
+        c1, c2 = st.columns([4, 1], vertical_alignment="bottom")
+        with c2:
+            inputs = with_seed(inputs)
+        i = int(c1.slider(t("efficiency.step"), 1, MAX_TOKENS if inputs.tokens is not None else N_RANDOM[1],
+                          min(4, n), key="step", bind="query-params", help=t("efficiency.step_help")))
+        i = min(max(i, 1), n)
     with steps.step("rnn_evidence"):
         rnn_evidence(inputs, labels, i)
-    with steps.step("rnn_pitfall"):
+    with steps.step("rnn_pitfall"):           # in the fragment: its demo runs on this seed's queries
         anatomy.pitfall(t("efficiency.pit_lin_title"), t("efficiency.pit_lin_body", tab=t("efficiency.tab_rnn")),
                         t("efficiency.pit_lin_code"), demo=lambda: say(ec.linear_mask_notes(linear_mask_demo(inputs))))
     return [eff.linear_attention_states, eff.linear_attention, eff.linear_attention_weights,
@@ -392,12 +449,15 @@ def checkpointing_section() -> list:
     return [lab.checkpoint_report, lab.saved_tensor_bytes, lab.run_encoder]
 
 
-def precision_section(seed: int) -> list:
+def precision_section() -> list:
     with steps.step("mp_question"):
         st.subheader(t("efficiency.tips_mp_heading"))
-        gain = float(st.select_slider(t("efficiency.tips_mp_gain"), options=list(PREC_GAINS), value=1.0,
+        c1, c2 = st.columns([4, 1], vertical_alignment="bottom")
+        gain = float(c1.select_slider(t("efficiency.tips_mp_gain"), options=list(PREC_GAINS), value=1.0,
                                       key="mp_gain", bind="query-params", help=t("efficiency.tips_mp_gain_help"),
                                       format_func=lambda g: f"×{g:g}"))
+        with c2:
+            seed = controls.seed()
         anatomy.exercise("tips_mp_ex", t("efficiency.tips_mp_ex_question"),
                          [t(f"efficiency.tips_mp_r_{name}") for name in lab.RECIPES[1:]], answer=0,
                          explanation=t("efficiency.tips_mp_ex_explain"))
@@ -411,10 +471,11 @@ def precision_section(seed: int) -> list:
     return [lab.precision_table, lab.attention_in, lab.largest_score]
 
 
-def tips_section(seed: int) -> list:
+def tips_section() -> list:
     with steps.step("tips_lesson"):
         st.markdown(lesson("efficiency/tips"))
-    ran = checkpointing_section() + precision_section(seed)
+    ran = part(checkpointing_section, (steps.count, steps.kept))
+    ran += part(precision_section, (steps.count, steps.kept))
     with steps.step("tips_pitfall"):
         anatomy.pitfall(t("efficiency.tips_pit_title"), t("efficiency.tips_pit_body"), t("efficiency.tips_pit_code"),
                         demo=lambda: st.markdown(ec.underflow_note(lab.underflow())))
@@ -422,6 +483,7 @@ def tips_section(seed: int) -> list:
 
 
 # ------------------------------------------------------------------ the page
+st.session_state[FULL_RUN] = True
 anatomy.header(NS)
 steps = presenter.Lesson(NS)           # presenter mode (?present=1): one step at a time; a tab's steps when open
 with steps.step("intuition"):
@@ -451,6 +513,7 @@ if inputs is not None and tabs[3].open:
         ran += rnn_section(inputs, labels)
 if tabs[4].open:
     with tabs[4]:
-        ran += tips_section(inputs.seed if inputs is not None else 0)
+        ran += tips_section()
 anatomy.show_code(*dict.fromkeys(ran))
 steps.end()
+st.session_state[FULL_RUN] = False

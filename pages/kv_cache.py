@@ -198,11 +198,14 @@ def timing_section() -> None:
     ])
 
 
-def size_controls() -> Size:
+def size_heading() -> None:
     st.subheader(t(f"{NS}.size_heading"))
     bytes_word = r"\text{" + t(f"{NS}.formula_bytes") + "}"
     anatomy.formula(bytes_word + r" = 2 \times L \times h_{kv} \times d_{head} \times b \times n",
                     t(f"{NS}.size_caption"))
+
+
+def size_controls() -> Size:
     a, b, c = st.columns(3)
     with a:
         layers = st.slider(t(f"{NS}.ctl_layers"), 1, 128, 32, key="layers", bind="query-params")
@@ -227,6 +230,10 @@ def size_section(size: Size) -> None:
     st.metric(t(f"{NS}.size_metric", k=size.tokens // 1024), t(f"{NS}.gib", v=gib(total)))
     st.markdown(t(f"{NS}.size_explain", L=size.layers, h=size.kv_heads, d=size.d_head, b=lab.DTYPE_BYTES[size.dtype],
                   per=count(per_token), n=count(size.tokens), total=count(total)))
+
+
+def published_section() -> None:
+    """The cache of published models (static: outside the size sliders' fragment)."""
     rows = lab.published_sizes()
     names = ("model", "layers", "heads", "kv_heads", "d_head", "dtype", "context")
     table = published_table(tuple(t(f"{NS}.col_{c}") for c in names),
@@ -250,23 +257,39 @@ def pitfall_section() -> None:
 
 
 # ------------------------------------------------------------------ the page
+# Fragments (issue 13 §4): a control redraws only the part it drives. The generation's controls (prompt, new
+# tokens, seed) rerun only the grid and its notice; the size sliders only the metric and its sentence. A fragment
+# rerun numbers its presenter steps from where the full run started it (``counters``).
+@st.fragment
+def generation_part(lesson: presenter.Lesson, counters: tuple[int, int]) -> None:
+    lesson.count, lesson.kept = counters
+    with lesson.step("controls", keep=True):
+        chosen = controls_section()
+    with lesson.step("evidence"):
+        shown = evidence_section(chosen)
+        notice_section(chosen, shown)
+
+
+@st.fragment
+def size_part() -> None:
+    size_section(size_controls())
+
+
 anatomy.header(NS)
 lesson = presenter.Lesson(NS)
 with lesson.step("intuition"):
     anatomy.intuition(NS)
     anatomy.formula(r"\mathrm{out}_t = \operatorname{softmax}\!\Big(\frac{q_t\,[k_1 \dots k_t]^\top}{\sqrt{d}}\Big)"
                     r"\,[v_1 \dots v_t]", t(f"{NS}.formula_caption"))
-with lesson.step("controls", keep=True):
-    chosen = controls_section()
-with lesson.step("question"):
+with lesson.step("question"):          # static: posed before the controls, outside the fragment they redraw
     question_section()
-with lesson.step("evidence"):
-    shown = evidence_section(chosen)
-    notice_section(chosen, shown)
+generation_part(lesson, (lesson.count, lesson.kept))
 with lesson.step("timing"):
     timing_section()
 with lesson.step("size"):
-    size_section(size_controls())
+    size_heading()
+    size_part()
+    published_section()
 with lesson.step("pitfall"):
     pitfall_section()
 anatomy.show_code(lab.generate_with_cache, lab.generate_without_cache, CausalSelfAttention.forward, KVCache.append,

@@ -346,9 +346,9 @@ def train_section(cfg: lab.RunSettings | None) -> None:
     if cfg is not None and st.button(t(f"{NS}.train"), key="train", type="primary", icon=":material/play_arrow:",
                                      disabled=pending() is not None):
         start(cfg)
-        harvest()                # a run another session just finished answers at once
         if pending() is not None:
-            st.rerun()           # draw the button disabled while the run is queued or running
+            st.rerun()           # the whole page: the button drawn disabled while the run is queued or running;
+            #                      a run another session has finished is kept at once (harvest, above)
     if pending() is not None:    # only then: the panel's timer stops with the run
         live_panel()
 
@@ -370,6 +370,7 @@ def start_exercise(cfg: lab.RunSettings | None) -> None:
 
 # ------------------------------------------------------------------ pitfalls of the tutorial's train_step
 def schedule_demo(steps: int) -> None:
+    st.session_state[SCHED_STEPS] = steps           # drawn for these steps (a new count reruns the page: run_part)
     ours = [trainer.warmup_cosine(s, min(WARMUP, steps), steps) for s in range(steps)]
     theirs = [trainer.seed_warmup_cosine(s, WARMUP) for s in range(steps)]
     anatomy.show_chart(tc.schedules(ours, theirs, names=(t(f"{NS}.sched_ours"), t(f"{NS}.sched_tutorial")),
@@ -425,21 +426,50 @@ def code_that_ran() -> list:
             seed_bugs.weight_decay_effect]
 
 
+# The run's settings, the question they set and the Train button run as an st.fragment (issue 13 §4): a control (the
+# seed too) redraws only this part, not the lesson, the kept runs or the pitfalls. What lies outside and depends on
+# the fragment asks for a rerun of the whole page: a run that has finished (the kept runs, the code that ran) and a
+# new step count (the schedule pitfall draws it).
+FULL_RUN, SCHED_STEPS = "_train_full_run", "_train_sched_steps"
+
+
+@st.fragment
+def run_part(counters: tuple[int, int]) -> lab.RunSettings | None:
+    lesson_steps.count, lesson_steps.kept = counters
+    fragment_rerun = not st.session_state.pop(FULL_RUN, False)   # set by the page just before a full run's call
+    with lesson_steps.step("controls", keep=True):
+        settings = controls()
+        task_now = settings.task if settings else None
+        st.caption(t(f"{NS}.facts_pronoun" if task_now == "pronoun" else f"{NS}.facts", cap=fmt.fixed(TIME_CAP, 0),
+                     lr=LRS.get(task_now, LR), warmup=WARMUP))
+    if fragment_rerun and (stale_steps(settings) or finished()):
+        st.rerun()                     # the whole page (scope "app"): what lies outside the fragment follows
+    with lesson_steps.step("question"):
+        start_exercise(settings)           # before any run: how sharp is attention at step 0?
+    with lesson_steps.step("train"):
+        train_section(settings)
+    return settings
+
+
+def stale_steps(settings: lab.RunSettings | None) -> bool:
+    """The schedule pitfall (outside the fragment) was drawn for another number of steps."""
+    return st.session_state.get(SCHED_STEPS, STEPS[2]) != (settings.steps if settings else STEPS[2])
+
+
+def finished() -> bool:
+    """This session's run has finished: the page's next full run keeps it (harvest)."""
+    held = pending()
+    return held is not None and tq.QUEUE.status(held[0]).state not in ("queued", "running")
+
+
 anatomy.header(NS)
 lesson_steps = presenter.Lesson(NS)
 with lesson_steps.step("intuition"):
     anatomy.intuition(NS)
     st.markdown(lesson(f"{NS}/run"))
     anatomy.formula(FORMULA, t(f"{NS}.formula_caption"))
-with lesson_steps.step("controls", keep=True):
-    settings = controls()
-    task_now = settings.task if settings else None
-    st.caption(t(f"{NS}.facts_pronoun" if task_now == "pronoun" else f"{NS}.facts", cap=fmt.fixed(TIME_CAP, 0),
-                 lr=LRS.get(task_now, LR), warmup=WARMUP))
-with lesson_steps.step("question"):
-    start_exercise(settings)           # before any run: how sharp is attention at step 0?
-with lesson_steps.step("train"):
-    train_section(settings)
+st.session_state[FULL_RUN] = True
+settings = run_part((lesson_steps.count, lesson_steps.kept))
 with lesson_steps.step("results"):
     results_section()
 with lesson_steps.step("pitfalls"):

@@ -268,7 +268,7 @@ def test_live_benchmark_runs_only_on_request():
     for r in results:
         row = live[(live["method"] == r["method"]) & (live["n"] == r["n"])]
         assert float(row["speedup"].iloc[0]) == pytest.approx(full[r["n"]] / r["time_s"])
-    at.number_input(key="seed").set_value(3).run()                    # a rerun does not time again
+    at.select_slider(key="gain").set_value(2.0).run()    # a rerun does not time again (the cost tab has no seed)
     assert at.session_state["eff_live"] == results
 
 
@@ -489,3 +489,21 @@ def test_phone_legibility_of_the_efficiency_charts():
     pair = ec.pair([0.2, 0.8], [0.3, 0.7], ["it", "was"], ("exact", "approx"), title="t", label_title="k",
                    value_title="w")
     assert pair["encoding"]["y"]["field"] == "label" and pair["encoding"]["y"]["axis"]["labelOverlap"] is False
+
+
+# ---------------------------------------------------------------- the seed, read in each tab (issue 13 §4)
+def test_the_seed_in_the_url_reaches_each_tab_that_reads_it():
+    """The seed moved from the page's input row into each tab's fragment (beside the controls it drives): ?seed=7
+    still drives the RNN tab's state and the precision table of the tips tab; the cost tab has no seed. ~3 s."""
+    at = open_page("efficiency", "en", {"tab": TAB["rnn"], "step": "5", "seed": "7"})
+    assert exceptions(at) == [] and at.number_input(key="seed").value == 7
+    q, k, v = (x.double() for x in inputs(seed=7))
+    S = sum(torch.outer(TF.elu(k[j]) + 1, v[j]) for j in range(5))
+    assert np.allclose(heatmap_matrix(chart_by_title(at, "State S_5"))[0], S.numpy(), atol=1e-4)
+    at = open_page("efficiency", "en", {"tab": EN["efficiency.tab_tips"], "seed": "7"})
+    assert exceptions(at) == [] and at.number_input(key="seed").value == 7
+    assert EN["efficiency.tips_mp_caption"].format(n=64, d=32, seed=7) in all_text(at)
+    errors = [x.output_error for x in el.precision_table(64, 32, 1.0, 7)]
+    assert all(f"{e:.1e}" in all_text(at) for e in errors)
+    at = open_page("efficiency", "en", {"tab": TAB["cost"], "seed": "7"})
+    assert exceptions(at) == [] and not at.number_input

@@ -63,7 +63,10 @@ def press_train(at, timeout=120.0):
 
 
 def shown_code(at) -> set[str]:
-    """The qualified names listed under "Show the code"."""
+    """The qualified names listed under "Show the code" (opened first: it draws them only while open)."""
+    key = next(x.key for x in at.get("expander") if str(x.key or "").startswith("code_"))
+    at.session_state[key] = True
+    at.run()
     return {c.value.strip("`") for c in at.caption if c.value.startswith("`attention_core.")}
 
 
