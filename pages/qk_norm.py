@@ -445,7 +445,8 @@ def gains_demo() -> None:
 
 
 def pitfall_section() -> None:
-    anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=t(f"{NS}.pit_code"), demo=gains_demo)
+    anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=t(f"{NS}.pit_code"), demo=gains_demo,
+                    key="pit_run")         # drawn only when opened
 
 
 def code_that_ran() -> list:
@@ -454,6 +455,27 @@ def code_that_ran() -> list:
     if live_runs():                 # ran in the queue's worker for this session
         shown.append(lab.train_run)
     return shown
+
+
+# ------------------------------------------------------------------ fragments: a control reruns only its part
+# (issue 13 §4: elements outside a fragment are not re-sent). A fragment rerun numbers its presenter steps from
+# where the full run started it (``counters``), so every step keeps its place.
+@st.fragment
+def recorded_sections(lesson: presenter.Lesson, counters: tuple[int, int], doc) -> tuple[float, int]:
+    """The learning rate and seed of the recorded runs and their curves (on a full run: the chosen rate, seed)."""
+    lesson.count, lesson.kept = counters
+    with lesson.step("controls", keep=True):
+        lr, seed = controls_section(doc)
+    with lesson.step("evidence"):
+        evidence_section(doc, lr, seed)
+    return lr, seed
+
+
+@st.fragment
+def why_fragment(lesson: presenter.Lesson, counters: tuple[int, int]) -> None:
+    lesson.count, lesson.kept = counters
+    with lesson.step("why"):
+        why_section()
 
 
 # ------------------------------------------------------------------ the page
@@ -469,16 +491,12 @@ with lesson.step("intuition"):
                     t(f"{NS}.formula_qk_caption"))
 with lesson.step("question"):
     question_section(shown_doc)
-with lesson.step("controls", keep=True):
-    chosen_lr, chosen_seed = controls_section(shown_doc)
-with lesson.step("evidence"):
-    evidence_section(shown_doc, chosen_lr, chosen_seed)
+chosen_seed = recorded_sections(lesson, (lesson.count, lesson.kept), shown_doc)[1]
 with lesson.step("sweep"):
     sweep_section(shown_doc)
-with lesson.step("why"):
-    why_section()
+why_fragment(lesson, (lesson.count, lesson.kept))
 with lesson.step("live"):
-    live_section(chosen_seed)
+    live_section(chosen_seed)          # a full run (the Train button) reads the seed chosen above
 with lesson.step("pitfall"):
     pitfall_section()
 anatomy.show_code(*code_that_ran())

@@ -15,12 +15,15 @@ SAT_COLORS = ("#3b528b", "#e66101")                          # the largest weigh
 
 
 def step_frame(series: Sequence[tuple[str, str, Sequence[int], Sequence[float]]]) -> pd.DataFrame:
-    """Long form of (run label, layer label, steps, values) series: step, value, exact, run, layer."""
-    rows = [pd.DataFrame({"step": np.asarray(steps, int), "value": np.asarray(values, float),
+    """Long form of (run label, layer label, steps, values) series: step, value, run, layer. Compact for the
+    browser (issue 13 §4): value float32 (the tooltip formats it), run and layer categorical (sent once per
+    chart, not once per row)."""
+    rows = [pd.DataFrame({"step": np.asarray(steps, np.int32), "value": np.asarray(values, np.float32),
                           "run": run, "layer": layer}) for run, layer, steps, values in series]
     frame = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(
-        {"step": [], "value": [], "run": [], "layer": []})
-    frame["exact"] = [f"{v:.4g}" for v in frame["value"]]
+        {"step": np.array([], np.int32), "value": np.array([], np.float32), "run": [], "layer": []})
+    for column in ("run", "layer"):
+        frame[column] = pd.Categorical(frame[column], categories=list(dict.fromkeys(frame[column])))
     return frame
 
 
@@ -35,7 +38,7 @@ def step_lines(frame, *, x_title: str, y_title: str, run_title: str, layer_title
         color=alt.Color("run:N", title=run_title, scale=alt.Scale(domain=runs, range=list(RUN_COLORS)),
                         legend=alt.Legend(orient="bottom", direction="vertical", labelLimit=220)),
         tooltip=[alt.Tooltip("run:N", title=run_title), alt.Tooltip("step:Q", title=x_title),
-                 alt.Tooltip("exact:N", title=y_title)],
+                 alt.Tooltip("value:Q", title=y_title, format=".4~g")],
     )
     if layers:
         enc["strokeDash"] = alt.StrokeDash("layer:N", title=layer_title,
