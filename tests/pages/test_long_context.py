@@ -157,3 +157,18 @@ def test_presenter_mode_steps_through_the_lesson():
     assert exceptions(at) == []
     steps = at.session_state["_present_steps_long_context"]
     assert steps == 8 and any(m.value == f"Step 4 of {steps}" for m in at.markdown)
+
+
+def test_the_live_chart_is_the_shipped_model_measured_now_with_the_chosen_method():
+    at = open_page("long_context", "en", {"method": "RoPE+PI", "n": "128"})
+    assert exceptions(at) == []
+    _, frame = charts_of(at, "lines_chart")[3]                            # far, near, logit, then the live chart
+    live = lab.live_positions(recipes.load_model("longctx_rope").model, "linear", 128, sequences=16)
+    mids = [(a + b - 1) / 2 for a, b in zip(live.edges[:-1], live.edges[1:])]
+    for name, values in (("far: topic recall", live.far), ("near: digit rule", live.near)):
+        shown = frame[(frame["series"] == name) & (frame["part"] == "line")].sort_values("x")
+        kept = [(x, v) for x, v in zip(mids, values) if v is not None]
+        assert shown["x"].tolist() == [x for x, _ in kept]
+        assert shown["y"].tolist() == pytest.approx([v for _, v in kept], abs=1e-6)
+    assert shows_label(all_text(at), "long_context.live_caption", seq=16, n=128, far=pct(live.far_all, 1),
+                       near=pct(live.near_all, 1), L=L)
