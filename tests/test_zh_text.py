@@ -284,7 +284,9 @@ def lazy_tabs(at) -> list[str]:
 
 # Other states of a page that show other text boxes (the training page's probe box depends on its task).
 MORE_RUNS = {"training": ({"task": "12345 → 54321"}, {"task": "it / 它 → ?"}),
-             "masking": ({"mixx": "true"},)}     # the conventions pitfall's expander, drawn only when open
+             "masking": ({"mixx": "true"},),     # the conventions pitfall's expander, drawn only when open
+             "long_context": ({"pit_run": "true"},),   # the pitfall's demo, drawn only when open
+             "qk_norm": ({"pit_run": "true"},)}
 
 
 def page_runs(key: str) -> list[tuple[str, object]]:
