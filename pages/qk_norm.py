@@ -204,8 +204,9 @@ def evidence_section(doc, lr: float, seed: int) -> None:
     ]
     bounds = [b for b in on["bounds"] if b is not None]
     if bounds:
+        d_head = s["d_model"] // s["num_heads"]
         items.append(t(f"{NS}.notice_bound", bound=fmt.sig(max(bounds)), on=fmt.sig(max(on["probes"][-1][1])),
-                       d_head=s["d_model"] // s["num_heads"], plain=fmt.fixed(math.sqrt(s["d_model"] // s["num_heads"]), 2)))
+                       d_head=d_head, plain=fmt.fixed(math.sqrt(d_head), 2)))
     anatomy.notice(items)
 
 
@@ -227,8 +228,8 @@ def sweep_section(doc) -> None:
     learned = {lb: [lr for lr, v in means[lb].items() if v < FAILED * chance] for lb in labels}
     fmt_lrs = {lb: ", ".join(f"{v:g}" for v in learned[lb]) or "—" for lb in labels}
     anatomy.notice([
-        t(f"{NS}.notice_sweep_range", off=fmt_lrs[labels[0]], on=fmt_lrs[labels[1]], limit=fmt.fixed(FAILED * chance, 2),
-          seeds=seeds),
+        t(f"{NS}.notice_sweep_range", off=fmt_lrs[labels[0]], on=fmt_lrs[labels[1]],
+          limit=fmt.fixed(FAILED * chance, 2), seeds=seeds),
         t(f"{NS}.notice_sensitivity", off=fmt.fixed(sensitivity(frame, labels[0], chance), 3),
           on=fmt.fixed(sensitivity(frame, labels[1], chance), 3), chance=fmt.fixed(chance, 2)),
     ] + slower_item(means, labels, doc["settings"]))
@@ -284,9 +285,9 @@ def why_section() -> None:
                                         quantity_title=t(f"{NS}.axis_quantity"), names=list(names),
                                         title=t(f"{NS}.chart_saturation")), key="saturation")
     peak = max(rows, key=lambda r: r.jacobian_norm)
-    st.caption(t(f"{NS}.sat_caption", row=", ".join(fmt.exact(v) for v in lab.SAT_ROW), peak=fmt.sig(peak.jacobian_norm),
-                 c_peak=fmt.exact(peak.scale), c=fmt.exact(rows[-1].scale), top=fmt.fixed(rows[-1].top_weight, 6),
-                 norm=fmt.sig(rows[-1].jacobian_norm)))
+    st.caption(t(f"{NS}.sat_caption", row=", ".join(fmt.exact(v) for v in lab.SAT_ROW),
+                 peak=fmt.sig(peak.jacobian_norm), c_peak=fmt.exact(peak.scale), c=fmt.exact(rows[-1].scale),
+                 top=fmt.fixed(rows[-1].top_weight, 6), norm=fmt.sig(rows[-1].jacobian_norm)))
 
 
 # ------------------------------------------------------------------ the live run (in the server's queue)

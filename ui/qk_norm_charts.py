@@ -17,14 +17,20 @@ SAT_COLORS = ("#3b528b", "#e66101")                          # the largest weigh
 def step_frame(series: Sequence[tuple[str, str, Sequence[int], Sequence[float]]]) -> pd.DataFrame:
     """Long form of (run label, layer label, steps, values) series: step, value, run, layer. Compact for the
     browser (issue 13 §4): value float32 (the tooltip formats it), run and layer categorical (sent once per
-    chart, not once per row)."""
-    rows = [pd.DataFrame({"step": np.asarray(steps, np.int32), "value": np.asarray(values, np.float32),
-                          "run": run, "layer": layer}) for run, layer, steps, values in series]
-    frame = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(
-        {"step": np.array([], np.int32), "value": np.array([], np.float32), "run": [], "layer": []})
-    for column in ("run", "layer"):
-        frame[column] = pd.Categorical(frame[column], categories=list(dict.fromkeys(frame[column])))
-    return frame
+    chart, not once per row); built from numpy arrays in one go."""
+    runs = list(dict.fromkeys(run for run, _, _, _ in series))
+    layers = list(dict.fromkeys(layer for _, layer, _, _ in series))
+    lengths = [len(values) for _, _, _, values in series]
+
+    def codes(labels: list[str], which: int) -> np.ndarray:
+        return np.repeat(np.array([labels.index(s[which]) for s in series], np.int8), lengths)
+
+    def joined(which: int, dtype) -> np.ndarray:
+        return np.concatenate([np.asarray(s[which], dtype) for s in series]) if series else np.array([], dtype)
+
+    return pd.DataFrame({"step": joined(2, np.int32), "value": joined(3, np.float32),
+                         "run": pd.Categorical.from_codes(codes(runs, 0), categories=runs),
+                         "layer": pd.Categorical.from_codes(codes(layers, 1), categories=layers)})
 
 
 @chart_kind(fill=("runs", "title"))
