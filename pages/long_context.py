@@ -282,7 +282,32 @@ def pitfall_demo(shown: Shipped) -> None:
 
 def pitfall_section(shown: Shipped) -> None:
     anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=t(f"{NS}.pit_code"),
-                    demo=lambda: pitfall_demo(shown))
+                    demo=lambda: pitfall_demo(shown), key="pit_run")        # computed only when opened
+
+
+# ------------------------------------------------------------------ fragments: a control reruns only its part
+# (issue 13 §4: elements outside a fragment are not re-sent). A fragment rerun numbers its presenter steps from
+# where the full run started it (``counters``), so every step keeps its place.
+@st.fragment
+def length_sections(lesson: presenter.Lesson, counters: tuple[int, int], shown: Shipped | None) -> None:
+    """The method and length controls and the three sections they drive: wavelengths, logit, live accuracy."""
+    lesson.count, lesson.kept = counters
+    with lesson.step("controls", keep=True):
+        chosen = controls_section()
+    with lesson.step("angles"):
+        angles_section(chosen)
+    if shown is not None:
+        with lesson.step("logit"):
+            logit_section(chosen, shown)
+        with lesson.step("live"):
+            live_section(chosen, shown)
+
+
+@st.fragment
+def alibi_fragment(lesson: presenter.Lesson, counters: tuple[int, int]) -> None:
+    lesson.count, lesson.kept = counters
+    with lesson.step("alibi"):
+        alibi_section()
 
 
 # ------------------------------------------------------------------ the page
@@ -292,24 +317,15 @@ with lesson.step("intuition"):
     anatomy.intuition(NS)
     anatomy.formula(r"q_m^\top R_{(n - m)\theta}\, k_n\;",
                     t(f"{NS}.formula_caption"))
-with lesson.step("controls", keep=True):
-    chosen = controls_section()
 with lesson.step("question"):
     question_section()
 shown = shipped()
 if shown is not None:
-    with lesson.step("evidence"):
+    with lesson.step("evidence"):          # the recorded figures at every length: no control changes them
         evidence_section(shown)
         notice_section(shown.evals)
-with lesson.step("angles"):
-    angles_section(chosen)
-if shown is not None:
-    with lesson.step("logit"):
-        logit_section(chosen, shown)
-    with lesson.step("live"):
-        live_section(chosen, shown)
-with lesson.step("alibi"):
-    alibi_section()
+length_sections(lesson, (lesson.count, lesson.kept), shown)
+alibi_fragment(lesson, (lesson.count, lesson.kept))
 if shown is not None:
     with lesson.step("pitfall"):
         pitfall_section(shown)

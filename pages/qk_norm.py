@@ -204,8 +204,9 @@ def evidence_section(doc, lr: float, seed: int) -> None:
     ]
     bounds = [b for b in on["bounds"] if b is not None]
     if bounds:
+        d_head = s["d_model"] // s["num_heads"]
         items.append(t(f"{NS}.notice_bound", bound=fmt.sig(max(bounds)), on=fmt.sig(max(on["probes"][-1][1])),
-                       d_head=s["d_model"] // s["num_heads"], plain=fmt.fixed(math.sqrt(s["d_model"] // s["num_heads"]), 2)))
+                       d_head=d_head, plain=fmt.fixed(math.sqrt(d_head), 2)))
     anatomy.notice(items)
 
 
@@ -227,8 +228,8 @@ def sweep_section(doc) -> None:
     learned = {lb: [lr for lr, v in means[lb].items() if v < FAILED * chance] for lb in labels}
     fmt_lrs = {lb: ", ".join(f"{v:g}" for v in learned[lb]) or "—" for lb in labels}
     anatomy.notice([
-        t(f"{NS}.notice_sweep_range", off=fmt_lrs[labels[0]], on=fmt_lrs[labels[1]], limit=fmt.fixed(FAILED * chance, 2),
-          seeds=seeds),
+        t(f"{NS}.notice_sweep_range", off=fmt_lrs[labels[0]], on=fmt_lrs[labels[1]],
+          limit=fmt.fixed(FAILED * chance, 2), seeds=seeds),
         t(f"{NS}.notice_sensitivity", off=fmt.fixed(sensitivity(frame, labels[0], chance), 3),
           on=fmt.fixed(sensitivity(frame, labels[1], chance), 3), chance=fmt.fixed(chance, 2)),
     ] + slower_item(means, labels, doc["settings"]))
@@ -284,9 +285,9 @@ def why_section() -> None:
                                         quantity_title=t(f"{NS}.axis_quantity"), names=list(names),
                                         title=t(f"{NS}.chart_saturation")), key="saturation")
     peak = max(rows, key=lambda r: r.jacobian_norm)
-    st.caption(t(f"{NS}.sat_caption", row=", ".join(fmt.exact(v) for v in lab.SAT_ROW), peak=fmt.sig(peak.jacobian_norm),
-                 c_peak=fmt.exact(peak.scale), c=fmt.exact(rows[-1].scale), top=fmt.fixed(rows[-1].top_weight, 6),
-                 norm=fmt.sig(rows[-1].jacobian_norm)))
+    st.caption(t(f"{NS}.sat_caption", row=", ".join(fmt.exact(v) for v in lab.SAT_ROW),
+                 peak=fmt.sig(peak.jacobian_norm), c_peak=fmt.exact(peak.scale), c=fmt.exact(rows[-1].scale),
+                 top=fmt.fixed(rows[-1].top_weight, 6), norm=fmt.sig(rows[-1].jacobian_norm)))
 
 
 # ------------------------------------------------------------------ the live run (in the server's queue)
@@ -445,7 +446,8 @@ def gains_demo() -> None:
 
 
 def pitfall_section() -> None:
-    anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=t(f"{NS}.pit_code"), demo=gains_demo)
+    anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=t(f"{NS}.pit_code"), demo=gains_demo,
+                    key="pit_run")         # drawn only when opened
 
 
 def code_that_ran() -> list:
@@ -454,6 +456,27 @@ def code_that_ran() -> list:
     if live_runs():                 # ran in the queue's worker for this session
         shown.append(lab.train_run)
     return shown
+
+
+# ------------------------------------------------------------------ fragments: a control reruns only its part
+# (issue 13 §4: elements outside a fragment are not re-sent). A fragment rerun numbers its presenter steps from
+# where the full run started it (``counters``), so every step keeps its place.
+@st.fragment
+def recorded_sections(lesson: presenter.Lesson, counters: tuple[int, int], doc) -> tuple[float, int]:
+    """The learning rate and seed of the recorded runs and their curves (on a full run: the chosen rate, seed)."""
+    lesson.count, lesson.kept = counters
+    with lesson.step("controls", keep=True):
+        lr, seed = controls_section(doc)
+    with lesson.step("evidence"):
+        evidence_section(doc, lr, seed)
+    return lr, seed
+
+
+@st.fragment
+def why_fragment(lesson: presenter.Lesson, counters: tuple[int, int]) -> None:
+    lesson.count, lesson.kept = counters
+    with lesson.step("why"):
+        why_section()
 
 
 # ------------------------------------------------------------------ the page
@@ -469,16 +492,12 @@ with lesson.step("intuition"):
                     t(f"{NS}.formula_qk_caption"))
 with lesson.step("question"):
     question_section(shown_doc)
-with lesson.step("controls", keep=True):
-    chosen_lr, chosen_seed = controls_section(shown_doc)
-with lesson.step("evidence"):
-    evidence_section(shown_doc, chosen_lr, chosen_seed)
+chosen_seed = recorded_sections(lesson, (lesson.count, lesson.kept), shown_doc)[1]
 with lesson.step("sweep"):
     sweep_section(shown_doc)
-with lesson.step("why"):
-    why_section()
+why_fragment(lesson, (lesson.count, lesson.kept))
 with lesson.step("live"):
-    live_section(chosen_seed)
+    live_section(chosen_seed)          # a full run (the Train button) reads the seed chosen above
 with lesson.step("pitfall"):
     pitfall_section()
 anatomy.show_code(*code_that_ran())

@@ -158,3 +158,30 @@ def test_the_recorded_figures_agree_with_a_fresh_evaluation_of_the_shipped_model
         sc = lm.scores(lab.scaled_copy(loaded.model, method, 4.0), 4 * L, sequences=32, seed=5)
         for kind, k in (("near", lm.Kinds.NEAR), ("far", lm.Kinds.FAR)):
             assert lm.summary(sc, k)[0] == pytest.approx(ev["methods"][method][f"{kind}_accuracy"][i4], abs=0.1)
+
+
+@pytest.mark.parametrize("method", ["none", "yarn"])
+def test_live_positions_equal_one_batch_of_every_sequence_counted_by_hand(method):
+    """The page's live chart: the model reads a few sequences at a time (fast), the figures are those of one
+    forward of every sequence at once, with the method's frequencies, counted per bucket by a loop here."""
+    import copy
+
+    model = recipes.load_model("longctx_rope").model
+    n, seqs = 96, 16
+    live = lab.live_positions(model, method, n, sequences=seqs)
+    assert live.edges == (0, 32, 64, 96) and live.sequences == seqs
+    twin = copy.deepcopy(model).eval()
+    lm.set_rope_scaling(twin, method, n / L)
+    batch = lm.recall_batch(random.Random(f"0-{n}"), seqs, n)
+    _, kinds = lm.topic_sequences(random.Random(f"0-{n}"), seqs, n)
+    with torch.no_grad():
+        right = (twin(batch.ids).logits.argmax(-1) == batch.targets).tolist()
+    kinds = kinds.tolist()
+    for kind, shown, overall in ((lm.Kinds.NEAR, live.near, live.near_all), (lm.Kinds.FAR, live.far, live.far_all)):
+        every = []
+        for i, (lo, hi) in enumerate(zip(live.edges[:-1], live.edges[1:])):
+            cells = [right[b][p] for b in range(seqs) for p in range(lo, hi) if kinds[b][p] == kind]
+            every += cells
+            # one argmax may flip between batch shapes (float sums in another order): at most one cell
+            assert shown[i] == pytest.approx(sum(cells) / len(cells), abs=1.01 / len(cells))
+        assert overall == pytest.approx(sum(every) / len(every), abs=1.01 / len(every))

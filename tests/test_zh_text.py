@@ -287,7 +287,9 @@ MORE_RUNS = {"training": ({"task": "12345 → 54321"}, {"task": "it / 它 → ?"
              "masking": ({"mixx": "true"}, {"nanx": "true", "fp16x": "true"}),    # pitfall demos: drawn only when open
              "scaling": ({"pitx": "true"},),
              "alignment": ({"al_pit": "true"},),   # the pitfall's demo, drawn only when open
-             "analysis": ({"an_pit": "true"},)}    # the pitfall's demo, drawn only when open
+             "analysis": ({"an_pit": "true"},),    # the pitfall's demo, drawn only when open
+             "long_context": ({"pit_run": "true"},),   # the pitfall's demo, drawn only when open
+             "qk_norm": ({"pit_run": "true"},)}
 
 
 def page_runs(key: str) -> list[tuple[str, object]]:

@@ -15,24 +15,29 @@ SERIES_COLORS = ("#3b528b", "#e66101", "#1b9e77", "#7570b3", "#e7298a", "#666666
 RULE_COLOR = "#444444"
 
 
-def _exact(values: np.ndarray, fmt: str) -> np.ndarray:
-    return np.array(["" if np.isnan(v) else fmt % v for v in values], dtype=object)
-
-
-def lines_frame(x: Sequence[float], series: dict[str, Sequence[float | None]], rules: Sequence[float] = (),
-                fmt: str = "%.4f") -> pd.DataFrame:
-    """Long form: x, y, series, exact (y as text), part ("line" or "rule"); a None y leaves a gap (no point).
-    ``rules``: x positions of vertical rules (e.g. the training length)."""
-    xs = np.asarray(x, float)
-    parts = []
-    for name, ys in series.items():
-        y = np.array([np.nan if v is None else float(v) for v in ys])
+def lines_frame(x: Sequence[float], series: dict[str, Sequence[float | None]], rules: Sequence[float] = ()
+                ) -> pd.DataFrame:
+    """Long form: x, y, series, part ("line" or "rule"); a None y leaves a gap (no point). ``rules``: x positions
+    of vertical rules (e.g. the training length). Compact for the browser (issue 13 §4): x and y float32 (the
+    tooltip formats y), series and part categorical (sent once per chart, not once per row); built from numpy
+    arrays in one go (a frame per series and a concat cost more than the chart's data)."""
+    xs = np.asarray(x, np.float32)
+    cols, ys, codes = [], [], []
+    for i, values in enumerate(series.values()):
+        y = np.array([np.nan if v is None else v for v in values], np.float32)
         keep = ~np.isnan(y)
-        parts.append(pd.DataFrame({"x": xs[keep], "y": y[keep], "series": name, "exact": _exact(y[keep], fmt),
-                                   "part": "line"}))
-    parts.append(pd.DataFrame({"x": np.asarray(rules, float), "y": np.nan, "series": "", "exact": "",
-                               "part": "rule"}))
-    return pd.concat(parts, ignore_index=True)
+        cols.append(xs[keep])
+        ys.append(y[keep])
+        codes.append(np.full(int(keep.sum()), i, np.int8))
+    r = np.asarray(rules, np.float32)
+    cols.append(r)
+    ys.append(np.full(len(r), np.nan, np.float32))
+    codes.append(np.full(len(r), len(series), np.int8))
+    code = np.concatenate(codes)
+    return pd.DataFrame({"x": np.concatenate(cols), "y": np.concatenate(ys),
+                         "series": pd.Categorical.from_codes(code, categories=[*series, ""]),
+                         "part": pd.Categorical.from_codes((code == len(series)).astype(np.int8),
+                                                           categories=["line", "rule"])})
 
 
 @chart_kind(fill=("series", "domain", "title", "height"))
@@ -48,7 +53,7 @@ def lines_chart(frame, *, x_title: str, y_title: str, series_title: str, log_x: 
     line = base.transform_filter(alt.datum.part == "line").mark_line(point=points).encode(
         x=x, y=alt.Y("y:Q", title=y_title, scale=y_scale), color=colour,
         tooltip=[alt.Tooltip("series:N", title=series_title), alt.Tooltip("x:Q", title=x_title),
-                 alt.Tooltip("exact:N", title=y_title)])
+                 alt.Tooltip("y:Q", title=y_title, format=".4f")])
     rule = base.transform_filter(alt.datum.part == "rule").mark_rule(color=RULE_COLOR, strokeDash=[4, 3]).encode(x=x)
     chart = alt.layer(line, rule).properties(height=height, autosize=FIT_X)
     return chart.properties(title=title) if title else chart

@@ -15,13 +15,22 @@ SAT_COLORS = ("#3b528b", "#e66101")                          # the largest weigh
 
 
 def step_frame(series: Sequence[tuple[str, str, Sequence[int], Sequence[float]]]) -> pd.DataFrame:
-    """Long form of (run label, layer label, steps, values) series: step, value, exact, run, layer."""
-    rows = [pd.DataFrame({"step": np.asarray(steps, int), "value": np.asarray(values, float),
-                          "run": run, "layer": layer}) for run, layer, steps, values in series]
-    frame = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(
-        {"step": [], "value": [], "run": [], "layer": []})
-    frame["exact"] = [f"{v:.4g}" for v in frame["value"]]
-    return frame
+    """Long form of (run label, layer label, steps, values) series: step, value, run, layer. Compact for the
+    browser (issue 13 §4): value float32 (the tooltip formats it), run and layer categorical (sent once per
+    chart, not once per row); built from numpy arrays in one go."""
+    runs = list(dict.fromkeys(run for run, _, _, _ in series))
+    layers = list(dict.fromkeys(layer for _, layer, _, _ in series))
+    lengths = [len(values) for _, _, _, values in series]
+
+    def codes(labels: list[str], which: int) -> np.ndarray:
+        return np.repeat(np.array([labels.index(s[which]) for s in series], np.int8), lengths)
+
+    def joined(which: int, dtype) -> np.ndarray:
+        return np.concatenate([np.asarray(s[which], dtype) for s in series]) if series else np.array([], dtype)
+
+    return pd.DataFrame({"step": joined(2, np.int32), "value": joined(3, np.float32),
+                         "run": pd.Categorical.from_codes(codes(runs, 0), categories=runs),
+                         "layer": pd.Categorical.from_codes(codes(layers, 1), categories=layers)})
 
 
 @chart_kind(fill=("runs", "title"))
@@ -35,7 +44,7 @@ def step_lines(frame, *, x_title: str, y_title: str, run_title: str, layer_title
         color=alt.Color("run:N", title=run_title, scale=alt.Scale(domain=runs, range=list(RUN_COLORS)),
                         legend=alt.Legend(orient="bottom", direction="vertical", labelLimit=220)),
         tooltip=[alt.Tooltip("run:N", title=run_title), alt.Tooltip("step:Q", title=x_title),
-                 alt.Tooltip("exact:N", title=y_title)],
+                 alt.Tooltip("value:Q", title=y_title, format=".4~g")],
     )
     if layers:
         enc["strokeDash"] = alt.StrokeDash("layer:N", title=layer_title,

@@ -157,3 +157,35 @@ def test_presenter_mode_steps_through_the_lesson():
     assert exceptions(at) == []
     steps = at.session_state["_present_steps_long_context"]
     assert steps == 8 and any(m.value == f"Step 4 of {steps}" for m in at.markdown)
+
+
+def test_the_live_chart_is_the_shipped_model_measured_now_with_the_chosen_method():
+    at = open_page("long_context", "en", {"method": "RoPE+PI", "n": "128"})
+    assert exceptions(at) == []
+    _, frame = charts_of(at, "lines_chart")[3]                            # far, near, logit, then the live chart
+    live = lab.live_positions(recipes.load_model("longctx_rope").model, "linear", 128, sequences=16)
+    mids = [(a + b - 1) / 2 for a, b in zip(live.edges[:-1], live.edges[1:])]
+    for name, values in (("far: topic recall", live.far), ("near: digit rule", live.near)):
+        shown = frame[(frame["series"] == name) & (frame["part"] == "line")].sort_values("x")
+        kept = [(x, v) for x, v in zip(mids, values) if v is not None]
+        assert shown["x"].tolist() == [x for x, _ in kept]
+        assert shown["y"].tolist() == pytest.approx([v for _, v in kept], abs=1e-6)
+    assert shows_label(all_text(at), "long_context.live_caption", seq=16, n=128, far=pct(live.far_all, 1),
+                       near=pct(live.near_all, 1), L=L)
+
+
+def test_the_pitfall_demo_runs_only_when_opened_and_measures_pi_on_short_inputs():
+    """Closed (the default) the demo computes and draws nothing (a rerun of the page does not redraw it, issue 13
+    §4); opened (?pit_run=true) it shows near accuracy at the training length, plain and with PI at s = 4."""
+    closed = open_page("long_context", "en")
+    assert exceptions(closed) == []
+    assert "(the training length)" not in all_text(closed)       # the demo's sentence
+    at = open_page("long_context", "en", {"pit_run": "true"})
+    assert exceptions(at) == []
+    model = recipes.load_model("longctx_rope").model
+    plain = lm.summary(lm.scores(model, L, sequences=16, seed=0), lm.Kinds.NEAR)[0]
+    squeezed = lm.summary(lm.scores(lab.scaled_copy(model, "linear", 4.0), L, sequences=16, seed=0),
+                          lm.Kinds.NEAR)[0]
+    assert squeezed < plain - 0.2                                   # PI on short inputs squeezes the near rule
+    assert shows_label(all_text(at), "long_context.pit_demo", L=L, plain=pct(plain, 1), squeezed=pct(squeezed, 1),
+                       seq=16)

@@ -115,8 +115,16 @@ def test_the_weight_growth_demo_squares_the_logits_without_qk_norm():
 def test_a_live_run_trains_through_the_queue_and_draws_its_curves(monkeypatch):
     monkeypatch.setattr(lab, "STEPS", 30)
     monkeypatch.setattr(ui_charts, "VERIFY", True)      # every chart also built directly by Altair
-    at = open_page("qk_norm", "en", {"live_lr": "0.3", "live_qk": "false"})
+    from attention_core.decoder import CausalSelfAttention
+    from ui.anatomy import code_key
+    ran = (lab.grown_weights, lab.attention_stats, CausalSelfAttention.logits, CausalSelfAttention.project,
+           lab.logit_bound, lab.softmax_jacobian, lab.saturation)
+    # "Show the code" draws its source only while open: ?code_…=true opens both its versions (without and with
+    # the training function)
+    opened = {code_key(*ran): "true", code_key(*ran, lab.train_run): "true"}
+    at = open_page("qk_norm", "en", {"live_lr": "0.3", "live_qk": "false", **opened})
     assert exceptions(at) == []
+    assert any(c.value == "`attention_core.labs.qk_norm.grown_weights`" for c in at.caption)      # open
     assert not any(c.value.endswith("qk_norm.train_run`") for c in at.caption)   # nothing trained yet
     at.button(key="qk_train").click().run()
     assert exceptions(at) == []
@@ -207,3 +215,21 @@ def test_presenter_mode_steps_through_the_lesson():
     assert exceptions(at) == []
     steps = at.session_state["_present_steps_qk_norm"]
     assert steps == 7 and any(m.value == f"Step 3 of {steps}" for m in at.markdown)   # the kept controls are no step
+
+
+def test_the_pitfall_demo_runs_only_when_opened_and_lists_the_recorded_gains():
+    """Closed (the default) the demo draws nothing (a rerun of the page does not redraw it, issue 13 §4); opened
+    (?pit_run=true) it lists, per learning rate, the recorded QK-norm run's bound, largest logit and final loss."""
+    closed = open_page("qk_norm", "en")
+    assert exceptions(closed) == []
+    assert "At initialisation the bound is" not in all_text(closed)
+    at = open_page("qk_norm", "en", {"pit_run": "true"})
+    assert exceptions(at) == []
+    text = all_text(at)
+    rows = sorted((r for r in lab.read_record()["runs"] if r["qk_norm"] and r["seed"] == 0), key=lambda r: r["lr"])
+    assert len(rows) > 3
+    for r in rows:
+        assert shows_label(text, "qk_norm.pit_row", lr=f"{r['lr']:g}",
+                           bound=sig(max(b for b in r["bounds"] if b is not None)),
+                           logit=sig(max(r["probes"][-1][1])), loss=fixed(sum(r["losses"][-10:]) / 10, 3))
+    assert shows_label(text, "qk_norm.pit_demo", start=fixed(math.sqrt(8), 2), d_head=8)
