@@ -76,8 +76,11 @@ def say(lines: list[str]) -> None:
 
 
 def metrics(items: list[tuple]) -> None:
-    for col, (label, value, help_text) in zip(st.columns(len(items)), items):
-        col.metric(label, value, help=help_text)
+    """A row of metrics that wraps on a phone: one horizontal container, not a column each (fewer elements to
+    re-send on a rerun)."""
+    with st.container(horizontal=True):
+        for label, value, help_text in items:
+            st.metric(label, value, help=help_text)
 
 
 def heatmap(matrix, labels: list[str], *, key: str, title: str, **options) -> int | None:
