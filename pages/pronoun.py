@@ -448,7 +448,8 @@ if models.unavailable("pronoun"):
     st.stop()
 try:
     resolving_head()
-except (ValueError, TypeError, KeyError) as err:       # a readable checkpoint whose meta lacks the evaluation
+    heldout_facts()                                     # the exercise's figures: the same evaluation
+except (ValueError, TypeError, KeyError, IndexError) as err:   # a readable checkpoint whose meta lacks the evaluation
     anatomy.problem(f"{NS}.err_no_model", detail=anatomy.md_escape(str(err)))
     st.stop()
 with steps.step("model and formula"):

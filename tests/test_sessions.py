@@ -99,8 +99,9 @@ def input_chars(at) -> dict[str, set]:
 
 
 def test_typed_dates_stay_in_their_session():
-    """The date page: the answer the model writes for A (1776-07-04) never shows on B's page."""
-    a, b = two_sessions("alignment", {}, "date", "july 4, 1776", "december 31, 1999")
+    """The date page: the answer the model writes for A (1776-07-04) never shows on B's page (the pitfall's demo
+    open: it quotes the typed date, and it is drawn only when open)."""
+    a, b = two_sessions("alignment", {"al_pit": "true"}, "date", "july 4, 1776", "december 31, 1999")
     assert "1776" in rendered(a)
     shown = rendered(b)
     assert "1999" in shown and "1776" not in shown

@@ -337,3 +337,26 @@ def test_an_english_sentence_typed_with_a_chinese_input_method_stays_english(lm,
     assert exceptions(at) == [] and not at.warning[1:]     # only the page's standing caveat about the model
     e, r = oracle(lm, "The animal didn't cross the street because it was too tired.", "en")
     assert np.allclose(matrix(titled(at, pronoun_text(e.tokens, "en"))), from_it(r), atol=1e-5)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_checkpoint_without_the_per_head_evaluation_gets_a_message(monkeypatch, lang):
+    """The exercise quotes the training-time evaluation of every head (meta ``head_agreement``,
+    ``adjective_weight``): a checkpoint whose meta lacks them gets the page's message, not a traceback. 2 s."""
+    import copy
+
+    from ui import models
+
+    real = models.shipped_model
+
+    def without_per_head(name):
+        lm = real(name)
+        meta = copy.deepcopy(lm.meta)
+        del meta["eval"]["head_agreement"]
+        return lm._replace(meta=meta)
+
+    monkeypatch.setattr(models, "shipped_model", without_per_head)
+    at = open_page("pronoun", lang)
+    assert exceptions(at) == []
+    assert catalog(lang)["pronoun.err_no_model"].split("{")[0] in warnings(at)
+    assert charts(at) == []
