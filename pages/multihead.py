@@ -211,10 +211,11 @@ def heads_section(r: lab.HeadsLesson, v: View) -> None:
         x_title=t("common.key"), y_title=t("common.query"), value_title=t("common.weight"),
         panel_title=t(f"{NS}.head"), labels=False, spacing=GRID_GAP, legend_below=True), key="mh_grid",
         select=True, width="content")
-    st.caption(t(f"{NS}.grid_caption") + (" " + t(f"{NS}.grid_pooled") if n > mc.MAX_PANEL_SIDE else ""))
     d_k = v.d_model // h
+    small = ""
     if v.mode == "structured" and d_k < 8:
-        st.caption(t(f"{NS}.small_dk", d_k=d_k, pairs=d_k // 2) if d_k >= 2 else t(f"{NS}.small_dk_one"))
+        small = " " + (t(f"{NS}.small_dk", d_k=d_k, pairs=d_k // 2) if d_k >= 2 else t(f"{NS}.small_dk_one"))
+    st.caption(t(f"{NS}.grid_caption") + (" " + t(f"{NS}.grid_pooled") if n > mc.MAX_PANEL_SIDE else "") + small)
 
     left, right = st.columns(2)
     with left:
