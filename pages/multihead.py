@@ -444,7 +444,11 @@ def lesson_body(lesson: presenter.Lesson, count: int, kept: int) -> None:
 @st.fragment
 def weights_body(lesson: presenter.Lesson, count: int, kept: int, tokens: list[str], d_model: int, num_heads: int,
                  mode: str, picked: tuple[int, int]) -> None:
-    """The seed, the forward pass it seeds and everything drawn from it (nested fragment)."""
+    """The seed, the forward pass it seeds and everything drawn from it (nested fragment). A new click on the
+    head grid or on a row of the big heatmap sets the head / query pickers, which sit outside this fragment: it
+    reruns the page, as every click did before."""
+    if new_click("mh_grid", mc.HEAD_SELECTION, "head") or new_click("mh_big", ROW_SELECTION, "query_pos"):
+        st.rerun(scope="app")
     lesson.count, lesson.kept = count, kept
     with lesson.step("evidence"):
         seed = seed_control()
@@ -457,6 +461,17 @@ def weights_body(lesson: presenter.Lesson, count: int, kept: int, tokens: list[s
     with lesson.step("pitfall: averaging"):
         averaging_pitfall(view, facts)
     closing(lesson, mode, ran)
+
+
+def new_click(chart_key: str, selection: str, field: str) -> bool:
+    """The chart's selection holds a click that ``controls.adopt_click`` has not adopted yet."""
+    try:
+        points = st.session_state[chart_key]["selection"][selection] or []
+    except (KeyError, TypeError):
+        return False
+    points = points if isinstance(points, list) else [points]
+    picked = next((int(p[field]) for p in points if isinstance(p, dict) and field in p), None)
+    return picked is not None and picked != st.session_state.get(f"_{chart_key}_adopted")
 
 
 def closing(lesson: presenter.Lesson, mode: str, ran: list) -> None:
