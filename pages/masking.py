@@ -348,30 +348,47 @@ def convention_run(sentences: Batch, side: str, seed: int, s: int) -> None:
 def lesson_body(steps: presenter.Lesson, count: int, kept: int, tab_at_full_run) -> None:
     """The controls and everything they drive (tabs, pitfalls, the code that ran), as a fragment: a control
     change reruns (and redraws) only this, not the router, the header, the intuition and the formula (issue 13
-    §4). A fragment rerun numbers its presenter steps from where the full run started it (``count``, ``kept``);
-    in presenter mode a new tab reruns the whole page, whose step bar then starts that tab at its first step."""
-    if presenter.active() and st.session_state.get("tab") != tab_at_full_run:
-        st.rerun(scope="app")
+    §4). The seed and what it drives are a fragment nested in it (``seeded``). A fragment rerun numbers its
+    presenter steps from where the full run started it (``count``, ``kept``)."""
     steps.count, steps.kept = count, kept
-    lesson_steps(steps)
-    steps_seen = f"_present_steps_{NS}"
-    if presenter.active() and st.session_state.get(steps_seen, steps.count) != steps.count:
-        st.session_state[steps_seen] = steps.count     # the step bar outside this fragment counts them anew
-        st.rerun(scope="app")
-
-
-def lesson_steps(steps: presenter.Lesson) -> None:
     with steps.step("controls", keep=True):
         left, right = st.columns([3, 2])
         with left:
             sentences = read_batch()
         with right:
-            seed = controls.seed()
             side = side_control()
             s = pick_sentence(sentences) if sentences else 0
-    if not sentences:
-        return
-    sentences = tuple(tuple(x) for x in sentences)
+    if sentences:
+        seeded(steps, steps.count, steps.kept, tuple(tuple(x) for x in sentences), side, s, tab_at_full_run)
+    else:
+        recount(steps)
+
+
+def recount(steps: presenter.Lesson) -> None:
+    """In presenter mode a change of the number of steps in a fragment rerun reruns the page (its step bar)."""
+    steps_seen = f"_present_steps_{NS}"
+    if presenter.active() and st.session_state.get(steps_seen, steps.count) != steps.count:
+        st.session_state[steps_seen] = steps.count     # the step bar outside the fragments counts them anew
+        st.rerun(scope="app")
+
+
+def seed_control() -> int:
+    """The seed of the batch's Q and K, above the tabs it redraws (a narrow box: it needs 4 digits)."""
+    return int(st.number_input(t("common.seed"), min_value=0, max_value=9999, value=0, step=1, key="seed",
+                               bind="query-params", width=160))
+
+
+@st.fragment
+def seeded(steps: presenter.Lesson, count: int, kept: int, sentences: Batch, side: str, s: int,
+           tab_at_full_run) -> None:
+    """The seed, the tabs, the pitfalls and the code that ran (nested fragment: a new seed or tab redraws only
+    this). In presenter mode a new tab reruns the whole page, whose step bar then starts that tab at its first
+    step."""
+    if presenter.active() and st.session_state.get("tab") != tab_at_full_run:
+        st.rerun(scope="app")
+    steps.count, steps.kept = count, kept
+    with steps.step("seed", keep=True):
+        seed = seed_control()
     run = attend(sentences, side, seed)                                     # keep: (b, 1, 1, n)
 
     tab_pad, tab_causal, tab_custom = st.tabs(
@@ -418,6 +435,7 @@ def lesson_steps(steps: presenter.Lesson) -> None:
         anatomy.pitfall(t("masking.pit_conv_title"), t("masking.pit_conv_body", i=s + 1), None,
                         demo=lambda: convention_demo(sentences, side, seed, s, ran))  # adds convention_mixups if run
     anatomy.show_code(*ran)
+    recount(steps)
 
 
 anatomy.header(NS)

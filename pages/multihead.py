@@ -211,10 +211,11 @@ def heads_section(r: lab.HeadsLesson, v: View) -> None:
         x_title=t("common.key"), y_title=t("common.query"), value_title=t("common.weight"),
         panel_title=t(f"{NS}.head"), labels=False, spacing=GRID_GAP, legend_below=True), key="mh_grid",
         select=True, width="content")
-    st.caption(t(f"{NS}.grid_caption") + (" " + t(f"{NS}.grid_pooled") if n > mc.MAX_PANEL_SIDE else ""))
     d_k = v.d_model // h
+    small = ""
     if v.mode == "structured" and d_k < 8:
-        st.caption(t(f"{NS}.small_dk", d_k=d_k, pairs=d_k // 2) if d_k >= 2 else t(f"{NS}.small_dk_one"))
+        small = " " + (t(f"{NS}.small_dk", d_k=d_k, pairs=d_k // 2) if d_k >= 2 else t(f"{NS}.small_dk_one"))
+    st.caption(t(f"{NS}.grid_caption") + (" " + t(f"{NS}.grid_pooled") if n > mc.MAX_PANEL_SIDE else "") + small)
 
     left, right = st.columns(2)
     with left:
@@ -328,8 +329,9 @@ def what_to_notice(r: lab.HeadsLesson, v: View, f: lab.AveragingFacts) -> None:
     anatomy.notice(items)
 
 
-def parameter_exercise(r: lab.HeadsLesson, v: View) -> None:
-    h, d_model, many = v.num_heads, v.d_model, r.params[v.num_heads]
+def parameter_exercise(d_model: int, h: int) -> None:
+    """Depends on d_model and h only (not on the seed: it stays outside the seed's fragment)."""
+    many = lab.parameter_count(d_model, h)
     if d_model % (2 * h) == 0:
         double = lab.parameter_count(d_model, 2 * h)
         explain = t(f"{NS}.ex_explain", h=h, h2=2 * h, d_model=d_model, p=fmt.count(many.total),
@@ -368,32 +370,37 @@ def pick_head_and_query(tokens: list[str], num_heads: int) -> tuple[int, int]:
     return (head or 1) - 1, query
 
 
-def model_controls() -> tuple[int, int, int, str]:
-    """d_model, the number of heads, the seed and the kind of weights, in one row."""
-    c1, c2, c3, c4 = st.columns([3, 3, 1.6, 3.4])
+def model_controls() -> tuple[int, int, str]:
+    """d_model, the number of heads and the kind of weights, in one row (the seed sits above the tabs)."""
+    c1, c2, c4 = st.columns([3, 3, 3.4])
     d_model = c1.slider(t(f"{NS}.d_model"), D_MIN, D_MAX, D_DEFAULT, step=1, key="d", bind="query-params",
                         help=t(f"{NS}.d_model_help"))
     num_heads = c2.slider(t(f"{NS}.num_heads"), 1, H_MAX, H_DEFAULT, step=1, key="h", bind="query-params",
                           help=t(f"{NS}.num_heads_help"))
-    with c3:
-        seed = controls.seed("seed")
     with c4:
         keep_choice_across_languages("mode", lab.MODES, "mode")
         mode = st.segmented_control(t(f"{NS}.mode"), list(lab.MODES), default=lab.MODES[0], required=True,
                                     format_func=lambda m: t(f"{NS}.mode_{m}"), key="mode", bind="query-params",
                                     help=t(f"{NS}.mode_help")) or lab.MODES[0]
-    return int(d_model), int(num_heads), seed, mode
+    return int(d_model), int(num_heads), mode
 
 
-def run_heads(tokens: list[str] | None, d_model: int, num_heads: int, seed: int, mode: str) -> lab.HeadsLesson | None:
-    """The model's forward pass and its analysis; None (after a message) when the sentence or the sizes are bad."""
+def sizes_ok(tokens: list[str] | None, d_model: int, num_heads: int) -> bool:
+    """False (after a message) when the sentence or the sizes are bad."""
     if tokens is None:
-        return None
+        return False
     try:
-        return heads_lesson(tuple(tokens), d_model, num_heads, seed, mode)
+        lab.parameter_count(d_model, num_heads)
     except HeadDivisibilityError as err:
         divisibility_problem(err.d_model, err.num_heads)
-        return None
+        return False
+    return True
+
+
+def seed_control() -> int:
+    """The seed of the weights, right above the tabs it redraws (a narrow box: it needs 4 digits)."""
+    return int(st.number_input(t("common.seed"), min_value=0, max_value=9999, value=0, step=1, key="seed",
+                               bind="query-params", width=160))
 
 
 def tabs_section(r: lab.HeadsLesson, v: View) -> list:
@@ -414,28 +421,62 @@ def tabs_section(r: lab.HeadsLesson, v: View) -> list:
 
 @st.fragment
 def lesson_body(lesson: presenter.Lesson, count: int, kept: int) -> None:
-    """The controls and everything they drive (question, tabs, notice, pitfalls, the code that ran), as a
-    fragment: a control change reruns (and redraws) only this, not the router, the header, the intuition and the
-    formula (issue 13 §4). A fragment rerun numbers its presenter steps from where the full run started it
-    (``count``, ``kept``); in presenter mode a change of the number of steps reruns the page (its step bar)."""
+    """The controls and everything they drive, as a fragment: a control change reruns (and redraws) only this,
+    not the router, the header, the intuition and the formula (issue 13 §4). The seed and what it drives (the
+    weights: tabs, notice, pitfalls, the code) are a fragment nested in it, so a new seed does not redraw the
+    controls and the question either. A fragment rerun numbers its presenter steps from where the full run
+    started it (``count``, ``kept``)."""
     lesson.count, lesson.kept = count, kept
     with lesson.step("controls", keep=True):
         tokens = controls.sentence("text")
-        d_model, num_heads, seed, mode = model_controls()
-        result = run_heads(tokens, d_model, num_heads, seed, mode)
-        if result is not None:
-            view = View(tokens, d_model, num_heads, seed, mode, *pick_head_and_query(tokens, num_heads))
-    ran = []
-    if result is not None:
+        d_model, num_heads, mode = model_controls()
+        ok = sizes_ok(tokens, d_model, num_heads)
+        if ok:
+            picked = pick_head_and_query(tokens, num_heads)
+    if ok:
         with lesson.step("question"):                 # asked before the tabs and the notice that answer it
-            parameter_exercise(result, view)
-        with lesson.step("evidence"):
-            ran = tabs_section(result, view)
-        facts = lab.averaging_facts(result, view.head, view.query)
-        with lesson.step("notice"):
-            what_to_notice(result, view, facts)
-        with lesson.step("pitfall: averaging"):
-            averaging_pitfall(view, facts)
+            parameter_exercise(d_model, num_heads)
+        weights_body(lesson, lesson.count, lesson.kept, tokens, d_model, num_heads, mode, picked)
+    else:
+        closing(lesson, mode, [])
+
+
+@st.fragment
+def weights_body(lesson: presenter.Lesson, count: int, kept: int, tokens: list[str], d_model: int, num_heads: int,
+                 mode: str, picked: tuple[int, int]) -> None:
+    """The seed, the forward pass it seeds and everything drawn from it (nested fragment). A new click on the
+    head grid or on a row of the big heatmap sets the head / query pickers, which sit outside this fragment: it
+    reruns the page, as every click did before."""
+    if new_click("mh_grid", mc.HEAD_SELECTION, "head") or new_click("mh_big", ROW_SELECTION, "query_pos"):
+        st.rerun(scope="app")
+    lesson.count, lesson.kept = count, kept
+    with lesson.step("evidence"):
+        seed = seed_control()
+        result = heads_lesson(tuple(tokens), d_model, num_heads, seed, mode)
+        view = View(tokens, d_model, num_heads, seed, mode, *picked)
+        ran = tabs_section(result, view)
+    facts = lab.averaging_facts(result, view.head, view.query)
+    with lesson.step("notice"):
+        what_to_notice(result, view, facts)
+    with lesson.step("pitfall: averaging"):
+        averaging_pitfall(view, facts)
+    closing(lesson, mode, ran)
+
+
+def new_click(chart_key: str, selection: str, field: str) -> bool:
+    """The chart's selection holds a click that ``controls.adopt_click`` has not adopted yet."""
+    try:
+        points = st.session_state[chart_key]["selection"][selection] or []
+    except (KeyError, TypeError):
+        return False
+    points = points if isinstance(points, list) else [points]
+    picked = next((int(p[field]) for p in points if isinstance(p, dict) and field in p), None)
+    return picked is not None and picked != st.session_state.get(f"_{chart_key}_adopted")
+
+
+def closing(lesson: presenter.Lesson, mode: str, ran: list) -> None:
+    """The divisibility pitfall and the code that ran; in presenter mode a change of the number of steps reruns
+    the page (its step bar, outside the fragments)."""
     with lesson.step("pitfall: divisibility"):
         anatomy.pitfall(t(f"{NS}.pit_div_title"), t(f"{NS}.pit_div_body"), code=t(f"{NS}.pit_div_code"))
     anatomy.show_code(MultiHeadAttention, lab.build_mha,
@@ -444,7 +485,7 @@ def lesson_body(lesson: presenter.Lesson, count: int, kept: int) -> None:
                       *([qk_geometry] if geometry_section in ran else []))     # the code that ran, the open tab's too
     steps_seen = f"_present_steps_{NS}"
     if presenter.active() and st.session_state.get(steps_seen, lesson.count) != lesson.count:
-        st.session_state[steps_seen] = lesson.count     # the step bar outside this fragment counts them anew
+        st.session_state[steps_seen] = lesson.count     # the step bar outside the fragments counts them anew
         st.rerun(scope="app")
 
 

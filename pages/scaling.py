@@ -88,8 +88,9 @@ def mode_labels() -> tuple[str, str]:
 
 
 # ------------------------------------------------------------------ the controls
-def read_settings() -> Settings:
-    c_dk, c_scale, c_tau, c_seed = st.columns([3, 1.9, 2.4, 1.2], vertical_alignment="center")
+def read_settings() -> tuple[int, bool, float]:
+    """d_k, scaled or not, temperature: one row (the seed sits under it, in the fragment it redraws)."""
+    c_dk, c_scale, c_tau = st.columns([3, 1.9, 2.4], vertical_alignment="center")
     with c_dk:
         d_k = int(st.select_slider(t("scaling.ctl_dk"), options=list(sl.D_K_STEPS), value=64, key="dk",
                                    bind="query-params", help=t("scaling.ctl_dk_help")))
@@ -100,9 +101,13 @@ def read_settings() -> Settings:
         tau = float(st.select_slider(t("scaling.ctl_tau"), options=list(sl.TEMPERATURES), value=1.0,
                                      format_func=sc.fmt_tau, key="tau", bind="query-params",
                                      help=t("scaling.ctl_tau_help")))
-    with c_seed:
-        seed = controls.seed("seed")
-    return Settings(d_k, scaled, tau, seed)
+    return d_k, scaled, tau
+
+
+def seed_control() -> int:
+    """The seed of every sample on the page (a narrow box: it needs 4 digits)."""
+    return int(st.number_input(t("common.seed"), min_value=0, max_value=9999, value=0, step=1, key="seed",
+                               bind="query-params", width=160))
 
 
 # ------------------------------------------------------------------ 1. the scores grow with d_k
@@ -256,11 +261,20 @@ def pitfall_demo(cfg: Settings) -> None:
 @st.fragment
 def lesson_body(steps: presenter.Lesson, count: int, kept: int) -> None:
     """The controls and everything they drive, as a fragment: a control change reruns (and redraws) only this,
-    not the router, the header, the intuition and the formula (issue 13 §4). A fragment rerun numbers its
-    presenter steps from where the full run started it (``count``, ``kept``)."""
+    not the router, the header, the intuition and the formula (issue 13 §4). The seed and what it drives (every
+    section) are a fragment nested in it, so a new seed does not redraw the other controls either. A fragment
+    rerun numbers its presenter steps from where the full run started it (``count``, ``kept``)."""
     steps.count, steps.kept = count, kept
     with steps.step("controls", keep=True):
-        settings = read_settings()
+        d_k, scaled, tau = read_settings()
+    seeded_body(steps, steps.count, steps.kept, d_k, scaled, tau)
+
+
+@st.fragment
+def seeded_body(steps: presenter.Lesson, count: int, kept: int, d_k: int, scaled: bool, tau: float) -> None:
+    steps.count, steps.kept = count, kept
+    with steps.step("seed", keep=True):
+        settings = Settings(d_k, scaled, tau, seed_control())
     with steps.step("1. question: the variance of q.k"):
         variance = variance_question(settings)
     with steps.step("1. evidence: histogram and variance against d_k"):
