@@ -69,7 +69,8 @@ PROBE_JS = """(() => {
     for (const m of muts) {
       if (m.type === 'attributes' && m.attributeName === 'data-test-script-state'
           && m.target.getAttribute('data-testid') === 'stApp') {
-        if (m.target.getAttribute('data-test-script-state') === 'running') h.runStart = now;
+        // oldValue, not the attribute now: a fragment rerun can flip it to running and back within one batch
+        if (m.oldValue !== 'running') h.runStart = now;
         else if (h.t0 && h.runStart >= h.t0) { h.runEnd = now;
           requestAnimationFrame(() => { h.runEndFrame = performance.now(); }); }
         continue;
@@ -80,7 +81,8 @@ PROBE_JS = """(() => {
       if (c) { chart = true; h.charts.add(c); }
     }
     if (chart && h.t0) { h.lastChart = now; requestAnimationFrame(() => { h.lastFrame = performance.now(); }); }
-  }).observe(document, {subtree: true, childList: true, attributes: true, characterData: true});
+  }).observe(document, {subtree: true, childList: true, attributes: true, attributeOldValue: true,
+                         characterData: true});
 })();"""
 
 RESET_JS = """() => { const h = window.__redraw; h.t0 = 0; h.lastChart = 0; h.lastFrame = 0; h.runEnd = 0;
