@@ -284,7 +284,9 @@ def lazy_tabs(at) -> list[str]:
 
 # Other states of a page that show other text boxes (the training page's probe box depends on its task).
 MORE_RUNS = {"training": ({"task": "12345 → 54321"}, {"task": "it / 它 → ?"}),
-             "masking": ({"mixx": "true"},)}     # the conventions pitfall's expander, drawn only when open
+             "masking": ({"mixx": "true"},),     # the conventions pitfall's expander, drawn only when open
+             "qkv": ({"tab": "3 · Q, K, V", "qkv_norm_demo": "true"},       # the pitfalls' demos, drawn only when open
+                     {"tab": "4 · Similarity", "qkv_add_demo": "true"})}
 
 
 def page_runs(key: str) -> list[tuple[str, object]]:
