@@ -36,6 +36,7 @@ STAGES = {1: "① X → Q, K, V", 2: "② Q Kᵀ", 3: "③ ÷ √d_k", 4: "④ s
 DIMS = (2, 4, 8, 16, 32, 64)
 CMP_DIMS = (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 CMP_D_MODEL = 32
+NORM_DEMO, ADD_DEMO = "qkv_norm_demo", "qkv_add_demo"   # the pitfalls' demos, drawn only while open (?key=true)
 
 kernel_lesson = cache_data(max_entries=64, max_bytes=8 * MB)(lab.kernel_lesson)
 sentence_lesson = cache_data(max_entries=64, max_bytes=8 * MB)(lab.sentence_lesson)
@@ -334,8 +335,8 @@ def tokens_tab(lesson: presenter.Lesson) -> bool:
     with lesson.step("sentence: evidence"):
         tokens_evidence(chosen)
     with lesson.step("pitfall: normalisation"):
-        anatomy.pitfall(t("qkv.p_title"), t("qkv.p_body"), t("qkv.p_code"),
-                        demo=lambda: normalisation_demo(chosen))
+        anatomy.pitfall(t("qkv.p_title"), t("qkv.p_body"), t("qkv.p_code"),     # the demo: drawn only while open
+                        demo=lambda: normalisation_demo(chosen), key=NORM_DEMO)
     return True
 
 
@@ -400,7 +401,7 @@ def similarity_tab(lesson: presenter.Lesson) -> bool:
         similarity_evidence(res, unique_labels(tokens), d_k, hidden)
     with lesson.step("pitfall: additive pairing"):
         anatomy.pitfall(t("qkv.p_add_title"), t("qkv.p_add_body"), t("qkv.p_add_code"),
-                        demo=lambda: additive_pitfall_demo(res.pairing, len(tokens)))
+                        demo=lambda: additive_pitfall_demo(res.pairing, len(tokens)), key=ADD_DEMO)
     return True
 
 

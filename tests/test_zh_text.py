@@ -289,7 +289,9 @@ MORE_RUNS = {"training": ({"task": "12345 → 54321"}, {"task": "it / 它 → ?"
              "alignment": ({"al_pit": "true"},),   # the pitfall's demo, drawn only when open
              "analysis": ({"an_pit": "true"},),    # the pitfall's demo, drawn only when open
              "long_context": ({"pit_run": "true"},),   # the pitfall's demo, drawn only when open
-             "qk_norm": ({"pit_run": "true"},)}
+             "qk_norm": ({"pit_run": "true"},),
+             "qkv": ({"tab": "3 · Q, K, V", "qkv_norm_demo": "true"},       # the pitfalls' demos, drawn only when open
+                     {"tab": "4 · Similarity", "qkv_add_demo": "true"})}
 
 
 def page_runs(key: str) -> list[tuple[str, object]]:

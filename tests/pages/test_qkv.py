@@ -88,7 +88,7 @@ def kernel_en():
 
 @pytest.fixture(scope="module")
 def tokens_en():
-    return open_page("qkv", "en", params={"tab": TAB[2], "stage": "④ softmax"})
+    return open_page("qkv", "en", params={"tab": TAB[2], "stage": "④ softmax", "qkv_norm_demo": "true"})
 
 
 # --- opening ------------------------------------------------------------------------------------
@@ -96,8 +96,14 @@ def tokens_en():
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize("tab,n_charts", [(0, 2), (1, 4), (2, 7), (3, 3)])
 def test_every_tab_opens_in_both_languages(lang, tab, n_charts):
+    """n_charts with the pitfall demos open (?qkv_norm_demo=true: the tokens tab's pitfall bars); closed, the
+    demo is not drawn (issue 13 §4: a rerun does not redraw it)."""
     cat = catalog(lang)
-    at = open_page("qkv", lang, params={"tab": TAB[tab]})      # an English label still opens the tab in zh
+    demos = {"qkv_norm_demo": "true", "qkv_add_demo": "true"}
+    if tab == 2:
+        closed = open_page("qkv", lang, params={"tab": TAB[tab]})
+        assert exceptions(closed) == [] and len(charts(closed)) == n_charts - 1
+    at = open_page("qkv", lang, params={"tab": TAB[tab]} | demos)   # an English label still opens the tab in zh
     assert exceptions(at) == []
     assert cat["qkv.title"] in [t.value for t in at.title]
     assert [t.label for t in at.tabs] == [cat[f"qkv.{n}"] for n in TAB_KEYS]
@@ -348,7 +354,7 @@ TEXTS = [
 
 @pytest.mark.parametrize("tab", [2, 3])
 def test_sentences_that_could_break_the_page(tab):
-    at = open_page("qkv", "en", params={"tab": TAB[tab]})
+    at = open_page("qkv", "en", params={"tab": TAB[tab], "qkv_norm_demo": "true", "qkv_add_demo": "true"})
     for text, message in TEXTS:
         at.text_input(key="text").set_value(text).run()
         assert exceptions(at) == [], text
