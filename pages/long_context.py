@@ -39,6 +39,7 @@ RECIPES = (ROPE, ALIBI, NOPE, LEARNED)
 # the control's options are the methods' names, the same in every language, so a shared URL works in both
 METHOD_OPTIONS = {"RoPE": "none", "RoPE+PI": "linear", "RoPE+NTK": "ntk", "RoPE+YaRN": "yarn"}
 LIVE_SEQUENCES = 16
+LIVE_BUCKET = 32        # positions per point of the live chart
 D_HEAD = 16             # the models' d_model 64 / 4 heads (checked against the checkpoint by the tests)
 ALIBI_N = 12            # tokens of the bias picture
 ALIBI_HEADS = 4         # the heads of the shipped ALiBi model
@@ -103,7 +104,8 @@ def logit_frame(stamps: Stamps, method: str, n: int, heads: tuple[str, ...]) -> 
 
 @cache_data(max_entries=32, max_bytes=1 * MB)
 def live_frame(stamps: Stamps, method: str, n: int, kinds: tuple[str, str]) -> tuple[pd.DataFrame, lab.LivePositions]:
-    run = lab.live_positions(models.shipped_model(ROPE).model, method, n, sequences=LIVE_SEQUENCES)
+    run = lab.live_positions(models.shipped_model(ROPE).model, method, n, sequences=LIVE_SEQUENCES,
+                             bucket=LIVE_BUCKET)
     mids = [(a + b - 1) / 2 for a, b in zip(run.edges[:-1], run.edges[1:])]
     return lines_frame(mids, dict(zip(kinds, (run.far, run.near))), rules=(L,)), run
 
@@ -210,7 +212,7 @@ def angles_section(inputs: Inputs) -> None:
                                    (t(f"{NS}.limit_train", L=L), t(f"{NS}.limit_eval", n=inputs.n)))
     anatomy.show_chart(wavelength_chart(frame, x_title=t(f"{NS}.axis_pair"), y_title=t(f"{NS}.axis_wavelength"),
                                         method_title=t(f"{NS}.axis_series"), methods=names,
-                                        title=t(f"{NS}.wave_title", s=fixed(s, 0))), key="waves")
+                                        title=t(f"{NS}.wave_title")), key="waves")
     unseen = {m: lab.unseen_pairs(rows, m) for m in lab.METHODS}
     plain, pi, ntk, yarn = ([r for r in rows if r.method == m] for m in lab.METHODS)
     turns0 = L / plain[0].wavelength                    # r_0: turns of the fastest pair over L
@@ -234,7 +236,7 @@ def logit_section(inputs: Inputs, shown: Shipped) -> None:
     anatomy.show_chart(lines_chart(frame, x_title=t(f"{NS}.axis_distance"), y_title=t(f"{NS}.axis_logit"),
                                    series_title=t(f"{NS}.axis_head"), log_x=False, log_y=False, points=False,
                                    series=list(heads), height=260,
-                                   title=t(f"{NS}.logit_title", method=method_label(inputs.method), n=inputs.n)),
+                                   title=t(f"{NS}.logit_title")),
                        key="logit")
     inside, beyond = values[:, :L], values[:, L:]
     top = int(np.argmax(inside.mean(1)))
@@ -250,10 +252,10 @@ def live_section(inputs: Inputs, shown: Shipped) -> None:
     anatomy.show_chart(lines_chart(frame, x_title=t(f"{NS}.axis_position"), y_title=t(f"{NS}.axis_accuracy"),
                                    series_title=t(f"{NS}.axis_kind"), log_x=False, log_y=False, points=True,
                                    series=list(kinds), domain=[0.0, 1.0], height=240,
-                                   title=t(f"{NS}.live_title", method=method_label(inputs.method), n=inputs.n)),
+                                   title=t(f"{NS}.live_title", b=LIVE_BUCKET)),
                        key="live")
-    st.caption(t(f"{NS}.live_caption", seq=run.sequences, n=inputs.n, far=pct(run.far_all, 1),
-                 near=pct(run.near_all, 1), L=L))
+    st.caption(t(f"{NS}.live_caption", method=method_label(inputs.method), seq=run.sequences, n=inputs.n,
+                 far=pct(run.far_all, 1), near=pct(run.near_all, 1), L=L))
 
 
 def alibi_section() -> None:

@@ -170,8 +170,8 @@ def test_the_live_chart_is_the_shipped_model_measured_now_with_the_chosen_method
         kept = [(x, v) for x, v in zip(mids, values) if v is not None]
         assert shown["x"].tolist() == [x for x, _ in kept]
         assert shown["y"].tolist() == pytest.approx([v for _, v in kept], abs=1e-6)
-    assert shows_label(all_text(at), "long_context.live_caption", seq=16, n=128, far=pct(live.far_all, 1),
-                       near=pct(live.near_all, 1), L=L)
+    assert shows_label(all_text(at), "long_context.live_caption", method=catalog("en")["long_context.method_linear"],
+                       seq=16, n=128, far=pct(live.far_all, 1), near=pct(live.near_all, 1), L=L)
 
 
 def test_the_pitfall_demo_runs_only_when_opened_and_measures_pi_on_short_inputs():
@@ -189,3 +189,20 @@ def test_the_pitfall_demo_runs_only_when_opened_and_measures_pi_on_short_inputs(
     assert squeezed < plain - 0.2                                   # PI on short inputs squeezes the near rule
     assert shows_label(all_text(at), "long_context.pit_demo", L=L, plain=pct(plain, 1), squeezed=pct(squeezed, 1),
                        seq=16)
+
+
+def test_a_change_of_method_or_length_sends_new_data_to_the_same_charts():
+    """The browser re-embeds a chart whose spec changed (Vega parses and lays it out anew) and only swaps the
+    data of one whose spec stayed the same (issue 13 §4): the three charts the method and length drive keep their
+    spec, titles included (the length and the method are in the captions and notices)."""
+    specs, rows = [], []
+    for params in ({"method": "RoPE", "n": "128"}, {"method": "RoPE+YaRN", "n": "256"}):
+        at = open_page("long_context", "en", params)
+        assert exceptions(at) == []
+        drawn = charts_of(at, "wavelength_chart") + charts_of(at, "lines_chart")[2:]     # waves, logit, live
+        specs.append([chart_spec(c) for c, _ in drawn])
+        rows.append([len(frame) for _, frame in drawn])
+        assert shows_label(all_text(at), "long_context.live_caption", method=catalog("en")[
+            "long_context.method_" + ("none" if params["n"] == "128" else "yarn")], n=int(params["n"]))
+    assert len(specs[0]) == 3 and specs[0] == specs[1]
+    assert rows[0][1:] != rows[1][1:]                                   # new data: 128 and 256 distances

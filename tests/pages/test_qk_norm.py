@@ -233,3 +233,17 @@ def test_the_pitfall_demo_runs_only_when_opened_and_lists_the_recorded_gains():
                            bound=sig(max(b for b in r["bounds"] if b is not None)),
                            logit=sig(max(r["probes"][-1][1])), loss=fixed(sum(r["losses"][-10:]) / 10, 3))
     assert shows_label(text, "qk_norm.pit_demo", start=fixed(math.sqrt(8), 2), d_head=8)
+
+
+def test_another_rate_or_seed_sends_new_data_to_the_same_charts():
+    """The browser re-embeds a chart whose spec changed and only swaps the data of one whose spec stayed the same
+    (issue 13 §4): the recorded curves keep their spec, titles included, when the rate and the seed change."""
+    specs, values = [], []
+    for params in ({"lr": "0.01", "run_seed": "0"}, {"lr": "1", "run_seed": "2"}):
+        at = open_page("qk_norm", "en", params)
+        assert exceptions(at) == []
+        lines = [c for c in at.get("vega_lite_chart") if chart_spec(c)["usermeta"]["chart_kind"].endswith("step_lines")]
+        specs.append([chart_spec(c) for c in lines])
+        values.append([next(iter(chart_data(c).values()))["value"].tolist() for c in lines])
+    assert len(specs[0]) == 3 and specs[0] == specs[1]
+    assert all(a != b for a, b in zip(*values))                         # other runs: other curves
