@@ -58,7 +58,17 @@ TEXT_VALUES = [f"{m} {d}, {y}" for m, d, y in zip(["June", "March", "October", "
 # Installed before any page script: marks the press, every chart mutation (and its next frame) and every script run.
 PROBE_JS = """(() => {
   const h = window.__redraw = {t0: 0, lastChart: 0, lastFrame: 0, runStart: 0, runEnd: 0, runEndFrame: 0,
-                               charts: new Set()};
+                               lastMsg: 0, lastMut: 0, lastMutFrame: 0, charts: new Set()};
+  // every message from the server is time-stamped: a quick fragment rerun may never show the "running" state
+  // (React renders running and not-running in one go), and then its end is the last DOM change after the last message
+  const WS = window.WebSocket;
+  window.WebSocket = function (...args) {
+    const ws = new WS(...args);
+    ws.addEventListener('message', () => { if (h.t0) h.lastMsg = performance.now(); });
+    return ws;
+  };
+  window.WebSocket.prototype = WS.prototype;
+  Object.assign(window.WebSocket, {CONNECTING: 0, OPEN: 1, CLOSING: 2, CLOSED: 3});
   const chartOf = n => n && n.nodeType === 1 ? n.closest('[data-testid=stVegaLiteChart]')
                                              : (n && n.parentElement ? n.parentElement.closest('[data-testid=stVegaLiteChart]') : null);
   document.addEventListener('click', () => { h.t0 = performance.now(); }, true);
@@ -81,18 +91,27 @@ PROBE_JS = """(() => {
       if (c) { chart = true; h.charts.add(c); }
     }
     if (chart && h.t0) { h.lastChart = now; requestAnimationFrame(() => { h.lastFrame = performance.now(); }); }
+    if (h.t0 && h.lastMsg > h.t0 && now >= h.lastMsg) {
+      h.lastMut = now; requestAnimationFrame(() => { h.lastMutFrame = performance.now(); }); }
   }).observe(document, {subtree: true, childList: true, attributes: true, attributeOldValue: true,
                          characterData: true});
 })();"""
 
 RESET_JS = """() => { const h = window.__redraw; h.t0 = 0; h.lastChart = 0; h.lastFrame = 0; h.runEnd = 0;
-  h.runEndFrame = 0; h.charts = new Set(); }"""
+  h.runEndFrame = 0; h.lastMsg = 0; h.lastMut = 0; h.lastMutFrame = 0; h.charts = new Set(); }"""
+# The run's end: the script state back to notRunning; or, when no "running" state was ever shown after the press,
+# the last DOM change after the last server message (and its frame), with no message or change for QUIET_MS.
+END_JS = """const seen = h.runEnd > h.t0 && h.runEndFrame > 0;
+  const quick = !seen && h.runStart < h.t0 && h.lastMsg > h.t0 && h.lastMut >= h.lastMsg && h.lastMutFrame >= h.lastMut;
+  const end = seen ? h.runEnd : (quick ? h.lastMut : 0), endFrame = seen ? h.runEndFrame : h.lastMutFrame;"""
 DONE_JS = f"""() => {{ const h = window.__redraw, now = performance.now();
-  return h.t0 > 0 && h.runEnd > h.t0 && h.runEndFrame > 0 && (h.lastChart === 0 || h.lastFrame > 0)
-         && now - Math.max(h.runEnd, h.lastChart) > {QUIET_MS}; }}"""
+  {END_JS}
+  return h.t0 > 0 && end > 0 && (h.lastChart === 0 || h.lastFrame > 0)
+         && now - Math.max(end, h.lastChart, h.lastMsg) > {QUIET_MS}; }}"""
 RESULT_JS = """() => { const h = window.__redraw;
+  """ + END_JS + """
   const live = [...h.charts].filter(c => c.isConnected).length;
-  return {ms: Math.max(h.runEndFrame, h.lastFrame) - h.t0, script_end_ms: h.runEnd - h.t0,
+  return {ms: Math.max(endFrame, h.lastFrame) - h.t0, script_end_ms: end - h.t0,
           charts_redrawn: live,
           charts: document.querySelectorAll('[data-testid=stVegaLiteChart]').length}; }"""
 
