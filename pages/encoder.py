@@ -180,8 +180,7 @@ def controls_section() -> Choice | None:
                              bind="query-params", width=95))
         n_layers = int(st.slider(t("encoder.layers"), 1, MAX_LAYERS, 6, key="L", bind="query-params",
                                  help=t("encoder.layers_help"), width=170))
-        seed = int(st.number_input(t("common.seed"), min_value=0, max_value=9999, value=0, step=1, key="seed",
-                                   bind="query-params", width=130))      # ui.controls.seed, with a width
+        seed = controls.seed(width=130)
     if tokens is None:
         return None
     if d % h:

@@ -374,8 +374,7 @@ def recount(steps: presenter.Lesson) -> None:
 
 def seed_control() -> int:
     """The seed of the batch's Q and K, above the tabs it redraws (a narrow box: it needs 4 digits)."""
-    return int(st.number_input(t("common.seed"), min_value=0, max_value=9999, value=0, step=1, key="seed",
-                               bind="query-params", width=160))
+    return controls.seed(width=160)
 
 
 @st.fragment

@@ -399,8 +399,7 @@ def sizes_ok(tokens: list[str] | None, d_model: int, num_heads: int) -> bool:
 
 def seed_control() -> int:
     """The seed of the weights, right above the tabs it redraws (a narrow box: it needs 4 digits)."""
-    return int(st.number_input(t("common.seed"), min_value=0, max_value=9999, value=0, step=1, key="seed",
-                               bind="query-params", width=160))
+    return controls.seed(width=160)
 
 
 def tabs_section(r: lab.HeadsLesson, v: View) -> list:

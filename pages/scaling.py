@@ -106,8 +106,7 @@ def read_settings() -> tuple[int, bool, float]:
 
 def seed_control() -> int:
     """The seed of every sample on the page (a narrow box: it needs 4 digits)."""
-    return int(st.number_input(t("common.seed"), min_value=0, max_value=9999, value=0, step=1, key="seed",
-                               bind="query-params", width=160))
+    return controls.seed(width=160)
 
 
 # ------------------------------------------------------------------ 1. the scores grow with d_k

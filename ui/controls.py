@@ -36,9 +36,10 @@ def sentence(key: str = "text", default: str | None = None, *, max_tokens: int =
     return tokens
 
 
-def seed(key: str = "seed") -> int:
+def seed(key: str = "seed", width: int | str = "stretch") -> int:
+    """The URL-bound random seed (0-9999); ``width`` in px for a narrow box beside other controls."""
     return int(st.number_input(t("common.seed"), min_value=0, max_value=9999, value=0, step=1,
-                               key=key, bind="query-params"))
+                               key=key, bind="query-params", width=width))
 
 
 def kept_row(name: str, n: int) -> int | None:
