@@ -128,6 +128,18 @@ def part(body, counters: tuple[int, int], *args):
     return body(*args)
 
 
+def tab_lesson(tab: str, lesson_name: str, n_options: int, answer: int, body, *args) -> list:
+    """A tab's lesson text and its question, static and so outside the fragment; then ``body`` (the tab's controls
+    and the evidence they redraw) as a fragment."""
+    with steps.step(f"{tab}_lesson"):
+        st.markdown(lesson(f"efficiency/{lesson_name}"))
+    with steps.step(f"{tab}_question"):
+        anatomy.exercise(f"{tab}_ex", t(f"efficiency.{tab}_ex_question"),
+                         [t(f"efficiency.{tab}_ex_opt{i}") for i in range(n_options)], answer=answer,
+                         explanation=t(f"efficiency.{tab}_ex_explain"))
+    return part(body, (steps.count, steps.kept), *args)
+
+
 def follows(key: str, value) -> None:
     """In a fragment's own rerun: rerun the whole page if what lies outside was drawn for another ``value``."""
     if not st.session_state.get(FULL_RUN) and st.session_state.get(key, value) != value:
@@ -166,13 +178,7 @@ def knob_controls(variant: str, inputs: lab.LabInputs) -> tuple[lab.LabInputs, l
 def approximations_section(inputs: lab.LabInputs, labels: list[str]) -> list:
     """The question; the variant, its knob and the seed; exact weights beside the method's, metrics, one row,
     the sweep."""
-    with steps.step("approx_lesson"):
-        st.markdown(lesson("efficiency/variants"))
-    with steps.step("approx_question"):      # static: before the controls, outside the fragment they redraw
-        anatomy.exercise("approx_ex", t("efficiency.approx_ex_question"),
-                         [t(f"efficiency.approx_ex_opt{i}") for i in range(4)], answer=2,
-                         explanation=t("efficiency.approx_ex_explain"))
-    return part(approximations_part, (steps.count, steps.kept), inputs, labels)
+    return tab_lesson("approx", "variants", 4, 2, approximations_part, inputs, labels)
 
 
 def approximations_part(inputs: lab.LabInputs, labels: list[str]) -> list:
@@ -340,13 +346,7 @@ def live_section(doc: dict) -> list:
 # ------------------------------------------------------------------ 3. flash attention, tile by tile
 def flash_section(inputs: lab.LabInputs, labels: list[str]) -> list:
     """The tile sizes and the tile to look at; the question; the tiles, the running statistics, the result."""
-    with steps.step("flash_lesson"):
-        st.markdown(lesson("efficiency/flash"))
-    with steps.step("flash_question"):      # static: before the controls, outside the fragment they redraw
-        anatomy.exercise("flash_ex", t("efficiency.flash_ex_question"),
-                         [t(f"efficiency.flash_ex_opt{i}") for i in range(3)], answer=0,
-                         explanation=t("efficiency.flash_ex_explain"))
-    return part(flash_part, (steps.count, steps.kept), inputs, labels)
+    return tab_lesson("flash", "flash", 3, 0, flash_part, inputs, labels)
 
 
 def flash_part(inputs: lab.LabInputs, labels: list[str]) -> list:
@@ -389,12 +389,7 @@ def flash_part(inputs: lab.LabInputs, labels: list[str]) -> list:
 # ------------------------------------------------------------------ 4. causal linear attention as an RNN
 def rnn_section(inputs: lab.LabInputs, labels: list[str]) -> list:
     """The step i; the question; the state S_i, the normaliser z_i and the output both ways; the tutorial's mask."""
-    with steps.step("rnn_lesson"):
-        st.markdown(lesson("efficiency/rnn"))
-    with steps.step("rnn_question"):        # static: before the controls, outside the fragment they redraw
-        anatomy.exercise("rnn_ex", t("efficiency.rnn_ex_question"), [t(f"efficiency.rnn_ex_opt{j}") for j in range(3)],
-                         answer=0, explanation=t("efficiency.rnn_ex_explain"))
-    return part(rnn_part, (steps.count, steps.kept), inputs, labels)
+    return tab_lesson("rnn", "rnn", 3, 0, rnn_part, inputs, labels)
 
 
 def rnn_part(inputs: lab.LabInputs, labels: list[str]) -> list:
