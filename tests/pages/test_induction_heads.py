@@ -130,7 +130,10 @@ def test_a_live_run_goes_through_the_queue_and_is_drawn(monkeypatch):
     to the same run of the lab; the trainer's code is then listed as code that ran."""
     import time
 
+    import ui.anatomy
     monkeypatch.setattr(lab, "LIVE_STEPS", 30)
+    shown_objects, original = [], ui.anatomy.show_code          # "Show the code" is lazy: record what it lists
+    monkeypatch.setattr(ui.anatomy, "show_code", lambda *objs: (shown_objects.append(objs), original(*objs))[1])
     at = open_page("induction_heads", "en", {"train_seed": "2"})
     cat = catalog("en")
     assert cat["induction_heads.press"] in [i.value for i in at.info]
@@ -146,5 +149,5 @@ def test_a_live_run_goes_through_the_queue_and_is_drawn(monkeypatch):
     rep = loss[loss["series"] == cat["induction_heads.series_repeated"]].sort_values("step")
     assert rep["step"].tolist() == [s.step for s in oracle.snaps]
     assert np.allclose(rep["value"], [s.repeated_loss for s in oracle.snaps], atol=1e-4)
-    shown = {c.value.strip("`") for c in at.caption if c.value.startswith("`attention_core.")}
+    shown = {f"{o.__module__}.{o.__qualname__}" for o in shown_objects[-1]}
     assert "attention_core.labs.induction_heads.train_run" in shown

@@ -91,7 +91,7 @@ def test_qkv_additive_pairing_pitfall(lang):
     from attention_core.text import tokenize
 
     c = CAT[lang]
-    at = open_page("qkv", lang, {"tab": c["qkv.tab_similarity"]})
+    at = open_page("qkv", lang, {"tab": c["qkv.tab_similarity"], "qkv_add_demo": "true"})   # the demo, opened
     assert not exceptions(at)
     tokens = tuple(tokenize(c["common.default_sentence"]))
     s = lab.qkv_step_through(tokens, 32, 64, seed=0)       # the tab's defaults: d_k 64, hidden 16, seed 0

@@ -80,8 +80,15 @@ def test_template_bad_input_gets_a_message_not_a_traceback(text, charts):
     assert all("<b>" not in md.value for md in at.markdown)  # user text is data, never markup
 
 
-def test_template_shows_the_code_that_ran():
+def test_template_shows_the_code_that_ran(monkeypatch):
+    """"Show the code" names the functions that ran; their source is drawn once its expander is open (it is
+    lazy: ``?code_…=true``, the key ``ui.anatomy.code_key`` gives)."""
+    import ui.anatomy
+    shown, original = [], ui.anatomy.show_code
+    monkeypatch.setattr(ui.anatomy, "show_code", lambda *objs: (shown.append(objs), original(*objs))[1])
     at = open_template("en")
+    assert shown and not [c for c in at.caption if "scaled_dot_product_attention" in c.value]     # closed
+    at = open_template("en", **{ui.anatomy.code_key(*shown[0]): "true"})
     captions = [c.value for c in at.caption]
     assert any("pages.template.self_attention_weights" in c or "self_attention_weights" in c for c in captions)
     assert any("scaled_dot_product_attention" in c for c in captions)
