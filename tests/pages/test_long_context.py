@@ -14,7 +14,7 @@ import torch
 from attention_core.labs import long_context as lab
 from attention_core.models import long_context_lm as lm
 from attention_core.models import recipes
-from tests.apptest_util import all_text, chart_data, chart_spec, exceptions, open_page, shows_label
+from tests.apptest_util import all_text, chart_data, chart_spec, exceptions, kinds_in_order, open_page, shows_label
 from ui.format import fixed, pct
 from ui.i18n import catalog
 
@@ -57,14 +57,7 @@ def test_the_accuracy_charts_hold_the_recorded_figures_of_every_checkpoint(lang)
             assert shown["y"].tolist() == pytest.approx([a for _, a in recorded])
         assert frame[frame["part"] == "rule"]["x"].tolist() == [L]
     # the question is posed before the first chart
-    kinds = []
-
-    def walk(node):
-        if getattr(node, "type", None):
-            kinds.append(node.type)
-        for child in getattr(node, "children", {}).values():
-            walk(child)
-    walk(at.main)
+    kinds = kinds_in_order(at)
     assert kinds.index("radio") < next(i for i, k in enumerate(kinds) if "vega_lite_chart" in k)
     options = at.radio[0].options
     assert len(options) == 3 and not any("{" in o for o in options) and str(L) in options[1]
