@@ -215,8 +215,8 @@ def layer_section(choice: Choice, li: int) -> None:
                             kind=KINDS[name], matrix=steps[name], wide=name == "ffn_hidden")
              for name in ORDER[variant]]
     anatomy.show_chart(ec.layer_diagram(boxes, setup.tokens, SKIPS[variant], value_title=t("common.value"),
-                                        token_title=t("encoder.token"), dim_title=t("encoder.dim"),
-                                        step_title=t("encoder.where")), key="diagram")
+                                        token_title=t("encoder.token"), step_title=t("encoder.where")),
+                       key="diagram")
     anatomy.notice([
         t("encoder.notice_ln", rms=fmt.fixed(rms_of["norm1"]), mean=f"{abs(steps['norm1'].mean(-1)).max():.1e}"),
         t(f"encoder.notice_residual_{variant}", x=fmt.fixed(rms_of["input"]), a=fmt.fixed(rms_of["attention"]),

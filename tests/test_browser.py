@@ -174,3 +174,38 @@ def test_presenter_mode_steps_through_a_page(server, browser):
     finally:
         page.close()
     assert outside == []
+
+
+def test_the_layer_diagram_images_are_coloured_as_vega_colours_its_legend(server, browser):
+    """The encoder's layer diagram draws each mini heatmap as one image coloured in Python (ui.charts.scheme_rgb):
+    the colours must be the ones Vega draws for the same scale. Vega's own legend gradient is the oracle (13 stops
+    at 1/12 steps, half of them inside a segment of the scheme); the images are drawn unsmoothed; hovering a row
+    names its token."""
+    import re
+
+    import numpy as np
+
+    from ui.charts import scheme_rgb
+    from ui.encoder_charts import VALUE_CLAMP
+
+    page, outside, _console, _took = visit(browser, f"{server}/encoder?lang=en", "encoder_images")
+    chart = page.locator("[data-testid='stVegaLiteChart']").first
+    stops = chart.evaluate("c => [...c.querySelectorAll('linearGradient stop')].map("
+                           "s => [+s.getAttribute('offset'), s.getAttribute('stop-color')])")
+    assert len(stops) >= 5, stops
+    offsets = np.array([o for o, _ in stops])
+    vega = np.array([[int(v) for v in re.findall(r"\d+", colour)] for _, colour in stops])
+    ours = scheme_rgb(-VALUE_CLAMP + 2 * VALUE_CLAMP * offsets, (-VALUE_CLAMP, VALUE_CLAMP))
+    assert np.abs(vega - ours.astype(int)).max() <= 1, (vega.tolist(), ours.tolist())
+    styles = chart.evaluate("c => [...c.querySelectorAll('image')].map(i => i.getAttribute('style') || '')")
+    assert len(styles) == 8 and all("pixelated" in s for s in styles), styles
+    image = chart.locator("image").nth(4)                                  # the FFN's hidden layer
+    image.scroll_into_view_if_needed()
+    box = image.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + 2)            # the first token's row
+    page.wait_for_function("(document.querySelector('#vg-tooltip-element') || {}).innerText?.includes('RMS')",
+                           timeout=10_000)
+    tip = page.locator("#vg-tooltip-element").inner_text()
+    page.close()
+    assert "The" in tip and catalog("en")["encoder.step_ffn_hidden"] in tip, tip
+    assert outside == []

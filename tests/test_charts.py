@@ -238,3 +238,18 @@ def test_a_title_given_as_lines_is_as_wide_as_its_widest_line():
     from ui.charts import title_width
     assert title_width(["ab", "abcdef"]) == title_width("abcdef") > title_width("ab") >= 1
     assert title_width(None) == title_width("") == 1
+
+
+def test_scheme_rgb_is_vegas_blueorange_clamped_with_grey_for_nan():
+    """The colours of image-drawn heatmaps (the encoder's layer diagram): the scheme's own colours at its 11 stops,
+    linear in RGB between them, clamped outside the domain, masked grey for NaN (Vega's legend is compared in
+    tests/test_browser.py)."""
+    hexes = charts.SCHEME_COLOURS["blueorange"]
+    palette = [[int(hexes[i + j:i + j + 2], 16) for j in (0, 2, 4)] for i in range(0, 66, 6)]
+    at_stops = charts.scheme_rgb(np.linspace(-3, 3, 11), (-3, 3))
+    assert at_stops.tolist() == palette
+    between = charts.scheme_rgb([-3 + 0.3], (-3, 3))[0]                  # halfway between the first two stops
+    assert np.abs(between - (np.array(palette[0]) + palette[1]) / 2).max() <= 0.5
+    assert charts.scheme_rgb([-7, 9], (-3, 3)).tolist() == [palette[0], palette[-1]]
+    assert charts.scheme_rgb([np.nan], (-3, 3)).tolist() == [[0xd4, 0xd4, 0xd4]]
+    assert charts.scheme_rgb(np.zeros((2, 3)), (-1, 1)).shape == (2, 3, 3)

@@ -37,6 +37,41 @@ ROW_SELECTION = "row"     # name of the click selection; st.altair_chart returns
 FIT_X = alt.AutoSizeParams(type="fit-x", contains="padding")   # stretch to the column, keep the height
 
 
+# Vega's colour schemes, as vega-scale defines them (a run of hex colours, interpolated linearly in RGB between
+# neighbours, channels rounded): a heatmap of thousands of cells drawn as ONE image (the encoder's layer diagram:
+# 4,000+ SVG rects took 150-250 ms per redraw) is coloured here exactly as Vega colours a rect and draws its legend
+# (tests/test_charts.py checks against the legend gradient Vega draws in a browser).
+SCHEME_COLOURS = {"blueorange": "134b852f78b35da2cb9dcae1d2e5eff2f0ebfce0bafbbf74e8932fc5690d994a07"}
+
+
+def scheme_rgb(values, domain: tuple[float, float], scheme: str = SIGNED_SCHEME) -> np.ndarray:
+    """uint8 RGB, shape (*values.shape, 3): ``values`` on a linear colour scale over ``domain`` (clamped), the
+    colours of Vega's ``scheme``; NaN -> MASKED_GREY."""
+    hexes = SCHEME_COLOURS[scheme]
+    stops = np.array([[int(hexes[i + j:i + j + 2], 16) for j in (0, 2, 4)] for i in range(0, len(hexes), 6)],
+                     dtype=np.float64)
+    v = np.asarray(values, dtype=np.float64)
+    lo, hi = float(domain[0]), float(domain[1])
+    pos = np.clip((np.nan_to_num(v) - lo) / (hi - lo), 0.0, 1.0) * (len(stops) - 1)
+    i = np.clip(np.floor(pos).astype(int), 0, len(stops) - 2)
+    rgb = stops[i] + (stops[i + 1] - stops[i]) * (pos - i)[..., None]
+    out = np.floor(rgb + 0.5).astype(np.uint8)                      # JavaScript's Math.round, as d3-color
+    out[np.isnan(v)] = [int(MASKED_GREY[k:k + 2], 16) for k in (1, 3, 5)]
+    return out
+
+
+def png_data_url(rgb: np.ndarray) -> str:
+    """A (rows, cols, 3) uint8 image as a PNG data URL (one pixel per cell; drawn unsmoothed by an image mark)."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(rgb, dtype=np.uint8), "RGB").save(buf, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
 def as_numpy(matrix) -> np.ndarray:
     """Tensor / array / nested list -> float64 2-D array (detached, on the CPU)."""
     if hasattr(matrix, "detach"):

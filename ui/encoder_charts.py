@@ -14,7 +14,8 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from .charts import FIT_X, SIGNED_SCHEME, WEIGHT_SCHEME, Spec, _pool, as_numpy, chart_kind, unique_labels
+from .charts import (FIT_X, SIGNED_SCHEME, WEIGHT_SCHEME, Spec, _pool, as_numpy, chart_kind, png_data_url, scheme_rgb,
+                     unique_labels)
 
 KIND_FILL = {            # light fills, told apart by their labels too (not by colour alone)
     "io": "#eeeeee",
@@ -27,7 +28,6 @@ VALUE_CLAMP = 3.0        # shared colour domain of the mini heatmaps: a LayerNor
 BOX_X0, BOX_W, GAP_X = 26, 200, 12
 MIN_HM_W = 40            # the mini heatmaps share the width right of the boxes: d_model columns get half of it,
                          # d_ff = 4 d_model all of it (at least MIN_HM_W px)
-HM_AREA = f"max(width - datum.hx - 4, {2 * MIN_HM_W})"   # that width, from the chart's width signal
 ARROW_GAP = 22
 SKIP_X = 9
 SKIP_COLOUR = "#e66101"
@@ -52,15 +52,18 @@ def _row_height(n: int) -> int:
 
 def layer_diagram_frame(steps: Sequence[DiagramStep], tokens: Sequence[str],
                         skips: Sequence[tuple[int, int]]) -> tuple[dict[str, pd.DataFrame], int, int]:
-    """The datasets ``layer_diagram`` draws, in pixel coordinates, and the diagram's width and height.
+    """The datasets ``layer_diagram`` draws, the units of the heatmaps' width and the diagram's height.
 
-    "boxes" (one row per step: step, x0..y1, fill, label, formula, detail, the label's anchor tx, ty1, and the
-    geometry of the step's mini heatmap: hx (left), cf (a column's share of the width right of the boxes),
-    ch (cell height)), "lines" (the formula and
-    detail lines: tx, ty, text), "arrows" (x, y0, y1), "skips" (the residual paths: skip, order, x, y), "heads"
-    (arrow heads: x, y, shape, colour), "tokens" (tok, token) and "cells" (the mini heatmaps: step, tok, dim,
-    value, small integer types and float32: the cells are the bulk of the payload; the chart looks their
-    pixel box, step name and token up from "boxes" and "tokens").
+    Pixel coordinates: "boxes" (one row per step: step, x0..y1, fill, label, formula, detail, the label's anchor
+    tx, ty1), "lines" (the formula and detail lines: tx, ty, text), "arrows" (x, y0, y1), "skips" (the residual
+    paths: skip, order, x, y), "heads" (arrow heads: x, y, shape, colour).
+    The mini heatmaps: "images" (one row per step: step, its tensor as a PNG data URL ``url``, one pixel per
+    cell, rows = tokens, coloured by ``scheme_rgb`` on ±VALUE_CLAMP; its box x0, x1 in *units*, y0, y1 in px)
+    and "rows" (one row per step and token, for the tooltip: label, token, rms, range, and its box likewise).
+    x in units: the heatmaps share the width right of the boxes, known only in the browser (a phone's column or a
+    projector's), so the chart's x scale maps 0..units onto it; a d_model column is 2 units, a d_ff column 1
+    (half that width vs all of it). "legend": the colour scale's ends (its legend).
+    One image per step, not a rect per cell: 4,000+ SVG rects took 150-250 ms to redraw (issue 13 §4).
     """
     n, S = len(tokens), len(steps)
     h = _row_height(n)
@@ -68,7 +71,6 @@ def layer_diagram_frame(steps: Sequence[DiagramStep], tokens: Sequence[str],
     for s_, m in enumerate(mats):
         if m.shape[0] != n:
             raise ValueError(f"step {s_}: {m.shape[0]} rows for {n} tokens")
-    x_hm = BOX_X0 + BOX_W + GAP_X
     y0 = np.arange(S) * (h + ARROW_GAP)                      # top of each step's row
     cx = BOX_X0 + BOX_W / 2
     # the residual skips: 4 points each, from below the source box to the left edge of the target box
@@ -77,14 +79,11 @@ def layer_diagram_frame(steps: Sequence[DiagramStep], tokens: Sequence[str],
     ym = y0[sk[:, 1]] + h / 2
     skip_x = np.tile([cx, SKIP_X, SKIP_X, BOX_X0 - 2], len(sk)).astype(float)
     skip_y = np.stack([yb, yb, ym, ym], 1).ravel().astype(float)
-    widths = [m.shape[1] for m in mats]
     boxes = pd.DataFrame({
         "step": np.arange(S), "x0": float(BOX_X0), "x1": float(BOX_X0 + BOX_W), "y0": y0.astype(float),
         "y1": (y0 + h).astype(float), "fill": [KIND_FILL[st.kind] for st in steps],
         "label": [st.label for st in steps], "formula": [st.formula for st in steps],
-        "detail": [st.detail for st in steps], "tx": float(BOX_X0 + 8), "ty1": y0 + h / 2 - 14,
-        "hx": float(x_hm), "cf": [(1.0 if st.wide else 0.5) / w for st, w in zip(steps, widths)],
-        "ch": h / n})
+        "detail": [st.detail for st in steps], "tx": float(BOX_X0 + 8), "ty1": y0 + h / 2 - 14})
     lines = pd.DataFrame({"tx": float(BOX_X0 + 8), "ty": np.concatenate([y0 + h / 2, y0 + h / 2 + 14]),
                           "text": [st.formula for st in steps] + [st.detail for st in steps]})
     arrows = pd.DataFrame({"x": cx, "y0": (y0[:-1] + h).astype(float), "y1": (y0[1:] - 3).astype(float)})
@@ -94,23 +93,33 @@ def layer_diagram_frame(steps: Sequence[DiagramStep], tokens: Sequence[str],
                           "y": np.concatenate([y0[1:] - 3, skip_y[3::4]]).astype(float),
                           "shape": ["triangle-down"] * (S - 1) + ["triangle-right"] * len(sk),
                           "colour": ["#555555"] * (S - 1) + [SKIP_COLOUR] * len(sk)})
-    cells = pd.DataFrame({
-        "step": np.repeat(np.arange(S), [n * w for w in widths]).astype(np.uint8),
-        "tok": np.concatenate([np.repeat(np.arange(n), w) for w in widths]).astype(np.uint8),
-        "dim": np.concatenate([np.tile(np.arange(w), n) for w in widths]).astype(np.uint16),
-        "value": np.concatenate([m.ravel() for m in mats]).astype(np.float32)})
-    tokens_frame = pd.DataFrame({"tok": np.arange(n), "token": unique_labels(tokens)})
-    data = {"boxes": boxes, "lines": lines, "arrows": arrows, "skips": skip_rows, "heads": heads, "cells": cells,
-            "tokens": tokens_frame}
-    return data, x_hm + 2 * MIN_HM_W, int(y0[-1] + h) + 2
+    shares = [1.0 if st.wide else 0.5 for st in steps]
+    units = int(max(round(m.shape[1] / sh) for m, sh in zip(mats, shares)))
+    right = [int(round(units * sh)) for sh in shares]          # each heatmap's right edge, in units
+    images = pd.DataFrame({"step": np.arange(S), "url": [png_data_url(scheme_rgb(m, (-VALUE_CLAMP, VALUE_CLAMP)))
+                                                         for m in mats],
+                           "x0": 0, "x1": right, "y0": y0.astype(float), "y1": (y0 + h).astype(float)})
+    labels = unique_labels(tokens)
+    rms = np.concatenate([np.sqrt(np.mean(m ** 2, axis=1)) for m in mats])
+    lows, highs = np.concatenate([m.min(axis=1) for m in mats]), np.concatenate([m.max(axis=1) for m in mats])
+    rows = pd.DataFrame({
+        "label": np.repeat([st.label for st in steps], n), "token": labels * S,
+        "rms": np.char.mod("%.3f", rms), "range": [f"{a:.3f} … {b:.3f}" for a, b in zip(lows, highs)],
+        "x0": 0, "x1": np.repeat(right, n), "y0": (np.repeat(y0, n) + np.tile(np.arange(n), S) * (h / n)),
+        "y1": (np.repeat(y0, n) + np.tile(np.arange(1, n + 1), S) * (h / n))})
+    legend = pd.DataFrame({"value": [-VALUE_CLAMP, VALUE_CLAMP]})
+    data = {"boxes": boxes, "lines": lines, "arrows": arrows, "skips": skip_rows, "heads": heads, "images": images,
+            "rows": rows, "legend": legend}
+    return data, units, int(y0[-1] + h) + 2
 
 
 @chart_kind(fill=("height",))
-def layer_diagram_chart(data, *, value_title: str, token_title: str, dim_title: str, step_title: str,
+def layer_diagram_chart(data, *, value_title: str, token_title: str, step_title: str, units: int,
                         height: int) -> alt.LayerChart:
     """A vertical flow of labelled boxes (name, formula, shape and RMS), each with the mini heatmap of its
-    tensor (rows = tokens top to bottom, columns = dimensions) on the same row; the residual skips drawn
-    on the left. Colours of the heatmaps share one diverging scale clamped at +-3, so growth shows."""
+    tensor (rows = tokens top to bottom, columns = dimensions; an image, one pixel per cell, drawn unsmoothed) on
+    the same row; the residual skips drawn on the left. Colours of the heatmaps share one diverging scale clamped
+    at +-3, so growth shows (its legend below). Hovering a heatmap's row names its token, RMS and range."""
     ys = alt.Scale(domain=[0, height], nice=False, zero=False, reverse=True)
 
     def X(field):
@@ -134,32 +143,30 @@ def layer_diagram_chart(data, *, value_title: str, token_title: str, dim_title: 
     points = alt.Chart(data["heads"]).mark_point(filled=True, size=40, opacity=1).encode(
         x=X("x"), y=Y("y"), shape=alt.Shape("shape:N", scale=None), color=alt.Color("colour:N", scale=None))
     # the heatmaps stretch over the width right of the boxes (the signal "width": a phone's column or a projector's)
-    cells = alt.Chart(data["cells"]).transform_lookup(
-        lookup="step", from_=alt.LookupData(data=data["boxes"], key="step", fields=["label", "hx", "y0", "cf", "ch"])
-    ).transform_lookup(
-        lookup="tok", from_=alt.LookupData(data=data["tokens"], key="tok", fields=["token"])
-    ).transform_calculate(
-        # the heatmaps stretch over the chart's width (the signal "width": the column on a phone or a projector)
-        cx0=f"datum.hx + datum.dim * datum.cf * {HM_AREA}", cx1=f"datum.hx + (datum.dim + 1) * datum.cf * {HM_AREA}",
-        cy0="datum.y0 + datum.tok * datum.ch", cy1="datum.y0 + (datum.tok + 1) * datum.ch",
-    ).mark_rect().encode(
-        x=X("cx0"), x2=alt.X2("cx1"), y=Y("cy0"), y2=alt.Y2("cy1"),
+    x_hm = BOX_X0 + BOX_W + GAP_X
+    hm_x = alt.Scale(domain=[0, units], range=[x_hm, alt.ExprRef(f"max(width - 4, {x_hm + 2 * MIN_HM_W})")],
+                     nice=False, zero=False)
+    images = alt.Chart(data["images"]).mark_image(aspect=False, smooth=False).encode(
+        x=alt.X("x0:Q", scale=hm_x, axis=None), x2=alt.X2("x1"), y=Y("y0"), y2=alt.Y2("y1"), url=alt.Url("url:N"))
+    rows = alt.Chart(data["rows"]).mark_rect(opacity=0).encode(
+        x=alt.X("x0:Q", scale=hm_x, axis=None), x2=alt.X2("x1"), y=Y("y0"), y2=alt.Y2("y1"),
+        tooltip=[alt.Tooltip("label:N", title=step_title), alt.Tooltip("token:N", title=token_title),
+                 alt.Tooltip("rms:N", title="RMS"), alt.Tooltip("range:N", title=value_title)])
+    legend = alt.Chart(data["legend"]).mark_point(opacity=0, size=0).encode(
+        x=alt.value(0), y=alt.value(0),
         color=alt.Color("value:Q", title=value_title,
                         scale=alt.Scale(scheme=SIGNED_SCHEME, domain=[-VALUE_CLAMP, VALUE_CLAMP], clamp=True),
-                        legend=alt.Legend(orient="bottom", gradientLength=160)),
-        tooltip=[alt.Tooltip("label:N", title=step_title), alt.Tooltip("token:N", title=token_title),
-                 alt.Tooltip("dim:Q", title=dim_title),
-                 alt.Tooltip("value:Q", title=value_title, format=".6~g")])   # thousands of cells: no text column
-    return alt.layer(boxes, label, lines, arrows, skips, points, cells).properties(
+                        legend=alt.Legend(orient="bottom", gradientLength=160)))
+    return alt.layer(boxes, label, lines, arrows, skips, points, images, rows, legend).properties(
         height=height, autosize=FIT_X, view=alt.ViewBackground(stroke=None)).resolve_scale(color="independent")
 
 
 def layer_diagram(steps: Sequence[DiagramStep], tokens: Sequence[str], skips: Sequence[tuple[int, int]], *,
-                  value_title: str, token_title: str, dim_title: str, step_title: str) -> Spec:
+                  value_title: str, token_title: str, step_title: str) -> Spec:
     """The layer diagram of ``steps`` on ``tokens`` (see ``layer_diagram_chart``)."""
-    data, _, height = layer_diagram_frame(steps, tokens, skips)
-    return layer_diagram_chart(data, value_title=value_title, token_title=token_title, dim_title=dim_title,
-                               step_title=step_title, height=height)
+    data, units, height = layer_diagram_frame(steps, tokens, skips)
+    return layer_diagram_chart(data, value_title=value_title, token_title=token_title, step_title=step_title,
+                               units=units, height=height)
 
 
 def _rule_at_one() -> alt.Chart:

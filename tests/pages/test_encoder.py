@@ -1,6 +1,8 @@
 """The encoder-block page in AppTest: what its charts contain, checked against independent computations
 (torch.nn.TransformerEncoderLayer with copied weights, a numpy rollout, inverted dropout), its notices,
 the URL, and every control at its extremes."""
+import base64
+import io
 import json
 
 import numpy as np
@@ -12,7 +14,10 @@ from torch import nn
 from attention_core.labs.encoder import encoder_for
 from attention_core.positional import sinusoidal_encoding
 from attention_core.text import embed_tokens, tokenize
+from PIL import Image
+
 from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page, presenter_steps
+from ui.charts import scheme_rgb, unique_labels
 from ui.i18n import catalog
 
 EN, ZH = catalog("en"), catalog("zh")
@@ -34,8 +39,11 @@ def tab(name: str, lang: str = "en") -> dict:
     return {"tab": catalog(lang)[f"encoder.tab_{name}"]}
 
 
-CELLS = ("step", "tok", "dim", "value")          # the layer diagram's mini heatmaps
+IMAGES = ("step", "url", "x0", "x1")            # the layer diagram's mini heatmaps: one image per step
+ROWS = ("label", "token", "rms", "range")        # ... and one hover row per step and token
 BOXES = ("label", "formula", "detail")
+STEPS = {"post": ("input", "attention", "residual1", "norm1", "ffn_hidden", "ffn_output", "residual2", "norm2"),
+         "pre": ("input", "norm1", "attention", "residual1", "norm2", "ffn_hidden", "ffn_output", "residual2")}
 
 
 def series_frame(at, name):
@@ -57,9 +65,55 @@ def heatmap_titled(at, prefix):
     raise AssertionError(f"no heatmap titled {prefix!r}")
 
 
-def diagram_tensor(cells, step):
-    one = cells[cells["step"] == step]
-    return one.pivot_table(index="tok", columns="dim", values="value").sort_index().to_numpy()
+def diagram_images(at) -> list[np.ndarray]:
+    """The mini heatmaps as drawn: one RGB image (tokens x dimensions) per step, decoded from the PNG data URLs."""
+    frame = frame_with(at, *IMAGES).sort_values("step")
+    assert all(u.startswith("data:image/png;base64,") for u in frame["url"])
+    return [np.asarray(Image.open(io.BytesIO(base64.b64decode(u.split(",", 1)[1]))).convert("RGB"))
+            for u in frame["url"]]
+
+
+def assert_drawn(image: np.ndarray, tensor: np.ndarray) -> None:
+    """The image is ``tensor`` coloured on the diagram's ±3 scale: every cell's colour within one level per channel
+    (the scale itself is checked against Vega's own legend in tests/test_browser.py)."""
+    expected = scheme_rgb(tensor, (-3.0, 3.0))
+    assert image.shape == expected.shape
+    assert np.abs(image.astype(int) - expected.astype(int)).max() <= 1
+
+
+def assert_rows_quote(rows, tensors) -> None:
+    """Each hover row (step x token) quotes its token's RMS and range (3 decimals) of the oracle's tensor."""
+    assert len(rows) == sum(len(m) for m in tensors)
+    rms = np.concatenate([np.sqrt(np.mean(m ** 2, axis=1)) for m in tensors])
+    np.testing.assert_allclose(rows["rms"].astype(float), rms, atol=1.5e-3)
+    lo_hi = np.array([[float(v) for v in r.split(" … ")] for r in rows["range"]])
+    np.testing.assert_allclose(lo_hi[:, 0], np.concatenate([m.min(1) for m in tensors]), atol=1.5e-3)
+    np.testing.assert_allclose(lo_hi[:, 1], np.concatenate([m.max(1) for m in tensors]), atol=1.5e-3)
+
+
+def torch_steps(ref: nn.TransformerEncoderLayer, x: torch.Tensor, variant: str, act: str) -> list[np.ndarray]:
+    """The eight tensors of the diagram, computed with torch's own modules (copied weights), in the page's order;
+    checked to end at ``ref(x)``, torch's forward of the whole layer."""
+    f = F.relu if act == "relu" else F.gelu
+    with torch.no_grad():
+        if variant == "post":
+            a = ref.self_attn(x, x, x, need_weights=False)[0]
+            r1 = x + a
+            n1 = ref.norm1(r1)
+            hidden = f(ref.linear1(n1))
+            out = ref.linear2(hidden)
+            r2 = n1 + out
+            values = [x, a, r1, n1, hidden, out, r2, ref.norm2(r2)]
+        else:
+            n1 = ref.norm1(x)
+            a = ref.self_attn(n1, n1, n1, need_weights=False)[0]
+            r1 = x + a
+            n2 = ref.norm2(r1)
+            hidden = f(ref.linear1(n2))
+            out = ref.linear2(hidden)
+            values = [x, n1, a, r1, n2, hidden, out, r1 + out]
+        torch.testing.assert_close(values[-1], ref(x), atol=1e-5, rtol=1e-5)
+    return [v[0].numpy().astype(np.float64) for v in values]
 
 
 def torch_reference(variant, act, d, h, seed):
@@ -112,22 +166,19 @@ def test_opens_in_chinese_with_chinese_labels():
 def test_diagram_is_the_layer_of_torch_and_its_boxes_quote_the_tensors(en_page):
     at = en_page
     assert exceptions(at) == []
-    cells = frame_with(at, *CELLS)
     boxes = frame_with(at, *BOXES)
-    assert list(boxes["label"]) == [EN[f"encoder.step_{s}"] for s in
-                                    ("input", "attention", "residual1", "norm1", "ffn_hidden", "ffn_output",
-                                     "residual2", "norm2")]
+    assert list(boxes["label"]) == [EN[f"encoder.step_{s}"] for s in STEPS["post"]]
     n, d = len(TOKENS), 32
     x = embed_tokens(TOKENS, d, 0) + sinusoidal_encoding(n, d)        # the input, computed independently
-    steps = [diagram_tensor(cells, s) for s in range(8)]
-    np.testing.assert_allclose(steps[0], x.numpy(), atol=1e-6)
-    np.testing.assert_allclose(steps[2], steps[0] + steps[1], atol=1e-5)        # residual1 = x + MHA(x)
-    np.testing.assert_allclose(steps[3], F.layer_norm(torch.tensor(steps[2]), (d,)).numpy(), atol=1e-5)
-    assert steps[4].shape == (n, 4 * d) and steps[4].min() >= 0                 # ReLU hidden layer
-    np.testing.assert_allclose(steps[6], steps[3] + steps[5], atol=1e-5)
-    with torch.no_grad():
-        expected = torch_reference("post", "relu", d, 4, 0)(x[None].float())[0].numpy()
-    np.testing.assert_allclose(steps[7], expected, atol=1e-5)
+    steps = torch_steps(torch_reference("post", "relu", d, 4, 0), x[None].float(), "post", "relu")
+    images = diagram_images(at)
+    assert [im.shape[:2] for im in images] == [(n, 4 * d if s == "ffn_hidden" else d) for s in STEPS["post"]]
+    for image, tensor in zip(images, steps):
+        assert_drawn(image, tensor)
+    rows = frame_with(at, *ROWS)
+    assert_rows_quote(rows, steps)
+    assert list(rows["token"]) == unique_labels(TOKENS) * 8
+    assert rows[rows["label"] == EN["encoder.step_ffn_hidden"]]["range"].str.startswith("0.000").all()   # ReLU
     # each box states the shape and the RMS of its tensor
     for s, detail in enumerate(boxes["detail"]):
         assert f"(1, {n}, {steps[s].shape[1]})" in detail
@@ -227,17 +278,33 @@ def test_url_reproduces_the_view_pre_ln_gelu():
     assert list(boxes["label"])[:3] == [EN["encoder.step_input"], EN["encoder.step_norm1"],
                                         EN["encoder.step_attention"]]
     assert "GELU" in " ".join(boxes["formula"])
-    cells = frame_with(at, *CELLS)
-    hidden = diagram_tensor(cells, 5)
-    assert hidden.shape == (len(TOKENS), 64) and hidden.min() < 0              # GELU lets negatives through
     # layer 2 of a pre-LN stack, checked against torch: its input is layer 1's output
     x = (embed_tokens(TOKENS, 16, 7) + sinusoidal_encoding(len(TOKENS), 16))[None]
     enc = encoder_for("pre", 16, 2, 12, "gelu", 7, max_len=24)
     with torch.no_grad():
-        layer1 = torch_reference("pre", "gelu", 16, 2, 7)(x)[0].numpy()
-        expected = enc.layers[1](torch.from_numpy(layer1)[None]).output[0].numpy()
-    np.testing.assert_allclose(diagram_tensor(cells, 0), layer1, atol=1e-5)
-    np.testing.assert_allclose(diagram_tensor(cells, 7), expected, atol=1e-5)
+        layer1 = torch_reference("pre", "gelu", 16, 2, 7)(x)
+    ref2 = nn.TransformerEncoderLayer(16, 2, 64, dropout=0.0, activation="gelu", batch_first=True, norm_first=True)
+    mine = enc.layers[1]
+    with torch.no_grad():       # torch's layer holding the page's second layer
+        a = mine.self_attn
+        ref2.self_attn.in_proj_weight.copy_(torch.cat([a.W_query.weight, a.W_key.weight, a.W_value.weight]))
+        ref2.self_attn.in_proj_bias.copy_(torch.cat([a.W_query.bias, a.W_key.bias, a.W_value.bias]))
+        ref2.self_attn.out_proj.weight.copy_(a.W_output.weight)
+        ref2.self_attn.out_proj.bias.copy_(a.W_output.bias)
+        for dst, src in ((ref2.linear1, mine.ffn.linear1), (ref2.linear2, mine.ffn.linear2),
+                         (ref2.norm1, mine.norm1), (ref2.norm2, mine.norm2)):
+            dst.weight.copy_(src.weight)
+            dst.bias.copy_(src.bias)
+    steps = torch_steps(ref2.eval(), layer1, "pre", "gelu")
+    images = diagram_images(at)
+    assert images[5].shape[:2] == (len(TOKENS), 64)
+    for image, tensor in zip(images, steps):
+        assert_drawn(image, tensor)
+    rows = frame_with(at, *ROWS)
+    assert_rows_quote(rows, steps)
+    assert steps[5].min() < 0                                                  # GELU lets negatives through
+    hidden_rows = rows[rows["label"] == EN["encoder.step_ffn_hidden"]]["range"]
+    assert any(r.startswith("-") for r in hidden_rows)
     at.session_state["tab"] = EN["encoder.tab_prepost"]
     at.run()
     scale = frame_with(at, "series", "rms", "layer")
@@ -343,18 +410,22 @@ def test_a_draw_that_drops_every_weight_is_explained_not_a_crash(text, p):
 
 
 # ---------------------------------------------------------------- issue 13 §2/§4: payload, lazy tabs, a phone
-def test_only_the_open_tab_runs_and_the_layer_diagram_ships_small_types(en_page):
+def test_only_the_open_tab_runs_and_the_layer_diagram_ships_one_image_per_step(en_page):
     """The layer tab draws one chart (the other tabs run only when opened); the diagram's thousands of cells
-    travel as (step, tok, dim, value) in 1-2-byte ints and float32, the pixel boxes looked up per step, and
-    the diagram has no fixed width (it stretches to a phone's column). About 0 s (shared page)."""
+    travel as one small PNG per step (one pixel per cell: 4,000+ SVG rects took 150-250 ms to redraw), placed
+    without a transform run per datum, drawn unsmoothed, and the diagram has no fixed width (it stretches to a
+    phone's column). About 0 s (shared page)."""
     specs = [chart_spec(c) for c in charts(en_page)]
     assert [s["usermeta"]["chart_kind"] for s in specs] == ["ui.encoder_charts.layer_diagram_chart"]
-    cells = frame_with(en_page, *CELLS)
-    assert list(cells.columns) == list(CELLS)
-    assert [str(t) for t in cells.dtypes] == ["uint8", "uint8", "uint16", "float32"]
+    frames = chart_data(charts(en_page)[0])
+    assert max(len(f) for f in frames.values()) <= 8 * len(TOKENS)           # rows per token, no row per cell
+    marks = [layer["mark"] for layer in specs[0]["layer"]]
+    image = next(m for m in marks if isinstance(m, dict) and m.get("type") == "image")
+    assert image["smooth"] is False and image["aspect"] is False
+    assert all("transform" not in layer for layer in specs[0]["layer"])
     assert "width" not in specs[0] and specs[0]["autosize"]["type"] == "fit-x"
     raw = sum(len(d.data.data) for d in charts(en_page)[0].proto.datasets)
-    assert raw < 80_000, raw                                  # was 613 KB at the default sentence
+    assert raw < 50_000, raw                                  # was 613 KB at the default sentence, then 35 KB of cells
 
 
 def test_the_grid_is_pooled_full_colour_and_frames_the_enlarged_tile():
