@@ -253,3 +253,23 @@ def test_scheme_rgb_is_vegas_blueorange_clamped_with_grey_for_nan():
     assert charts.scheme_rgb([-7, 9], (-3, 3)).tolist() == [palette[0], palette[-1]]
     assert charts.scheme_rgb([np.nan], (-3, 3)).tolist() == [[0xd4, 0xd4, 0xd4]]
     assert charts.scheme_rgb(np.zeros((2, 3)), (-1, 1)).shape == (2, 3, 3)
+
+
+def test_heatmap_data_travels_in_small_types_and_large_heatmaps_carry_no_aria_label_per_cell():
+    """Issue 13 §4: a 30 x 30 heatmap shipped 8-byte positions and a string per label and cell (54 KB per redraw);
+    positions are uint16 and labels categorical now, in the axis order, and the values keep float64. Above
+    MAX_ARIA_CELLS cells Vega writes no ARIA label per cell (the tooltip and CSV keep every value)."""
+    labels = [f"t{i}" for i in range(30)]
+    m = np.random.default_rng(0).random((30, 30))
+    frame, _ = charts.heatmap_frame(m, labels, labels)
+    assert [str(frame[c].dtype) for c in ("query_pos", "key_pos", "query", "key", "value")] == \
+        ["uint16", "uint16", "category", "category", "float64"]
+    assert list(frame["query"].cat.categories) == labels and list(frame["key"][:30]) == labels
+    np.testing.assert_array_equal(frame["value"].to_numpy().reshape(30, 30), m)
+    big = charts.heatmap(m, labels)
+    small = charts.heatmap(m[:8, :8], labels[:8])
+    assert big["layer"][0]["mark"].get("aria") is False
+    assert "aria" not in small["layer"][0]["mark"]
+    # repeated labels that unique_labels cannot separate (a typed "a·1" next to a repeated "a") stay strings
+    frame, _ = charts.heatmap_frame(np.eye(3), ["a·1", "a", "a"], ["x", "y", "z"])
+    assert frame["query"].tolist() == ["a·1"] * 3 + ["a·1"] * 3 + ["a·2"] * 3

@@ -33,6 +33,7 @@ NUMBER_FONT = 11          # px, the numbers in cells
 TITLE_FONT = 16           # px, chart titles in Streamlit's Vega theme (bold)
 LABEL_FONT = 12           # px, axis labels in Streamlit's Vega theme (Source Sans)
 MAX_CELLS_PER_AXIS = 128  # larger matrices are shown as averaged tiles (the CSV keeps every value)
+MAX_ARIA_CELLS = 400      # heatmaps with more cells carry no ARIA label per cell (see ``heatmap_chart``)
 ROW_SELECTION = "row"     # name of the click selection; st.altair_chart returns it
 FIT_X = alt.AutoSizeParams(type="fit-x", contains="padding")   # stretch to the column, keep the height
 
@@ -113,7 +114,7 @@ def heatmap_frame(matrix, row_labels: Sequence[str], col_labels: Sequence[str],
                   masked=None) -> tuple[pd.DataFrame, int]:
     """Long-form data of a heatmap, one row per cell, and the pooling factor used (1 = none).
 
-    Columns: query_pos, key_pos (integers), query, key (unique axis labels), value (float,
+    Columns: query_pos, key_pos (small integers), query, key (unique axis labels, categorical), value (float,
     null where masked scores are -inf), exact (the value as text, full precision), masked.
     """
     data = _heatmap_data(matrix, row_labels, col_labels, masked)
@@ -127,6 +128,15 @@ class _HeatmapData(NamedTuple):
     cols: list
     any_masked: bool
     bound: float          # largest |finite value| (1.0 if none)
+
+
+def _labels_column(labels: Sequence[str], codes: np.ndarray):
+    """Axis labels per cell: categorical (codes into the labels) when the labels are distinct, else strings (a
+    typed label such as "a·1" next to a repeated "a" can collide)."""
+    labels = [str(x) for x in labels]
+    if len(set(labels)) == len(labels):
+        return pd.Categorical.from_codes(codes, categories=labels)
+    return np.asarray(labels, dtype=object)[codes]
 
 
 def _heatmap_data(matrix, row_labels: Sequence[str], col_labels: Sequence[str], masked=None) -> _HeatmapData:
@@ -151,11 +161,14 @@ def _heatmap_data(matrix, row_labels: Sequence[str], col_labels: Sequence[str], 
     values = np.where(finite, arr, np.nan)  # masked weights stay 0; -inf scores become null
     exact = np.where(finite, np.char.mod("%.8g", np.where(finite, arr, 0.0)),
                      np.where(np.isneginf(arr), "−∞", "—"))
+    # small types: a 30 x 30 heatmap was 54 KB per redraw at 8-byte positions and a string per label and cell;
+    # labels are categories (one dictionary of the axis labels, 1-2 byte codes per cell)
+    pos_type = np.uint16 if max(n_q, n_k) < 2 ** 16 else np.int64
     frame = pd.DataFrame({
-        "query_pos": qi.ravel(),
-        "key_pos": ki.ravel(),
-        "query": np.repeat(rows, arr.shape[1]),
-        "key": np.tile(cols, arr.shape[0]),
+        "query_pos": qi.ravel().astype(pos_type),
+        "key_pos": ki.ravel().astype(pos_type),
+        "query": _labels_column(rows, np.repeat(np.arange(len(rows)), arr.shape[1])),
+        "key": _labels_column(cols, np.tile(np.arange(len(cols)), arr.shape[0])),
         "value": values.ravel(),
         "exact": exact.ravel(),
         "masked": hidden.ravel(),
@@ -414,7 +427,7 @@ def label_spacing(labels: Sequence[str], upright: bool) -> float:
 
 @chart_kind(fill=("domain", "threshold", "selected", "height", "width", "title", "row_order", "col_order",
                   "outline", "title_px"))
-def heatmap_chart(frame, *, kind: str, show_numbers: bool, fine: bool, any_masked: bool, upright_x: bool,
+def heatmap_chart(frame, *, kind: str, show_numbers: bool, fine: bool, many: bool, any_masked: bool, upright_x: bool,
                   overlap_x: bool, overlap_y: bool, selectable: bool, legend: bool, fit_x: bool, x_title: str,
                   y_title: str, value_title: str, domain, threshold: float, selected: int | None, height: int,
                   width: int | None = None, title: str | None = None, row_order=(), col_order=(),
@@ -444,7 +457,10 @@ def heatmap_chart(frame, *, kind: str, show_numbers: bool, fine: bool, any_maske
                                    legend=alt.Legend(gradientLength=alt.ExprRef("clamp(height - 30, 40, 200)")))))
     tooltip = [alt.Tooltip("query:N", title=y_title), alt.Tooltip("key:N", title=x_title),
                alt.Tooltip("exact:N", title=value_title)]
-    rect = base.mark_rect(stroke="white", strokeWidth=0.5 if fine else 0).encode(color=colour, tooltip=tooltip)
+    # ``many`` cells (> MAX_ARIA_CELLS): no ARIA label per cell (Vega writes one per SVG element, ~20 % of a large
+    # heatmap's redraw); the tooltip and the CSV keep every value
+    rect = base.mark_rect(stroke="white", strokeWidth=0.5 if fine else 0, **({"aria": False} if many else {})
+                          ).encode(color=colour, tooltip=tooltip)
     if selectable:
         pick = alt.selection_point(name=ROW_SELECTION, fields=["query_pos"], on="click",
                                    value=None if selected is None else [{"query_pos": selected}])
@@ -513,7 +529,8 @@ def heatmap(matrix, row_labels: Sequence[str], col_labels: Sequence[str] | None 
     # the numbers drawn are the values (weights 0..1 whatever the colour domain; scores up to the bound)
     v_lo, v_hi = (0.0, 1.0) if kind == "weights" else (-data.bound, data.bound)
     return heatmap_chart(
-        data.frame, kind=kind, show_numbers=bool(show_numbers), fine=n_rows <= 48, any_masked=data.any_masked,
+        data.frame, kind=kind, show_numbers=bool(show_numbers), fine=n_rows <= 48,
+        many=n_rows * n_cols > MAX_ARIA_CELLS, any_masked=data.any_masked,
         upright_x=upright, overlap_x=n_cols > 8, overlap_y=n_rows > 16,
         selectable=selectable, legend=bool(legend), fit_x=bool(fit_x), x_title=x_title, y_title=y_title,
         value_title=value_title, domain=[float(lo), float(hi)], threshold=0.6 * float(hi),
