@@ -15,7 +15,8 @@ What is measured, in headless Chromium (1280x720) against a real ``streamlit run
    ``first_ms``, not in the median), then ``-n`` presses are timed.
 3. Start: the ``click`` event of the press (a capturing listener, ``performance.now()`` in the page).
    End: the animation frame after the last of (a) a DOM mutation inside any ``stVegaLiteChart`` (the SVG a
-   vega-embed view writes when it re-renders, or a chart element added/replaced) and (b) the app's
+   vega-embed view writes when it re-renders, or a chart element added/replaced; a chart drawn to a canvas: the
+   last ``restore()`` of its 2-D context) and (b) the app's
    ``data-test-script-state`` returning to ``notRunning``; "last" means nothing of either kind for 600 ms after it
    (the quiet window is not counted). Charts whose data did not change are not re-rendered by Streamlit and so do
    not count; ``charts_redrawn`` says how many of ``charts`` did.
@@ -71,6 +72,16 @@ PROBE_JS = """(() => {
   Object.assign(window.WebSocket, {CONNECTING: 0, OPEN: 1, CLOSING: 2, CLOSED: 3});
   const chartOf = n => n && n.nodeType === 1 ? n.closest('[data-testid=stVegaLiteChart]')
                                              : (n && n.parentElement ? n.parentElement.closest('[data-testid=stVegaLiteChart]') : null);
+  // a chart drawn to a canvas (Vega's canvas renderer: Streamlit picks it for charts of more than 2,000 marks)
+  // changes no DOM when it redraws: its redraw is the last context restore() of a canvas inside a chart
+  const restore = CanvasRenderingContext2D.prototype.restore;
+  CanvasRenderingContext2D.prototype.restore = function (...args) {
+    const out = restore.apply(this, args);
+    const c = h.t0 ? chartOf(this.canvas) : null;
+    if (c) { h.charts.add(c); h.lastChart = performance.now();
+      requestAnimationFrame(() => { h.lastFrame = performance.now(); }); }
+    return out;
+  };
   document.addEventListener('click', () => { h.t0 = performance.now(); }, true);
   document.addEventListener('keydown', () => { h.t0 = performance.now(); }, true);
   new MutationObserver(muts => {
