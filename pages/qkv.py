@@ -70,18 +70,25 @@ class KernelChoice(NamedTuple):
     row: int               # the query: its row of the heatmap (grid position)
 
 
-def kernel_controls() -> KernelChoice:
-    with st.container(horizontal=True):     # one flex row, not four columns: fewer messages per rerun (issue 13 §4)
+def kernel_data_controls() -> tuple[float, int, float]:
+    """The data and the bandwidth: one flex row (not four columns: fewer messages per rerun, issue 13 §4)."""
+    with st.container(horizontal=True):
         h = st.slider(t("qkv.k_bandwidth"), 0.05, 3.0, 0.4, 0.05, key="h", bind="query-params")
         n_train = st.slider(t("qkv.k_n_train"), 2, 100, 40, key="n", bind="query-params")
         noise = st.slider(t("qkv.k_noise"), 0.0, 1.5, 0.5, 0.05, key="noise", bind="query-params")
+    return float(h), int(n_train), float(noise)
+
+
+def kernel_query_controls(h: float, n_train: int, noise: float) -> KernelChoice:
+    """The seed and the query in one row; the regression they and the data controls compute."""
+    with st.container(horizontal=True):
         data_seed = controls.seed("kseed")
-    d = kernel_lesson(int(n_train), float(noise), data_seed, float(h), N_GRID)
-    clicked = qkv_state.clicked_row(("k_heat",))
-    if clicked is not None:
-        st.session_state["x"] = float(d.grid[min(clicked, N_GRID - 1)])
-    xq = st.slider(t("qkv.k_query"), 0.0, 5.0, 2.5, GRID_STEP, key="x", bind="query-params")
-    return KernelChoice(d, float(h), int(n_train), min(N_GRID - 1, max(0, int(round(float(xq) / GRID_STEP)))))
+        d = kernel_lesson(n_train, noise, data_seed, h, N_GRID)
+        clicked = qkv_state.clicked_row(("k_heat",))
+        if clicked is not None:
+            st.session_state["x"] = float(d.grid[min(clicked, N_GRID - 1)])
+        xq = st.slider(t("qkv.k_query"), 0.0, 5.0, 2.5, GRID_STEP, key="x", bind="query-params")
+    return KernelChoice(d, h, n_train, min(N_GRID - 1, max(0, int(round(float(xq) / GRID_STEP)))))
 
 
 def kernel_evidence(k: KernelChoice) -> None:
@@ -118,8 +125,21 @@ def kernel_evidence(k: KernelChoice) -> None:
 
 
 def kernel_tab(lesson: presenter.Lesson) -> bool:
+    # The controls are one kept block: the data sliders, then the fragment of the seed and the query. That fragment
+    # also holds the question and evidence steps (presenter mode still shows those one at a time: it hides any
+    # step container but the current one, wherever it is).
     with lesson.step("kernel: controls", keep=True):
-        chosen = kernel_controls()
+        data = kernel_data_controls()
+        return kernel_seeded(lesson, lesson.count, lesson.kept, *data)
+
+
+@st.fragment
+def kernel_seeded(lesson: presenter.Lesson, count: int, kept: int, h: float, n_train: int, noise: float) -> bool:
+    """The seed and the query, and what they drive, as a fragment inside the tab's: the seed, the query, a click on
+    the heatmap or the exercise rerun (and re-send) only this, not the bandwidth / points / noise sliders above
+    (issue 13 §4). Numbers its presenter steps from ``count``, ``kept`` like ``tab_body``."""
+    lesson.count, lesson.kept = count, kept
+    chosen = kernel_query_controls(h, n_train, noise)
     with lesson.step("kernel: question"):
         exercise("qkv_ex_kernel", t("qkv.k_ex_q"), [t("qkv.k_ex_a0"), t("qkv.k_ex_a1"), t("qkv.k_ex_a2")], 1,
                  t("qkv.k_ex_why", mean=fmt.fixed(float(np.mean(chosen.run.y)))))
