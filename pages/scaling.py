@@ -126,7 +126,18 @@ class Slots(NamedTuple):
     sweeps: tuple[DeltaGenerator, ...]
     sweep_notes: DeltaGenerator
     temperature: DeltaGenerator
+    temperature_notice: DeltaGenerator
     pitfall_demo: DeltaGenerator | None
+
+
+def notice_heading() -> None:
+    """The heading of ``anatomy.notice``, drawn with the fixed text; its list (``notice_items``, the same markdown
+    ``anatomy.notice`` writes) comes from the seeded fragment: one element fewer per seed press."""
+    st.subheader(t("common.notice"))
+
+
+def notice_items(items: list[str]) -> None:
+    st.markdown("\n".join(f"- {item}" for item in items))
 
 
 # ------------------------------------------------------------------ 1. the scores grow with d_k
@@ -139,6 +150,7 @@ def variance_evidence_text(d_k: int) -> tuple[DeltaGenerator, DeltaGenerator, De
     with right:
         var = st.container()
         st.caption(t("scaling.var_caption", n=N_PAIRS))
+    notice_heading()
     return hist, var, st.container()
 
 
@@ -169,7 +181,7 @@ def variance_evidence(cfg: Settings, var: sl.VarianceSweep, slots: Slots) -> Non
                                              x_title=t("scaling.var_x"), y_title=t("scaling.var_y"),
                                              legend_title=t("scaling.var_legend")), key="var")
     with slots.var_notice:
-        anatomy.notice([t("scaling.notice_variance", dk=cfg.d_k, var_raw=fmt.sig(var.var_raw[i]),
+        notice_items([t("scaling.notice_variance", dk=cfg.d_k, var_raw=fmt.sig(var.var_raw[i]),
                           sqrt=sc.fmt_short(math.sqrt(cfg.d_k)), var_scaled=fmt.sig(var.var_scaled[i]))])
 
 
@@ -284,19 +296,27 @@ def temperature_question() -> None:
                      t("scaling.ex2_explanation"))
 
 
-def temperature_evidence(cfg: Settings, row: int, view: sl.SoftmaxView) -> None:
-    """Drawn into its slot: the lesson's title names the clicked query, a change of the seeded fragment."""
-    # the lesson and the chart's title in one element, the chart, its caption under it (no columns: fewer
-    # elements to redraw, issue 13 §4)
-    st.markdown(f"{lesson('scaling/temperature')}\n\n**{t('scaling.tau_title', q=Q_LABELS[row], dk=cfg.d_k)}**")
-    frame = sc.temperature_frame(TAU_GRID, view.curves.numpy(), cfg.tau, mode_labels())
-    anatomy.show_chart(sc.temperature_chart(frame, n_keys=N_K, modes=mode_labels(), x_title=t("scaling.tau_x"),
-                                            y_title=t("scaling.tau_y"), mode_title=t("scaling.mode_title")),
-                       key="temp")
-    root = sc.fmt_short(math.sqrt(cfg.d_k))
-    st.caption(t("scaling.tau_caption", k=N_K, tau=cfg.tau_text, sqrt=root))
-    anatomy.notice([t("scaling.notice_temperature", q=Q_LABELS[row], mw_now=fmt.sig(view.weights[row].max()),
-                      mode=cfg.mode_now, tau=cfg.tau_text, sqrt=root)])
+def temperature_text(d_k: int, tau: float) -> tuple[DeltaGenerator, DeltaGenerator]:
+    """The lesson, the caption under the chart and the notice's heading; returns the slots of the chart (under
+    its title, which names the clicked query) and of the notice's list."""
+    st.markdown(lesson("scaling/temperature"))
+    chart = st.container()
+    st.caption(t("scaling.tau_caption", k=N_K, tau=sc.fmt_tau(tau), sqrt=sc.fmt_short(math.sqrt(d_k))))
+    notice_heading()
+    return chart, st.container()
+
+
+def temperature_evidence(cfg: Settings, row: int, view: sl.SoftmaxView, slots: Slots) -> None:
+    # the chart's title names the clicked query: a markdown line in the seeded fragment, the chart under it
+    with slots.temperature:
+        st.markdown(f"**{t('scaling.tau_title', q=Q_LABELS[row], dk=cfg.d_k)}**")
+        frame = sc.temperature_frame(TAU_GRID, view.curves.numpy(), cfg.tau, mode_labels())
+        anatomy.show_chart(sc.temperature_chart(frame, n_keys=N_K, modes=mode_labels(), x_title=t("scaling.tau_x"),
+                                                y_title=t("scaling.tau_y"), mode_title=t("scaling.mode_title")),
+                           key="temp")
+    with slots.temperature_notice:
+        notice_items([t("scaling.notice_temperature", q=Q_LABELS[row], mw_now=fmt.sig(view.weights[row].max()),
+                        mode=cfg.mode_now, tau=cfg.tau_text, sqrt=sc.fmt_short(math.sqrt(cfg.d_k)))])
 
 
 # ------------------------------------------------------------------ pitfall
@@ -333,7 +353,7 @@ def lesson_body(steps: presenter.Lesson, count: int, kept: int) -> None:
     with steps.step("4. question: temperature"):
         temperature_question()
     with steps.step("4. evidence: max weight against tau"):
-        temperature = st.container()
+        temperature, temperature_notice = temperature_text(d_k, tau)
     demo: list[DeltaGenerator] = []
     with steps.step("pitfall"):
         demo_ran = anatomy.pitfall(t("scaling.pitfall_title"), t("scaling.pitfall_body"),
@@ -342,7 +362,7 @@ def lesson_body(steps: presenter.Lesson, count: int, kept: int) -> None:
                       sl.softmax_view, sl.saturation_curves, sl.saturation_stats, softmax_jacobian_norm,
                       sl.temperature_curve, *([sl.naive_softmax, sl.overflow_rows] if demo_ran else []))
     slots = Slots(ex_var, hist, var, var_notice, heat, bars, strip, sweeps, sweep_notes, temperature,
-                  demo[0] if demo else None)
+                  temperature_notice, demo[0] if demo else None)
     with seed_box:
         seeded_body(d_k, scaled, tau, slots)
 
@@ -355,8 +375,7 @@ def seeded_body(d_k: int, scaled: bool, tau: float, slots: Slots) -> None:
     variance_evidence(settings, variance, slots)
     clicked, soft = softmax_section(settings, slots)
     gradient_section(settings, slots)
-    with slots.temperature:
-        temperature_evidence(settings, clicked, soft)
+    temperature_evidence(settings, clicked, soft, slots)
     if slots.pitfall_demo is not None:
         with slots.pitfall_demo:
             pitfall_demo(settings)

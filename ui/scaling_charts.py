@@ -69,7 +69,7 @@ def histogram_frame(dots: np.ndarray, d_k: int, notes: tuple[str, str]) -> dict[
     reach = max(4.0 * root, float(np.abs(dots).max()) * 1.001 if dots.size else 0.0)
     edges = np.linspace(-reach, reach, HIST_BINS + 1)
     counts, _ = np.histogram(dots, bins=edges)
-    x = np.linspace(-reach, reach, 121)
+    x = np.linspace(-reach, reach, 61)          # 4 px apart on the 240 px panel: a smooth curve, half the marks
     bars, theory = [], []
     for scaled, factor in ((False, 1.0), (True, root)):
         e, xs, sigma = edges / factor, x / factor, root / factor
