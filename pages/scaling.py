@@ -235,10 +235,12 @@ METRICS = (("max_weight", "metric_max_weight", (1.0 / N_K * 0.9, 1.0)),
            ("jacobian_norm", "metric_jacobian", None))
 
 
-def gradient_text() -> tuple[tuple[DeltaGenerator, ...], DeltaGenerator]:
-    """The section's fixed text; returns the slots of its three charts and of the notes under them."""
+def gradient_text(d_k: int, tau: float) -> tuple[tuple[DeltaGenerator, ...], DeltaGenerator]:
+    """The section's fixed text; returns the slots of its three charts and of the notes under the caption."""
     st.markdown(f"## {t('scaling.sec_gradient')}\n\n{lesson('scaling/gradient')}")
-    return tuple(st.columns(3)), st.container()
+    charts = tuple(st.columns(3))
+    st.caption(t("scaling.sweep_caption", n=N_Q, k=N_K, tau=sc.fmt_tau(tau), dk=d_k))
+    return charts, st.container()
 
 
 def gradient_section(cfg: Settings, slots: Slots) -> None:
@@ -256,9 +258,10 @@ def gradient_section(cfg: Settings, slots: Slots) -> None:
 
 
 def gradient_notes(cfg: Settings, sweep: sl.SaturationSweep, frame) -> None:
-    floor = (frame["value"] < sc.FLOOR).any()
-    st.caption(t("scaling.sweep_caption", n=N_Q, k=N_K, tau=cfg.tau_text, dk=cfg.d_k)
-               + (" " + t("scaling.floor_caption", floor=f"{sc.FLOOR:.0e}") if floor else ""))
+    """Under the caption (fixed text): the floor note and the warnings when they apply, then the notice (one
+    slot, written on every run: a slot a fragment leaves empty in a full run cannot be filled by its rerun)."""
+    if (frame["value"] < sc.FLOOR).any():
+        st.caption(t("scaling.floor_caption", floor=f"{sc.FLOOR:.0e}"))
     i = sl.SWEEP_D_K.index(cfg.d_k)
     now = sweep.scaled if cfg.scaled else sweep.unscaled
     if now.jacobian_norm[i] < sc.FLOOR:
@@ -349,7 +352,7 @@ def lesson_body(steps: presenter.Lesson, count: int, kept: int) -> None:
     with steps.step("2. softmax of growing scores"):
         heat, bars, strip = softmax_text(d_k, scaled, tau)
     with steps.step("3. the gradient signal"):
-        sweeps, sweep_notes = gradient_text()
+        sweeps, sweep_notes = gradient_text(d_k, tau)
     with steps.step("4. question: temperature"):
         temperature_question()
     with steps.step("4. evidence: max weight against tau"):
