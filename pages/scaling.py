@@ -8,6 +8,7 @@ from typing import NamedTuple
 import numpy as np
 import streamlit as st
 import torch
+from streamlit.delta_generator import DeltaGenerator
 
 from attention_core.diagnostics import softmax_jacobian_norm
 from attention_core.functional import masked_softmax
@@ -109,49 +110,101 @@ def seed_control() -> int:
     return controls.seed(width=160)
 
 
+# ------------------------------------------------------------------ where the seeded parts go
+class Slots(NamedTuple):
+    """Containers the controls fragment leaves between the page's fixed text (headings, lessons, the temperature
+    question, the pitfall, captions that do not depend on the seed); the seeded fragment fills them. A fragment may
+    write into containers made outside it, widgets included, and its writes are replaced in place on each of its
+    reruns (Streamlit >= 1.67): a seed press re-sends only these, not the text around them (issue 13 §4)."""
+    ex_var: DeltaGenerator
+    hist: DeltaGenerator
+    var: DeltaGenerator
+    var_notice: DeltaGenerator
+    heat: DeltaGenerator
+    bars: DeltaGenerator
+    strip: DeltaGenerator
+    sweeps: tuple[DeltaGenerator, ...]
+    sweep_notes: DeltaGenerator
+    temperature: DeltaGenerator
+    temperature_notice: DeltaGenerator
+    pitfall_demo: DeltaGenerator | None
+
+
+def notice_heading() -> None:
+    """The heading of ``anatomy.notice``, drawn with the fixed text; its list (``notice_items``, the same markdown
+    ``anatomy.notice`` writes) comes from the seeded fragment: one element fewer per seed press."""
+    st.subheader(t("common.notice"))
+
+
+def notice_items(items: list[str]) -> None:
+    st.markdown("\n".join(f"- {item}" for item in items))
+
+
 # ------------------------------------------------------------------ 1. the scores grow with d_k
-def variance_question(cfg: Settings) -> sl.VarianceSweep:
+def variance_evidence_text(d_k: int) -> tuple[DeltaGenerator, DeltaGenerator, DeltaGenerator]:
+    st.markdown(lesson("scaling/variance"))
+    left, right = st.columns(2)
+    with left:
+        hist = st.container()
+        st.caption(t("scaling.hist_caption", n=N_PAIRS, dk=d_k))
+    with right:
+        var = st.container()
+        st.caption(t("scaling.var_caption", n=N_PAIRS))
+    notice_heading()
+    return hist, var, st.container()
+
+
+def variance_question(cfg: Settings, slots: Slots) -> sl.VarianceSweep:
     """The section opens with its question; the derivation, histogram and variance curve answer it below."""
-    st.header(t("scaling.sec_variance"))
     var = variance_sweep(cfg.seed)
-    anatomy.exercise("ex_var", t("scaling.ex1_question"), tl("scaling.ex1_options"), 2,
-                     t("scaling.ex1_explanation", measured=fmt.sig(var.var_raw[sl.D_K_STEPS.index(256)])))
+    with slots.ex_var:
+        anatomy.exercise("ex_var", t("scaling.ex1_question"), tl("scaling.ex1_options"), 2,
+                         t("scaling.ex1_explanation", measured=fmt.sig(var.var_raw[sl.D_K_STEPS.index(256)])))
     return var
 
 
-def variance_evidence(cfg: Settings, var: sl.VarianceSweep) -> None:
-    st.markdown(lesson("scaling/variance"))
+def variance_evidence(cfg: Settings, var: sl.VarianceSweep, slots: Slots) -> None:
     i = sl.D_K_STEPS.index(cfg.d_k)
     notes = (t("scaling.hist_note_raw", var=fmt.sig(var.var_raw[i]), dk=cfg.d_k),
              t("scaling.hist_note_scaled", var=fmt.sig(var.var_scaled[i])))
     series = (t("scaling.series_raw"), t("scaling.series_scaled"), t("scaling.series_theory_raw"),
               t("scaling.series_theory_scaled"))
-    left, right = st.columns(2)
-    with left:
+    with slots.hist:
         anatomy.show_chart(sc.histogram_chart(sc.histogram_frame(var.dots[i].numpy(), cfg.d_k, notes),
                                               panel_titles=(t("scaling.panel_raw"), t("scaling.panel_scaled")),
                                               x_title=t("scaling.hist_x"), y_title=t("scaling.hist_y"),
                                               count_title=t("scaling.hist_count")), key="hist",
                            width="content")      # two stacked 240 px panels (stretched, they overflowed a phone)
-        st.caption(t("scaling.hist_caption", n=N_PAIRS, dk=cfg.d_k))
-    with right:
+    with slots.var:
         frame = sc.variance_frame(sl.D_K_STEPS, var.var_raw.numpy(), var.var_scaled.numpy(), cfg.d_k, series)
         anatomy.show_chart(sc.variance_chart(frame, series=series, title=t("scaling.var_title"),
                                              x_title=t("scaling.var_x"), y_title=t("scaling.var_y"),
                                              legend_title=t("scaling.var_legend")), key="var")
-        st.caption(t("scaling.var_caption", n=N_PAIRS))
-    anatomy.notice([t("scaling.notice_variance", dk=cfg.d_k, var_raw=fmt.sig(var.var_raw[i]),
-                      sqrt=sc.fmt_short(math.sqrt(cfg.d_k)), var_scaled=fmt.sig(var.var_scaled[i]))])
+    with slots.var_notice:
+        notice_items([t("scaling.notice_variance", dk=cfg.d_k, var_raw=fmt.sig(var.var_raw[i]),
+                          sqrt=sc.fmt_short(math.sqrt(cfg.d_k)), var_scaled=fmt.sig(var.var_scaled[i]))])
 
 
 # ------------------------------------------------------------------ 2. what big scores do to softmax
-def softmax_section(cfg: Settings) -> tuple[int, sl.SoftmaxView]:
-    """The heatmap of the first queries; the clicked row as bars and as d_k grows. Returns (row, view)."""
+def softmax_text(d_k: int, scaled: bool, tau: float) -> tuple[DeltaGenerator, DeltaGenerator, DeltaGenerator]:
+    """The section's fixed text (the heatmap's title follows d_k, scaling and tau, not the seed); returns the
+    slots of the heatmap, the clicked row's bars and the strip."""
     st.markdown(f"## {t('scaling.sec_softmax')}\n\n{lesson('scaling/softmax')}")     # one element, not two
-    row = controls.kept_row("row", N_SHOW) or 0
+    mode = t("scaling.mode_now_scaled") if scaled else t("scaling.mode_now_unscaled")
     left, right = st.columns([1.7, 1])
     with left:
-        st.markdown(f"**{t('scaling.heat_title', mode=cfg.mode_now, dk=cfg.d_k, tau=cfg.tau_text)}**")
+        st.markdown(f"**{t('scaling.heat_title', mode=mode, dk=d_k, tau=sc.fmt_tau(tau))}**")
+        heat = st.container()
+        st.caption(t("scaling.heat_caption"))
+    with right:
+        bars = st.container()
+    return heat, bars, st.container()
+
+
+def softmax_section(cfg: Settings, slots: Slots) -> tuple[int, sl.SoftmaxView]:
+    """The heatmap of the first queries; the clicked row as bars and as d_k grows. Returns (row, view)."""
+    row = controls.kept_row("row", N_SHOW) or 0
+    with slots.heat:
         weights = softmax_view(cfg.seed, cfg.d_k, cfg.tau, cfg.scaled, row).weights.numpy()
         picked = anatomy.show_matrix(
             attention_heatmap(weights, Q_LABELS, K_LABELS, selected_row=row, x_title=t("scaling.axis_key"),
@@ -159,20 +212,20 @@ def softmax_section(cfg: Settings) -> tuple[int, sl.SoftmaxView]:
             weights, Q_LABELS, K_LABELS, key="w", file_name=f"weights_dk{cfg.d_k}_tau{cfg.tau:g}.csv")
         if picked is not None and 0 <= picked < N_SHOW and picked != row:
             row = controls.keep_row("row", picked, N_SHOW, row)
-        st.caption(t("scaling.heat_caption"))
     view = softmax_view(cfg.seed, cfg.d_k, cfg.tau, cfg.scaled, row)
-    with right:
+    with slots.bars:
         st.markdown(f"**{t('scaling.bars_title', q=Q_LABELS[row], mode=cfg.mode_now)}**")
         anatomy.show_chart(sc.row_chart(sc.row_frame(view.weights[row].numpy(), K_LABELS), keys=K_LABELS,
                                         key_title=t("scaling.axis_key"), weight_title=t("scaling.axis_weight")),
                            key="bars")
-    st.markdown(f"**{t('scaling.strip_title', q=Q_LABELS[row], tau=cfg.tau_text)}**")
-    short = (t("scaling.mode_short_unscaled"), t("scaling.mode_short_scaled"))     # column titles of 112 px
-    strip = sc.strip_frame(view.strip.numpy(), sl.STRIP_D_K, K_LABELS, short)
-    anatomy.show_chart(sc.strip_chart(strip, modes=short, keys=K_LABELS,
-                                      column_title=t("scaling.strip_column"), key_title=t("scaling.axis_key"),
-                                      weight_title=t("scaling.axis_weight"), mode_title=t("scaling.mode_title")),
-                       key="strip")
+    with slots.strip:
+        st.markdown(f"**{t('scaling.strip_title', q=Q_LABELS[row], tau=cfg.tau_text)}**")
+        short = (t("scaling.mode_short_unscaled"), t("scaling.mode_short_scaled"))     # column titles of 112 px
+        strip = sc.strip_frame(view.strip.numpy(), sl.STRIP_D_K, K_LABELS, short)
+        anatomy.show_chart(sc.strip_chart(strip, modes=short, keys=K_LABELS,
+                                          column_title=t("scaling.strip_column"), key_title=t("scaling.axis_key"),
+                                          weight_title=t("scaling.axis_weight"), mode_title=t("scaling.mode_title")),
+                           key="strip")
     return row, view
 
 
@@ -182,20 +235,33 @@ METRICS = (("max_weight", "metric_max_weight", (1.0 / N_K * 0.9, 1.0)),
            ("jacobian_norm", "metric_jacobian", None))
 
 
-def gradient_section(cfg: Settings) -> None:
+def gradient_text(d_k: int, tau: float) -> tuple[tuple[DeltaGenerator, ...], DeltaGenerator]:
+    """The section's fixed text; returns the slots of its three charts and of the notes under the caption."""
     st.markdown(f"## {t('scaling.sec_gradient')}\n\n{lesson('scaling/gradient')}")
+    charts = tuple(st.columns(3))
+    st.caption(t("scaling.sweep_caption", n=N_Q, k=N_K, tau=sc.fmt_tau(tau), dk=d_k))
+    return charts, st.container()
+
+
+def gradient_section(cfg: Settings, slots: Slots) -> None:
     sweep = saturation(cfg.seed, cfg.tau)
     frame = sc.sweep_frame(sl.SWEEP_D_K, sweep.unscaled, sweep.scaled, cfg.d_k, mode_labels())
-    for col, (metric, label, domain) in zip(st.columns(3), METRICS):
+    for col, (metric, label, domain) in zip(slots.sweeps, METRICS):
         with col:
             mine = frame[frame["metric"] == metric].reset_index(drop=True)     # each chart ships its own rows
             anatomy.show_chart(sc.sweep_chart(mine, metric=metric, modes=mode_labels(),
                                               title=t(f"scaling.{label}"), x_title="d_k",
                                               y_title=t(f"scaling.{label}"), mode_title=t("scaling.mode_title"),
                                               y_domain=domain), key=f"sweep_{metric}")
-    floor = (frame["value"] < sc.FLOOR).any()
-    st.caption(t("scaling.sweep_caption", n=N_Q, k=N_K, tau=cfg.tau_text, dk=cfg.d_k)
-               + (" " + t("scaling.floor_caption", floor=f"{sc.FLOOR:.0e}") if floor else ""))
+    with slots.sweep_notes:
+        gradient_notes(cfg, sweep, frame)
+
+
+def gradient_notes(cfg: Settings, sweep: sl.SaturationSweep, frame) -> None:
+    """Under the caption (fixed text): the floor note and the warnings when they apply, then the notice (one
+    slot, written on every run: a slot a fragment leaves empty in a full run cannot be filled by its rerun)."""
+    if (frame["value"] < sc.FLOOR).any():
+        st.caption(t("scaling.floor_caption", floor=f"{sc.FLOOR:.0e}"))
     i = sl.SWEEP_D_K.index(cfg.d_k)
     now = sweep.scaled if cfg.scaled else sweep.unscaled
     if now.jacobian_norm[i] < sc.FLOOR:
@@ -233,18 +299,27 @@ def temperature_question() -> None:
                      t("scaling.ex2_explanation"))
 
 
-def temperature_evidence(cfg: Settings, row: int, view: sl.SoftmaxView) -> None:
-    # the lesson and the chart's title in one element, the chart, its caption under it (no columns: fewer
-    # elements to redraw, issue 13 §4)
-    st.markdown(f"{lesson('scaling/temperature')}\n\n**{t('scaling.tau_title', q=Q_LABELS[row], dk=cfg.d_k)}**")
-    frame = sc.temperature_frame(TAU_GRID, view.curves.numpy(), cfg.tau, mode_labels())
-    anatomy.show_chart(sc.temperature_chart(frame, n_keys=N_K, modes=mode_labels(), x_title=t("scaling.tau_x"),
-                                            y_title=t("scaling.tau_y"), mode_title=t("scaling.mode_title")),
-                       key="temp")
-    root = sc.fmt_short(math.sqrt(cfg.d_k))
-    st.caption(t("scaling.tau_caption", k=N_K, tau=cfg.tau_text, sqrt=root))
-    anatomy.notice([t("scaling.notice_temperature", q=Q_LABELS[row], mw_now=fmt.sig(view.weights[row].max()),
-                      mode=cfg.mode_now, tau=cfg.tau_text, sqrt=root)])
+def temperature_text(d_k: int, tau: float) -> tuple[DeltaGenerator, DeltaGenerator]:
+    """The lesson, the caption under the chart and the notice's heading; returns the slots of the chart (under
+    its title, which names the clicked query) and of the notice's list."""
+    st.markdown(lesson("scaling/temperature"))
+    chart = st.container()
+    st.caption(t("scaling.tau_caption", k=N_K, tau=sc.fmt_tau(tau), sqrt=sc.fmt_short(math.sqrt(d_k))))
+    notice_heading()
+    return chart, st.container()
+
+
+def temperature_evidence(cfg: Settings, row: int, view: sl.SoftmaxView, slots: Slots) -> None:
+    # the chart's title names the clicked query: a markdown line in the seeded fragment, the chart under it
+    with slots.temperature:
+        st.markdown(f"**{t('scaling.tau_title', q=Q_LABELS[row], dk=cfg.d_k)}**")
+        frame = sc.temperature_frame(TAU_GRID, view.curves.numpy(), cfg.tau, mode_labels())
+        anatomy.show_chart(sc.temperature_chart(frame, n_keys=N_K, modes=mode_labels(), x_title=t("scaling.tau_x"),
+                                                y_title=t("scaling.tau_y"), mode_title=t("scaling.mode_title")),
+                           key="temp")
+    with slots.temperature_notice:
+        notice_items([t("scaling.notice_temperature", q=Q_LABELS[row], mw_now=fmt.sig(view.weights[row].max()),
+                        mode=cfg.mode_now, tau=cfg.tau_text, sqrt=sc.fmt_short(math.sqrt(cfg.d_k)))])
 
 
 # ------------------------------------------------------------------ pitfall
@@ -260,38 +335,53 @@ def pitfall_demo(cfg: Settings) -> None:
 @st.fragment
 def lesson_body(steps: presenter.Lesson, count: int, kept: int) -> None:
     """The controls and everything they drive, as a fragment: a control change reruns (and redraws) only this,
-    not the router, the header, the intuition and the formula (issue 13 §4). The seed and what it drives (every
-    section) are a fragment nested in it, so a new seed does not redraw the other controls either. A fragment
+    not the router, the header, the intuition and the formula (issue 13 §4). It draws the text that does not
+    depend on the seed and leaves slots (``Slots``) between it; the seed and what it drives are a fragment nested
+    in it that fills those slots, so a new seed re-sends neither the other controls nor that text. A fragment
     rerun numbers its presenter steps from where the full run started it (``count``, ``kept``)."""
     steps.count, steps.kept = count, kept
     with steps.step("controls", keep=True):
         d_k, scaled, tau = read_settings()
-    seeded_body(steps, steps.count, steps.kept, d_k, scaled, tau)
-
-
-@st.fragment
-def seeded_body(steps: presenter.Lesson, count: int, kept: int, d_k: int, scaled: bool, tau: float) -> None:
-    steps.count, steps.kept = count, kept
     with steps.step("seed", keep=True):
-        settings = Settings(d_k, scaled, tau, seed_control())
+        seed_box = st.container()
     with steps.step("1. question: the variance of q.k"):
-        variance = variance_question(settings)
+        st.header(t("scaling.sec_variance"))
+        ex_var = st.container()
     with steps.step("1. evidence: histogram and variance against d_k"):
-        variance_evidence(settings, variance)
+        hist, var, var_notice = variance_evidence_text(d_k)
     with steps.step("2. softmax of growing scores"):
-        clicked, soft = softmax_section(settings)
+        heat, bars, strip = softmax_text(d_k, scaled, tau)
     with steps.step("3. the gradient signal"):
-        gradient_section(settings)
+        sweeps, sweep_notes = gradient_text(d_k, tau)
     with steps.step("4. question: temperature"):
         temperature_question()
     with steps.step("4. evidence: max weight against tau"):
-        temperature_evidence(settings, clicked, soft)
+        temperature, temperature_notice = temperature_text(d_k, tau)
+    demo: list[DeltaGenerator] = []
     with steps.step("pitfall"):
         demo_ran = anatomy.pitfall(t("scaling.pitfall_title"), t("scaling.pitfall_body"),
-                                   demo=lambda: pitfall_demo(settings), key="pitx")   # drawn only when open
+                                   demo=lambda: demo.append(st.container()), key="pitx")   # only when open
     anatomy.show_code(sl.sample_qk, sl.sweep_scores, sl.variance_sweep, sl.score_scale, masked_softmax,
                       sl.softmax_view, sl.saturation_curves, sl.saturation_stats, softmax_jacobian_norm,
                       sl.temperature_curve, *([sl.naive_softmax, sl.overflow_rows] if demo_ran else []))
+    slots = Slots(ex_var, hist, var, var_notice, heat, bars, strip, sweeps, sweep_notes, temperature,
+                  temperature_notice, demo[0] if demo else None)
+    with seed_box:
+        seeded_body(d_k, scaled, tau, slots)
+
+
+@st.fragment
+def seeded_body(d_k: int, scaled: bool, tau: float, slots: Slots) -> None:
+    """The seed (drawn here, under the controls) and everything it drives, written into ``slots``."""
+    settings = Settings(d_k, scaled, tau, seed_control())
+    variance = variance_question(settings, slots)
+    variance_evidence(settings, variance, slots)
+    clicked, soft = softmax_section(settings, slots)
+    gradient_section(settings, slots)
+    temperature_evidence(settings, clicked, soft, slots)
+    if slots.pitfall_demo is not None:
+        with slots.pitfall_demo:
+            pitfall_demo(settings)
 
 
 anatomy.header(NS)

@@ -54,65 +54,61 @@ def _log_d_k(title: str) -> alt.X:
 
 # --- 1. the scores grow with d_k ------------------------------------------------------------------
 
-def histogram_frame(dots: np.ndarray, d_k: int, notes: tuple[str, str]) -> pd.DataFrame:
-    """Density histograms of raw q.k (scaled=False) and q.k / sqrt(d_k) (scaled=True), one frame.
+def histogram_frame(dots: np.ndarray, d_k: int, notes: tuple[str, str]) -> dict[str, pd.DataFrame]:
+    """Density histograms of raw q.k (scaled=False) and q.k / sqrt(d_k) (scaled=True): three datasets.
 
-    part "bar": bin_start, bin_end, count, density; part "theory": x, density of N(0, d_k) resp.
-    N(0, 1); part "note": the text ``notes[scaled]`` (already holding the measured variance).
-    The scaled histogram uses the raw bin edges divided by sqrt(d_k): same shape, narrower —
-    on a shared x axis, that is the point. ``variance`` is the sample variance (ddof=1) of the
-    panel's values (for "theory": sigma^2).
+    "data" (the bars): scaled, bin_start, bin_end, count, density, variance; "theory": scaled, x, density of N(0, d_k)
+    resp. N(0, 1); "note": scaled, the text ``notes[scaled]`` (already holding the measured variance).
+    Each layer of the chart reads its own dataset (no filter over the rows of the others: Vega evaluates a
+    filter per row in its interpreter). The scaled histogram uses the raw bin edges divided by sqrt(d_k):
+    same shape, narrower — on a shared x axis, that is the point. ``variance`` is the sample variance
+    (ddof=1) of the panel's values.
     """
     dots = np.asarray(dots, dtype=np.float64)
     root = math.sqrt(d_k)
     reach = max(4.0 * root, float(np.abs(dots).max()) * 1.001 if dots.size else 0.0)
     edges = np.linspace(-reach, reach, HIST_BINS + 1)
     counts, _ = np.histogram(dots, bins=edges)
-    x = np.linspace(-reach, reach, 121)
-    nb, nt = HIST_BINS, len(x)
-    gap_b, gap_t, gap_1 = np.full(nb, np.nan), np.full(nt, np.nan), np.full(1, np.nan)
-    panels = []
+    x = np.linspace(-reach, reach, 61)          # 4 px apart on the 240 px panel: a smooth curve, half the marks
+    bars, theory = [], []
     for scaled, factor in ((False, 1.0), (True, root)):
         e, xs, sigma = edges / factor, x / factor, root / factor
         var = float((dots / factor).var(ddof=1)) if dots.size > 1 else float("nan")
-        theory = np.exp(-0.5 * (xs / sigma) ** 2) / (sigma * math.sqrt(2 * math.pi))
-        panels.append({
-            "scaled": np.full(nb + nt + 1, scaled),
-            "part": np.repeat(np.array(["bar", "theory", "note"], dtype=object), [nb, nt, 1]),
-            "bin_start": np.concatenate([e[:-1], gap_t, gap_1]),
-            "bin_end": np.concatenate([e[1:], gap_t, gap_1]),
-            "count": np.concatenate([counts, np.zeros(nt + 1, dtype=np.int64)]),
-            "density": np.concatenate([counts / (max(len(dots), 1) * (e[1] - e[0])), theory, gap_1]),
-            "x": np.concatenate([gap_b, xs, gap_1]),
-            "variance": np.concatenate([np.full(nb, var), np.full(nt, sigma ** 2), [var]]),
-            "note": np.array([""] * (nb + nt) + [notes[int(scaled)]], dtype=object),
-        })
-    return pd.DataFrame({key: np.concatenate([p[key] for p in panels]) for key in panels[0]})
+        bars.append(pd.DataFrame({
+            "scaled": np.full(HIST_BINS, scaled), "bin_start": e[:-1], "bin_end": e[1:], "count": counts,
+            "density": counts / (max(len(dots), 1) * (e[1] - e[0])), "variance": np.full(HIST_BINS, var)}))
+        theory.append(pd.DataFrame({
+            "scaled": np.full(len(xs), scaled), "x": xs,
+            "density": np.exp(-0.5 * (xs / sigma) ** 2) / (sigma * math.sqrt(2 * math.pi))}))
+    return {"data": pd.concat(bars, ignore_index=True), "theory": pd.concat(theory, ignore_index=True),
+            "note": pd.DataFrame({"scaled": [False, True], "note": list(notes)})}
 
 
 @chart_kind()
-def histogram_chart(frame: pd.DataFrame, *, panel_titles: tuple[str, str], x_title: str, y_title: str,
+def histogram_chart(data: dict, *, panel_titles: tuple[str, str], x_title: str, y_title: str,
                     count_title: str) -> alt.VConcatChart:
     """Raw q.k (top) and q.k / sqrt(d_k) (bottom) on one shared x axis, theory density dashed."""
     panels = []
     for scaled, title, colour in ((False, panel_titles[0], UNSCALED_COLOUR),
                                   (True, panel_titles[1], SCALED_COLOUR)):
         mine = alt.datum.scaled == scaled
-        hist = alt.Chart().mark_rect(color=colour, opacity=0.75, stroke="white", strokeWidth=0.5).encode(
+        # aria=False: no screen-reader label per bar (82 of them, each built per rerun); the tooltip stays
+        hist = alt.Chart(data["data"]).mark_rect(color=colour, opacity=0.75, stroke="white", strokeWidth=0.5,
+                                                 aria=False).encode(
             x=alt.X("bin_start:Q", title=x_title), x2="bin_end:Q",
             y=alt.Y("density:Q", title=y_title), y2=alt.datum(0),
             tooltip=[alt.Tooltip("bin_start:Q", format=".3g"), alt.Tooltip("bin_end:Q", format=".3g"),
                      alt.Tooltip("count:Q", title=count_title), alt.Tooltip("density:Q", format=".3g")],
-        ).transform_filter(mine & (alt.datum.part == "bar"))
-        theory = alt.Chart().mark_line(color=THEORY_COLOUR, strokeDash=[5, 3]).encode(
-            x="x:Q", y="density:Q").transform_filter(mine & (alt.datum.part == "theory"))
-        note = alt.Chart().mark_text(align="left", baseline="top", dx=4, dy=4, fontSize=12,
-                                     color=colour, fontWeight="bold").encode(
+        ).transform_filter(mine)
+        theory = alt.Chart(data["theory"]).mark_line(color=THEORY_COLOUR, strokeDash=[5, 3]).encode(
+            x="x:Q", y="density:Q").transform_filter(mine)
+        note = alt.Chart(data["note"]).mark_text(align="left", baseline="top", dx=4, dy=4, fontSize=12,
+                                                 color=colour, fontWeight="bold").encode(
             text="note:N", x=alt.value(0), y=alt.value(0),
-        ).transform_filter(mine & (alt.datum.part == "note"))
+        ).transform_filter(mine)
         # 240 px panels: with the y axis the chart fits a phone's 358 px (concatenated charts do not stretch)
         panels.append(alt.layer(hist, theory, note).properties(title=title, height=130, width=240))
-    return alt.vconcat(*panels, data=frame).resolve_scale(x="shared", y="independent")
+    return alt.vconcat(*panels).resolve_scale(x="shared", y="independent")
 
 
 def variance_frame(d_ks: Sequence[int], var_raw: Sequence[float], var_scaled: Sequence[float],
@@ -194,7 +190,7 @@ def strip_chart(frame: pd.DataFrame, *, modes: tuple[str, str], keys: tuple[str,
                 key_title: str, weight_title: str, mode_title: str) -> alt.FacetChart:
     """One query's softmax as bars: rows d_k = 1, 4, ..., 1024; columns unscaled / scaled (short labels)."""
     modes, keys = list(modes), list(keys)
-    return alt.Chart(frame).mark_bar().encode(
+    return alt.Chart(frame).mark_bar(aria=False).encode(      # 192 bars: no screen-reader label each
         x=alt.X("key:N", sort=keys, title=None, axis=alt.Axis(labels=False, ticks=False)),
         # no y title per row (the page's heading and the tooltip say "weight"): the rows stay narrow
         y=alt.Y("weight:Q", title=None, scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(tickCount=2)),
@@ -247,7 +243,7 @@ def sweep_chart(frame: pd.DataFrame, *, metric: str, modes: tuple[str, str], tit
                alt.Tooltip("exact:N", title=y_title)]
     base = alt.Chart().encode(x=_log_d_k(x_title), y=y, color=colour, tooltip=tooltip).transform_filter(
         alt.datum.metric == metric)
-    lines = base.mark_line(point=alt.OverlayMarkDef(size=18))
+    lines = base.mark_line(point=alt.OverlayMarkDef(size=18, aria=False))
     now = base.transform_filter(alt.datum.is_now).mark_point(size=140, filled=True, stroke="black",
                                                             strokeWidth=1)
     rule = alt.Chart().mark_rule(color=NOW_COLOUR, strokeDash=[2, 2]).encode(x="d_k:Q").transform_filter(

@@ -110,13 +110,14 @@ def test_histogram_counts_and_variance(default_en):
     var = _frame(default_en, "series", "kind", "value")
     now = var[var["is_now"] & (var["kind"] == "measured")]
     for scaled in (False, True):
-        bars = frame[(frame["part"] == "bar") & (frame["scaled"] == scaled)]
+        bars = frame[frame["scaled"] == scaled]                  # the bars' own dataset: nothing else in it
         assert bars["count"].sum() == N_PAIRS
         assert float((bars["density"] * (bars["bin_end"] - bars["bin_start"])).sum()) == pytest.approx(1.0)
         measured = float(now.loc[now["scaled"] == scaled, "value"].iloc[0])
         assert bars["variance"].iloc[0] == pytest.approx(measured)
-    raw_width = frame[(frame["part"] == "bar") & ~frame["scaled"]]["bin_end"].max()
-    scaled_width = frame[(frame["part"] == "bar") & frame["scaled"]]["bin_end"].max()
+    assert len(frame) == 2 * sc.HIST_BINS
+    raw_width = frame[~frame["scaled"]]["bin_end"].max()
+    scaled_width = frame[frame["scaled"]]["bin_end"].max()
     assert raw_width / scaled_width == pytest.approx(8.0)        # same bins, divided by sqrt(64)
 
 
