@@ -162,55 +162,61 @@ def accuracy_by_position(by_position: dict[str, Sequence[float]], *, names: dict
                           last=max(int(frame["position"].max()), 2))
 
 
+def _faded(colour: str, alpha: float = 0.35) -> str:
+    """``colour`` drawn at ``alpha`` over white, as an opaque colour."""
+    rgb = [int(colour[i:i + 2], 16) for i in (1, 3, 5)]
+    return "#" + "".join(f"{round(255 - alpha * (255 - c)):02x}" for c in rgb)
+
+
+CELL_FILL = {"enc": "#d9e3f1", "ctx": BLUE, "dec": "#fde0c5"}
+CELL_EDGE = "#616161"
+
+
 def architecture_frame(source: str, output: str, step: int, weights=None, *, encoder_title: str = "",
                        decoder_title: str = "") -> pd.DataFrame:
     """The diagram's parts in one table (``part`` tells them apart).
 
-    Encoder cells h_1..h_n (row 0), the context vector c (row 1), decoder cells s_1..s_m (row 2);
-    "chain" links between neighbouring cells; "context" links h_n -> c -> s_1; with ``weights`` (the
-    attention row of decoder step ``step``, 0-based) one "attend" link h_j -> s_step per source
-    position, with its weight; "side" rows name the two rows.
+    Encoder cells h_1..h_n (row 0), the context vector c (row 1), decoder cells s_1..s_m (row 2), each
+    row's cells chained by one grey line drawn under them; "context" links h_n -> c -> s_1; with
+    ``weights`` (the attention row of decoder step ``step``, 0-based) one "attend" link h_j -> s_step per
+    source position, with its weight; "side" rows name the two rows.
     How each part is drawn is in the table too (so the browser evaluates no expression per mark):
-    ``fill`` (a cell's fill, a link's colour), ``ink`` (a label's colour), ``alpha`` (a cell's opacity:
-    decoder cells after ``step`` are faint), ``width`` (a chain or context link's width).
+    ``fill`` and ``edge`` (a cell's colours; decoder cells after ``step`` are faded, opaque so the chain
+    line stays hidden under them), ``ink`` (a label's colour).
     """
     n = len(source)
     rows: list[tuple] = []
-    fills = {"enc": "#d9e3f1", "ctx": BLUE, "dec": "#fde0c5", "side": "#555555"}
 
     def node(part, x, y, label, pos, active=True):
-        rows.append((part, x, y, np.nan, np.nan, label, pos, active, np.nan, fills[part],
-                     "white" if part == "ctx" else ("#555555" if part == "side" else "black"),
-                     1.0 if active else 0.35, 0.0))
+        fill, edge = CELL_FILL.get(part, "#ffffff"), CELL_EDGE
+        if not active:
+            fill, edge = _faded(fill), _faded(edge)
+        rows.append((part, x, y, np.nan, np.nan, label, pos, np.nan, fill, edge,
+                     "white" if part == "ctx" else ("#555555" if part == "side" else "black")))
 
     def link(part, x, y, x2, y2, weight=np.nan, pos=-1):
-        rows.append((part, x, y, x2, y2, "", pos, True, weight, BLUE if part == "context" else
-                     (ORANGE if part == "attend" else GREY), "black", 1.0, 3.0 if part == "context" else 1.5))
+        rows.append((part, x, y, x2, y2, "", pos, weight, "#ffffff", "#ffffff", "black"))
 
     for j, ch in enumerate(source):
         node("enc", j, 0, ch, j)
-        if j:
-            link("chain", j - 1, 0, j, 0)
     cx = n + 0.5
     node("ctx", cx, 1, "c", -1)
     link("context", n - 1, 0, cx, 1)
     link("context", cx, 1, 0, 2)
     for t, ch in enumerate(output):
         node("dec", t, 2, ch, t, active=t <= step)
-        if t:
-            link("chain", t - 1, 2, t, 2)
     if weights is not None:
         w = np.asarray(weights, dtype=np.float64)
         for j in range(n):
             link("attend", j, 0, step, 2, weight=float(w[j]), pos=j)
     node("side", -0.8, -0.45, encoder_title, -1)
     node("side", -0.8, 2.45, decoder_title, -1)
-    frame = pd.DataFrame(rows, columns=["part", "x", "y", "x2", "y2", "label", "pos", "active", "weight", "fill",
-                                        "ink", "alpha", "width"])
+    frame = pd.DataFrame(rows, columns=["part", "x", "y", "x2", "y2", "label", "pos", "weight", "fill", "edge",
+                                        "ink"])
     # small types: less to send and to decode on every redraw (issue 13 §4)
     return frame.astype({"part": "category", "x": np.float32, "y": np.float32, "x2": np.float32,
                          "y2": np.float32, "pos": np.int16, "weight": np.float32, "fill": "category",
-                         "ink": "category", "alpha": np.float32, "width": np.float32})
+                         "edge": "category", "ink": "category"})
 
 
 def architecture_size(source: str, output: str) -> str:
@@ -227,17 +233,20 @@ def architecture_chart(frame, *, size: str, attends: bool, weight_title: str, ti
 
     Without ``attends`` the decoder's only link to the input is c (the final encoder state); with it,
     the decoder step is also linked to every encoder cell, line width and opacity following the
-    attention weight. Colours, opacities and widths come from the frame's columns (``scale=None``): no
+    attention weight. The cells' colours come from the frame's columns (``scale=None``): no
     expression per mark; no ARIA label per mark (the diagram is described by its title and caption).
     """
     xs = alt.Scale(nice=False, zero=False, padding=14)           # from the data: -0.8 .. n + 0.5
     ys = alt.Scale(domain=[-0.6, 2.6], nice=False, reverse=True)
     base = alt.Chart()
     x, y = alt.X("x:Q", scale=xs, axis=None), alt.Y("y:Q", scale=ys, axis=None)
-    links = base.transform_filter(alt.FieldOneOfPredicate(field="part", oneOf=["chain", "context"])).mark_rule(
-        aria=False).encode(x=x, y=y, x2="x2:Q", y2="y2:Q", color=alt.Color("fill:N", scale=None),
-                           strokeWidth=alt.StrokeWidth("width:Q", scale=None))
-    layers = [links]
+    # one line per row through its cells' centres, under the cells: the chain between neighbours
+    chain = base.transform_filter(alt.FieldOneOfPredicate(field="part", oneOf=["enc", "dec"])).mark_line(
+        color=GREY, strokeWidth=1.5, aria=False).encode(x=x, y=y, detail="part:N")
+    context = base.transform_filter(alt.datum.part == "context").mark_rule(color=BLUE, strokeWidth=3,
+                                                                           aria=False).encode(
+        x=x, y=y, x2="x2:Q", y2="y2:Q")
+    layers = [chain, context]
     if attends:
         layers.append(base.transform_filter(alt.datum.part == "attend").mark_rule(color=ORANGE, aria=False).encode(
             x=x, y=y, x2="x2:Q", y2="y2:Q",
@@ -245,9 +254,9 @@ def architecture_chart(frame, *, size: str, attends: bool, weight_title: str, ti
             opacity=alt.Opacity("weight:Q", scale=alt.Scale(domain=[0, 1], range=[0.15, 1]), legend=None),
             tooltip=[alt.Tooltip("pos:Q", title="j"), alt.Tooltip("weight:Q", title=weight_title, format=".3f")]))
     nodes = base.transform_filter(alt.FieldOneOfPredicate(field="part", oneOf=["enc", "ctx", "dec"]))
-    layers.append(nodes.mark_square(size={"s": 420, "m": 220, "l": 110}[size], stroke="#616161",
-                                    strokeWidth=0.8, aria=False).encode(
-        x=x, y=y, color=alt.Color("fill:N", scale=None), opacity=alt.Opacity("alpha:Q", scale=None)))
+    layers.append(nodes.mark_square(size={"s": 420, "m": 220, "l": 110}[size], strokeWidth=0.8,
+                                    opacity=1, aria=False).encode(
+        x=x, y=y, color=alt.Color("fill:N", scale=None), stroke=alt.Stroke("edge:N", scale=None)))
     layers.append(nodes.mark_text(fontSize=9 if size == "l" else 12, aria=False).encode(
         x=x, y=y, text="label:N", color=alt.Color("ink:N", scale=None)))
     layers.append(base.transform_filter(alt.datum.part == "side").mark_text(
