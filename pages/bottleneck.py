@@ -188,10 +188,13 @@ def diagram_section(digits: str, res: lab.Answers) -> int:
     anatomy.show_chart(bc.architecture(digits, plain, len(plain), title=title_lines(t(f"{NS}.arch_no", note=2 * hidden)),
                                        **common), key="arch_no")
     weights = res.alignment[step] if len(out) else None
+    # the title stays the same for every new string of this length (the character written is in the caption):
+    # the browser then swaps the diagram's data instead of rebuilding the chart (issue 13 §4)
     anatomy.show_chart(bc.architecture(digits, out, step, weights, **common,
-                                       title=title_lines(t(f"{NS}.arch_at", t=step + 1, ch=out[step] if out else "—",
+                                       title=title_lines(t(f"{NS}.arch_at", t=step + 1,
                                                            big=fmt.count(len(digits) * hidden)))), key="arch_at")
-    st.caption(t(f"{NS}.arch_caption"))
+    writing = t(f"{NS}.arch_writing", t=step + 1, ch=anatomy.md_escape(out[step])) if out else ""
+    st.caption(writing + t(f"{NS}.arch_caption"))
     return step
 
 
