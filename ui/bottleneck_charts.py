@@ -74,7 +74,7 @@ def tapes_frame(rows: Sequence[tuple[str, str, Sequence[bool | None] | None]],
 
     ``status``: "reference", "right", "wrong" (a wrong character) or "missing" (the answer stopped
     early; the cell shows "·"); ``ink``: the character's colour (black on the grey reference, else white).
-    Small types (int8 / int16, categorical strings): less to send and to decode on every redraw."""
+    Small integer types: less to send and to decode on every redraw."""
     out = []
     for r, (label, text, marks) in enumerate(rows):
         n = len(text) if marks is None else len(marks)
@@ -87,12 +87,13 @@ def tapes_frame(rows: Sequence[tuple[str, str, Sequence[bool | None] | None]],
             else:
                 status = "right" if marks[i] else "wrong"
             out.append((label, r, i + 1, ch, status))
-    frame = pd.DataFrame(out, columns=["line", "line_pos", "pos", "char", "status"])
-    frame = frame.astype({"line_pos": np.int8, "pos": np.int16, "line": "category", "char": "category",
-                          "status": "category"})
-    frame["ink"] = pd.Categorical(np.where(frame["status"] == "reference", "black", "white"))
+    cols = list(zip(*out)) or [(), (), (), (), ()]
+    status = np.array(cols[4], dtype=object)
+    frame = pd.DataFrame({"line": np.array(cols[0], dtype=object), "line_pos": np.array(cols[1], dtype=np.int8),
+                          "pos": np.array(cols[2], dtype=np.int16), "char": np.array(cols[3], dtype=object),
+                          "status": status, "ink": np.where(status == "reference", "black", "white").astype(object)})
     if status_names is not None:
-        frame["status_name"] = frame["status"].map(status_names).astype("category")
+        frame["status_name"] = [status_names[k] for k in status]
     return frame
 
 
@@ -211,12 +212,13 @@ def architecture_frame(source: str, output: str, step: int, weights=None, *, enc
             link("attend", j, 0, step, 2, weight=float(w[j]), pos=j)
     node("side", -0.8, -0.45, encoder_title, -1)
     node("side", -0.8, 2.45, decoder_title, -1)
-    frame = pd.DataFrame(rows, columns=["part", "x", "y", "x2", "y2", "label", "pos", "weight", "fill", "edge",
-                                        "ink"])
+    cols = list(zip(*rows))
+    text = lambda i: np.array(cols[i], dtype=object)                 # noqa: E731
+    number = lambda i, kind=np.float32: np.array(cols[i], dtype=kind)  # noqa: E731
     # small types: less to send and to decode on every redraw (issue 13 §4)
-    return frame.astype({"part": "category", "x": np.float32, "y": np.float32, "x2": np.float32,
-                         "y2": np.float32, "pos": np.int16, "weight": np.float32, "fill": "category",
-                         "edge": "category", "ink": "category"})
+    return pd.DataFrame({"part": text(0), "x": number(1), "y": number(2), "x2": number(3), "y2": number(4),
+                         "label": text(5), "pos": number(6, np.int16), "weight": number(7), "fill": text(8),
+                         "edge": text(9), "ink": text(10)})
 
 
 def architecture_size(source: str, output: str) -> str:
