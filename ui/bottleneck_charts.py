@@ -23,6 +23,15 @@ TICKS_1_5 = "datum.value == 1 || datum.value % 5 == 0 ? datum.label : ''"   # ax
 COLOURS = {"attention": ORANGE, "no_attention": BLUE}
 
 
+def _category(values) -> pd.Categorical:
+    """Strings as a categorical column (sent as a small dictionary plus codes), built without pandas' slower
+    factorizing: the distinct values in order of first appearance."""
+    values = list(values)
+    index = {v: i for i, v in enumerate(dict.fromkeys(values))}
+    return pd.Categorical.from_codes(np.fromiter((index[v] for v in values), dtype=np.int8, count=len(values)),
+                                     categories=list(index))
+
+
 def curves_frame(curves: dict, metric: str, names: dict[str, str]) -> pd.DataFrame:
     """Long form of ``curves["reverse"]``: one row per (model, length) with the recorded accuracy.
 
@@ -74,7 +83,7 @@ def tapes_frame(rows: Sequence[tuple[str, str, Sequence[bool | None] | None]],
 
     ``status``: "reference", "right", "wrong" (a wrong character) or "missing" (the answer stopped
     early; the cell shows "·"); ``ink``: the character's colour (black on the grey reference, else white).
-    Small integer types: less to send and to decode on every redraw."""
+    Small types (int8 / int16, categorical strings): less to send and to decode on every redraw."""
     out = []
     for r, (label, text, marks) in enumerate(rows):
         n = len(text) if marks is None else len(marks)
@@ -88,12 +97,12 @@ def tapes_frame(rows: Sequence[tuple[str, str, Sequence[bool | None] | None]],
                 status = "right" if marks[i] else "wrong"
             out.append((label, r, i + 1, ch, status))
     cols = list(zip(*out)) or [(), (), (), (), ()]
-    status = np.array(cols[4], dtype=object)
-    frame = pd.DataFrame({"line": np.array(cols[0], dtype=object), "line_pos": np.array(cols[1], dtype=np.int8),
-                          "pos": np.array(cols[2], dtype=np.int16), "char": np.array(cols[3], dtype=object),
-                          "status": status, "ink": np.where(status == "reference", "black", "white").astype(object)})
+    frame = pd.DataFrame({"line": _category(cols[0]), "line_pos": np.array(cols[1], dtype=np.int8),
+                          "pos": np.array(cols[2], dtype=np.int16), "char": _category(cols[3]),
+                          "status": _category(cols[4]),
+                          "ink": _category("black" if k == "reference" else "white" for k in cols[4])})
     if status_names is not None:
-        frame["status_name"] = [status_names[k] for k in status]
+        frame["status_name"] = _category(status_names[k] for k in cols[4])
     return frame
 
 
@@ -213,7 +222,7 @@ def architecture_frame(source: str, output: str, step: int, weights=None, *, enc
     node("side", -0.8, -0.45, encoder_title, -1)
     node("side", -0.8, 2.45, decoder_title, -1)
     cols = list(zip(*rows))
-    text = lambda i: np.array(cols[i], dtype=object)                 # noqa: E731
+    text = lambda i: _category(cols[i])                               # noqa: E731
     number = lambda i, kind=np.float32: np.array(cols[i], dtype=kind)  # noqa: E731
     # small types: less to send and to decode on every redraw (issue 13 §4)
     return pd.DataFrame({"part": text(0), "x": number(1), "y": number(2), "x2": number(3), "y2": number(4),
