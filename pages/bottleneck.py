@@ -277,7 +277,6 @@ def example_fragment(lesson: presenter.Lesson, counters: tuple[int, int], rev: d
     A fragment rerun numbers its presenter steps from where the full run started it (``counters``)."""
     lesson.count, lesson.kept = counters
     with lesson.step("controls", keep=True):
-        st.header(t(f"{NS}.example_title"))
         digits = example_controls()
     if digits is None:
         return
@@ -310,6 +309,8 @@ if not models.unavailable(*MODELS.values()):
                                                            t(f"{NS}.ex_d")], 1, t(f"{NS}.ex_explain", **nums))
     with lesson.step("curves"):
         rev = curves_section()
+    with lesson.step("example", keep=True):   # the heading outside the fragment: not re-sent with every new string
+        st.header(t(f"{NS}.example_title"))
     example_fragment(lesson, (lesson.count, lesson.kept), rev)
     with lesson.step("pitfall"):
         anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=t(f"{NS}.pit_code"), demo=pitfall_demo)
