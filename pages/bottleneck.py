@@ -96,7 +96,7 @@ def example_controls() -> str | None:
     own = row.toggle(t(f"{NS}.own"), value=False, key="own", bind="query-params", help=t(f"{NS}.own_help"))
     if own:
         typed = row.text_input(t(f"{NS}.digits"), value="1234567890", key="digits", bind="query-params",
-                              max_chars=400, help=t(f"{NS}.digits_help"))
+                               max_chars=400, help=t(f"{NS}.digits_help"))
         check = lab.check_digits(typed, MAX_LEN)
         if check.problem is not None:
             fields = {"chars": {"chars": quoted(check.bad)}, "long": {"n": len(check.digits), "max": MAX_LEN}}
@@ -185,8 +185,9 @@ def diagram_section(digits: str, res: lab.Answers) -> int:
     common = dict(encoder_title=t(f"{NS}.encoder"), decoder_title=t(f"{NS}.decoder"),
                   weight_title=t("common.weight"))
     plain = res.no_attention
-    anatomy.show_chart(bc.architecture(digits, plain, len(plain), title=title_lines(t(f"{NS}.arch_no", note=2 * hidden)),
-                                       **common), key="arch_no")
+    anatomy.show_chart(bc.architecture(digits, plain, len(plain),
+                                       title=title_lines(t(f"{NS}.arch_no", note=2 * hidden)), **common),
+                       key="arch_no")
     weights = res.alignment[step] if len(out) else None
     # the title stays the same for every new string of this length (the character written is in the caption):
     # the browser then swaps the diagram's data instead of rebuilding the chart (issue 13 §4)
