@@ -92,11 +92,11 @@ def facts() -> None:
 
 def example_controls() -> str | None:
     """The digit string to run: generated from (length, seed) or typed. None after a message."""
-    c1, c2, c3 = st.columns([2, 3, 2])
-    own = c1.toggle(t(f"{NS}.own"), value=False, key="own", bind="query-params", help=t(f"{NS}.own_help"))
+    row = st.container(horizontal=True)      # one flex row, not three columns: fewer messages per rerun (issue 13 §4)
+    own = row.toggle(t(f"{NS}.own"), value=False, key="own", bind="query-params", help=t(f"{NS}.own_help"))
     if own:
-        typed = c2.text_input(t(f"{NS}.digits"), value="1234567890", key="digits", bind="query-params",
-                              max_chars=400, help=t(f"{NS}.digits_help"))
+        typed = row.text_input(t(f"{NS}.digits"), value="1234567890", key="digits", bind="query-params",
+                               max_chars=400, help=t(f"{NS}.digits_help"))
         check = lab.check_digits(typed, MAX_LEN)
         if check.problem is not None:
             fields = {"chars": {"chars": quoted(check.bad)}, "long": {"n": len(check.digits), "max": MAX_LEN}}
@@ -104,9 +104,9 @@ def example_controls() -> str | None:
             return None
         digits = check.digits
     else:
-        length = c2.slider(t(f"{NS}.length"), 1, MAX_LEN, DEFAULT_LEN, key="len", bind="query-params",
-                           help=t(f"{NS}.length_help", lo=REVERSE_MIN_LEN, hi=REVERSE_MAX_LEN))
-        with c3:
+        length = row.slider(t(f"{NS}.length"), 1, MAX_LEN, DEFAULT_LEN, key="len", bind="query-params",
+                            help=t(f"{NS}.length_help", lo=REVERSE_MIN_LEN, hi=REVERSE_MAX_LEN))
+        with row:
             seed = controls.seed()
         digits = lab.random_digits(length, seed)
     if not REVERSE_MIN_LEN <= len(digits) <= REVERSE_MAX_LEN:
@@ -150,14 +150,14 @@ def answers_section(digits: str, res: lab.Answers) -> dict:
     anatomy.show_chart(bc.tapes(rows, status_names=status, x_title=t(f"{NS}.position_axis")), key="tapes")
     verdict = {k: t(f"{NS}.exact_yes") if said[k] == target else t(f"{NS}.exact_no") for k in MODELS}
     right = {k: sum(marks[k][:len(target)]) for k in MODELS}
-    st.markdown(t(f"{NS}.verdict", no=verdict["no_attention"], at=verdict["attention"],
-                  k_no=right["no_attention"], k_at=right["attention"], n=len(target)))
+    # the verdict, the next heading and its text in one element: fewer messages per rerun of the fragment
+    st.markdown(t(f"{NS}.verdict", no=verdict["no_attention"], at=verdict["attention"], k_no=right["no_attention"],
+                  k_at=right["attention"], n=len(target))
+                + f"\n\n### {t(f'{NS}.align_title')}\n\n{lesson_text(f'{NS}/alignment')}")
 
     w = res.alignment
     # each digit with its position as a subscript ("6₁ 6₂"): readable where "6·0 6·1" was not, and unique
     out_labels, in_labels = positioned(res.attention), positioned(digits)
-    # the heading and its text in one element: one message fewer per rerun of the fragment (issue 13 §4)
-    st.markdown(f"### {t(f'{NS}.align_title')}\n\n{lesson_text(f'{NS}/alignment')}")
     if not out_labels:                                   # the model stopped at once: no row to draw
         st.caption(t(f"{NS}.empty_answer"))
         return {"marks": marks, "right": right}
@@ -185,13 +185,17 @@ def diagram_section(digits: str, res: lab.Answers) -> int:
     common = dict(encoder_title=t(f"{NS}.encoder"), decoder_title=t(f"{NS}.decoder"),
                   weight_title=t("common.weight"))
     plain = res.no_attention
-    anatomy.show_chart(bc.architecture(digits, plain, len(plain), title=title_lines(t(f"{NS}.arch_no", note=2 * hidden)),
-                                       **common), key="arch_no")
+    anatomy.show_chart(bc.architecture(digits, plain, len(plain),
+                                       title=title_lines(t(f"{NS}.arch_no", note=2 * hidden)), **common),
+                       key="arch_no")
     weights = res.alignment[step] if len(out) else None
+    # the title stays the same for every new string of this length (the character written is in the caption):
+    # the browser then swaps the diagram's data instead of rebuilding the chart (issue 13 §4)
     anatomy.show_chart(bc.architecture(digits, out, step, weights, **common,
-                                       title=title_lines(t(f"{NS}.arch_at", t=step + 1, ch=out[step] if out else "—",
+                                       title=title_lines(t(f"{NS}.arch_at", t=step + 1,
                                                            big=fmt.count(len(digits) * hidden)))), key="arch_at")
-    st.caption(t(f"{NS}.arch_caption"))
+    writing = t(f"{NS}.arch_writing", t=step + 1, ch=anatomy.md_escape(out[step])) if out else ""
+    st.caption(writing + t(f"{NS}.arch_caption"))
     return step
 
 
@@ -274,7 +278,6 @@ def example_fragment(lesson: presenter.Lesson, counters: tuple[int, int], rev: d
     A fragment rerun numbers its presenter steps from where the full run started it (``counters``)."""
     lesson.count, lesson.kept = counters
     with lesson.step("controls", keep=True):
-        st.header(t(f"{NS}.example_title"))
         digits = example_controls()
     if digits is None:
         return
@@ -307,6 +310,8 @@ if not models.unavailable(*MODELS.values()):
                                                            t(f"{NS}.ex_d")], 1, t(f"{NS}.ex_explain", **nums))
     with lesson.step("curves"):
         rev = curves_section()
+    with lesson.step("example", keep=True):   # the heading outside the fragment: not re-sent with every new string
+        st.header(t(f"{NS}.example_title"))
     example_fragment(lesson, (lesson.count, lesson.kept), rev)
     with lesson.step("pitfall"):
         anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=t(f"{NS}.pit_code"), demo=pitfall_demo)

@@ -23,6 +23,15 @@ TICKS_1_5 = "datum.value == 1 || datum.value % 5 == 0 ? datum.label : ''"   # ax
 COLOURS = {"attention": ORANGE, "no_attention": BLUE}
 
 
+def _category(values) -> pd.Categorical:
+    """Strings as a categorical column (sent as a small dictionary plus codes), built without pandas' slower
+    factorizing: the distinct values in order of first appearance."""
+    values = list(values)
+    index = {v: i for i, v in enumerate(dict.fromkeys(values))}
+    return pd.Categorical.from_codes(np.fromiter((index[v] for v in values), dtype=np.int8, count=len(values)),
+                                     categories=list(index))
+
+
 def curves_frame(curves: dict, metric: str, names: dict[str, str]) -> pd.DataFrame:
     """Long form of ``curves["reverse"]``: one row per (model, length) with the recorded accuracy.
 
@@ -73,7 +82,8 @@ def tapes_frame(rows: Sequence[tuple[str, str, Sequence[bool | None] | None]],
     ``pos`` counts from 1.
 
     ``status``: "reference", "right", "wrong" (a wrong character) or "missing" (the answer stopped
-    early; the cell shows "·")."""
+    early; the cell shows "·"); ``ink``: the character's colour (black on the grey reference, else white).
+    Small types (int8 / int16, categorical strings): less to send and to decode on every redraw."""
     out = []
     for r, (label, text, marks) in enumerate(rows):
         n = len(text) if marks is None else len(marks)
@@ -85,10 +95,14 @@ def tapes_frame(rows: Sequence[tuple[str, str, Sequence[bool | None] | None]],
                 status = "missing"
             else:
                 status = "right" if marks[i] else "wrong"
-            out.append({"line": label, "line_pos": r, "pos": i + 1, "char": ch, "status": status})
-    frame = pd.DataFrame(out, columns=["line", "line_pos", "pos", "char", "status"])
+            out.append((label, r, i + 1, ch, status))
+    cols = list(zip(*out)) or [(), (), (), (), ()]
+    frame = pd.DataFrame({"line": _category(cols[0]), "line_pos": np.array(cols[1], dtype=np.int8),
+                          "pos": np.array(cols[2], dtype=np.int16), "char": _category(cols[3]),
+                          "status": _category(cols[4]),
+                          "ink": _category("black" if k == "reference" else "white" for k in cols[4])})
     if status_names is not None:
-        frame["status_name"] = frame["status"].map(status_names)
+        frame["status_name"] = _category(status_names[k] for k in cols[4])
     return frame
 
 
@@ -100,7 +114,10 @@ def tape_font(n: int) -> int:
 @chart_kind()
 def tapes_chart(frame, *, lines: list[str], status_names: list[str], font: int, x_title: str) -> alt.LayerChart:
     """Answers as rows of cells, one character per cell, coloured right / wrong against the first row.
-    ``status_names``: the legend names of reference, right, wrong and missing."""
+    ``status_names``: the legend names of reference, right, wrong and missing.
+
+    Cheap to redraw (issue 13 §4): the letters' colour is a column (no expression per cell), no ARIA label
+    per mark (one per character, each costing the browser time on every redraw)."""
     colour = alt.Color("status_name:N", title=None, sort=status_names,
                        scale=alt.Scale(domain=status_names, range=[REFERENCE, RIGHT, WRONG, "#ffffff"]),
                        legend=alt.Legend(orient="bottom", columns=2, labelLimit=0))     # 2 a row: fits a phone
@@ -109,10 +126,9 @@ def tapes_chart(frame, *, lines: list[str], status_names: list[str], font: int, 
         y=alt.Y("line:N", sort=lines, title=None, axis=alt.Axis(labelLimit=220, labelOverlap=False)),
         tooltip=[alt.Tooltip("line:N", title=" "), alt.Tooltip("pos:O", title=x_title),
                  alt.Tooltip("char:N", title="·"), alt.Tooltip("status_name:N", title=" ")])
-    cells = base.mark_rect(stroke="#bdbdbd", strokeWidth=0.5).encode(color=colour)
-    text = base.mark_text(fontSize=font).encode(
-        text="char:N", color=alt.when(alt.datum.status == "reference").then(alt.value("black"))
-        .otherwise(alt.value("white")))
+    cells = base.mark_rect(stroke="#bdbdbd", strokeWidth=0.5, aria=False).encode(color=colour)
+    text = base.mark_text(fontSize=font, aria=False).encode(
+        text="char:N", color=alt.Color("ink:N", scale=None))
     return alt.layer(cells, text, data=frame).properties(height=30 * len(lines), autosize=FIT_X)
 
 
@@ -156,45 +172,62 @@ def accuracy_by_position(by_position: dict[str, Sequence[float]], *, names: dict
                           last=max(int(frame["position"].max()), 2))
 
 
+def _faded(colour: str, alpha: float = 0.35) -> str:
+    """``colour`` drawn at ``alpha`` over white, as an opaque colour."""
+    rgb = [int(colour[i:i + 2], 16) for i in (1, 3, 5)]
+    return "#" + "".join(f"{round(255 - alpha * (255 - c)):02x}" for c in rgb)
+
+
+CELL_FILL = {"enc": "#d9e3f1", "ctx": BLUE, "dec": "#fde0c5"}
+CELL_EDGE = "#616161"
+
+
 def architecture_frame(source: str, output: str, step: int, weights=None, *, encoder_title: str = "",
                        decoder_title: str = "") -> pd.DataFrame:
     """The diagram's parts in one table (``part`` tells them apart).
 
-    Encoder cells h_1..h_n (row 0), the context vector c (row 1), decoder cells s_1..s_m (row 2);
-    "chain" links between neighbouring cells; "context" links h_n -> c -> s_1; with ``weights`` (the
-    attention row of decoder step ``step``, 0-based) one "attend" link h_j -> s_step per source
-    position, with its weight; "side" rows name the two rows.
+    Encoder cells h_1..h_n (row 0), the context vector c (row 1), decoder cells s_1..s_m (row 2), each
+    row's cells chained by one grey line drawn under them; "context" links h_n -> c -> s_1; with
+    ``weights`` (the attention row of decoder step ``step``, 0-based) one "attend" link h_j -> s_step per
+    source position, with its weight; "side" rows name the two rows.
+    How each part is drawn is in the table too (so the browser evaluates no expression per mark):
+    ``fill`` and ``edge`` (a cell's colours; decoder cells after ``step`` are faded, opaque so the chain
+    line stays hidden under them), ``ink`` (a label's colour).
     """
     n = len(source)
-    rows: list[dict] = []
+    rows: list[tuple] = []
 
-    def node(part, x, y, label, pos, active=True, weight=np.nan):
-        rows.append({"part": part, "x": float(x), "y": float(y), "x2": np.nan, "y2": np.nan, "label": label,
-                     "pos": pos, "active": active, "weight": weight})
+    def node(part, x, y, label, pos, active=True):
+        fill, edge = CELL_FILL.get(part, "#ffffff"), CELL_EDGE
+        if not active:
+            fill, edge = _faded(fill), _faded(edge)
+        rows.append((part, x, y, np.nan, np.nan, label, pos, np.nan, fill, edge,
+                     "white" if part == "ctx" else ("#555555" if part == "side" else "black")))
 
     def link(part, x, y, x2, y2, weight=np.nan, pos=-1):
-        rows.append({"part": part, "x": float(x), "y": float(y), "x2": float(x2), "y2": float(y2), "label": "",
-                     "pos": pos, "active": True, "weight": weight})
+        rows.append((part, x, y, x2, y2, "", pos, weight, "#ffffff", "#ffffff", "black"))
 
     for j, ch in enumerate(source):
         node("enc", j, 0, ch, j)
-        if j:
-            link("chain", j - 1, 0, j, 0)
     cx = n + 0.5
     node("ctx", cx, 1, "c", -1)
     link("context", n - 1, 0, cx, 1)
     link("context", cx, 1, 0, 2)
     for t, ch in enumerate(output):
         node("dec", t, 2, ch, t, active=t <= step)
-        if t:
-            link("chain", t - 1, 2, t, 2)
     if weights is not None:
         w = np.asarray(weights, dtype=np.float64)
         for j in range(n):
             link("attend", j, 0, step, 2, weight=float(w[j]), pos=j)
     node("side", -0.8, -0.45, encoder_title, -1)
     node("side", -0.8, 2.45, decoder_title, -1)
-    return pd.DataFrame(rows, columns=["part", "x", "y", "x2", "y2", "label", "pos", "active", "weight"])
+    cols = list(zip(*rows))
+    text = lambda i: _category(cols[i])                               # noqa: E731
+    number = lambda i, kind=np.float32: np.array(cols[i], dtype=kind)  # noqa: E731
+    # small types: less to send and to decode on every redraw (issue 13 §4)
+    return pd.DataFrame({"part": text(0), "x": number(1), "y": number(2), "x2": number(3), "y2": number(4),
+                         "label": text(5), "pos": number(6, np.int16), "weight": number(7), "fill": text(8),
+                         "edge": text(9), "ink": text(10)})
 
 
 def architecture_size(source: str, output: str) -> str:
@@ -211,35 +244,34 @@ def architecture_chart(frame, *, size: str, attends: bool, weight_title: str, ti
 
     Without ``attends`` the decoder's only link to the input is c (the final encoder state); with it,
     the decoder step is also linked to every encoder cell, line width and opacity following the
-    attention weight.
+    attention weight. The cells' colours come from the frame's columns (``scale=None``): no
+    expression per mark; no ARIA label per mark (the diagram is described by its title and caption).
     """
     xs = alt.Scale(nice=False, zero=False, padding=14)           # from the data: -0.8 .. n + 0.5
     ys = alt.Scale(domain=[-0.6, 2.6], nice=False, reverse=True)
     base = alt.Chart()
     x, y = alt.X("x:Q", scale=xs, axis=None), alt.Y("y:Q", scale=ys, axis=None)
-    chain = base.transform_filter(alt.datum.part == "chain").mark_rule(color=GREY, strokeWidth=1.5).encode(
-        x=x, y=y, x2="x2:Q", y2="y2:Q")
-    context = base.transform_filter(alt.datum.part == "context").mark_rule(color=BLUE, strokeWidth=3).encode(
+    # one line per row through its cells' centres, under the cells: the chain between neighbours
+    chain = base.transform_filter(alt.FieldOneOfPredicate(field="part", oneOf=["enc", "dec"])).mark_line(
+        color=GREY, strokeWidth=1.5, aria=False).encode(x=x, y=y, detail="part:N")
+    context = base.transform_filter(alt.datum.part == "context").mark_rule(color=BLUE, strokeWidth=3,
+                                                                           aria=False).encode(
         x=x, y=y, x2="x2:Q", y2="y2:Q")
     layers = [chain, context]
     if attends:
-        layers.append(base.transform_filter(alt.datum.part == "attend").mark_rule(color=ORANGE).encode(
+        layers.append(base.transform_filter(alt.datum.part == "attend").mark_rule(color=ORANGE, aria=False).encode(
             x=x, y=y, x2="x2:Q", y2="y2:Q",
             strokeWidth=alt.StrokeWidth("weight:Q", scale=alt.Scale(domain=[0, 1], range=[0.3, 7]), legend=None),
             opacity=alt.Opacity("weight:Q", scale=alt.Scale(domain=[0, 1], range=[0.15, 1]), legend=None),
             tooltip=[alt.Tooltip("pos:Q", title="j"), alt.Tooltip("weight:Q", title=weight_title, format=".3f")]))
     nodes = base.transform_filter(alt.FieldOneOfPredicate(field="part", oneOf=["enc", "ctx", "dec"]))
-    layers.append(nodes.mark_square(size={"s": 420, "m": 220, "l": 110}[size], stroke="#616161",
-                                    strokeWidth=0.8).encode(
-        x=x, y=y,
-        color=alt.Color("part:N", scale=alt.Scale(domain=["enc", "ctx", "dec"], range=["#d9e3f1", BLUE, "#fde0c5"]),
-                        legend=None),
-        opacity=alt.when(alt.datum.active).then(alt.value(1.0)).otherwise(alt.value(0.35))))
-    layers.append(nodes.mark_text(fontSize=9 if size == "l" else 12).encode(
-        x=x, y=y, text="label:N",
-        color=alt.when(alt.datum.part == "ctx").then(alt.value("white")).otherwise(alt.value("black"))))
+    layers.append(nodes.mark_square(size={"s": 420, "m": 220, "l": 110}[size], strokeWidth=0.8,
+                                    opacity=1, aria=False).encode(
+        x=x, y=y, color=alt.Color("fill:N", scale=None), stroke=alt.Stroke("edge:N", scale=None)))
+    layers.append(nodes.mark_text(fontSize=9 if size == "l" else 12, aria=False).encode(
+        x=x, y=y, text="label:N", color=alt.Color("ink:N", scale=None)))
     layers.append(base.transform_filter(alt.datum.part == "side").mark_text(
-        align="left", fontSize=11, color="#555555").encode(x=x, y=y, text="label:N"))
+        align="left", fontSize=11, color="#555555", aria=False).encode(x=x, y=y, text="label:N"))
     return alt.layer(*layers, data=frame).properties(title=title, height=height, autosize=FIT_X).configure_view(
         stroke=None)
 

@@ -91,7 +91,8 @@ def test_default_view_matches_the_models_and_the_recorded_curves(lang):
     assert np.allclose(grid.sum(1), 1.0, atol=1e-5)
     assert np.allclose(grid, w, atol=1e-6)
     # the diagram of step 1: one line per input digit, its weight = alignment row 0
-    arch = frame(titled(at, cat["bottleneck.arch_at"].format(t=1, ch=out_at[0], big=f"{30 * 128:,}")))
+    arch = frame(titled(at, cat["bottleneck.arch_at"].format(t=1, big=f"{30 * 128:,}")))
+    assert cat["bottleneck.arch_writing"].format(t=1, ch=out_at[0]) in all_text(at)
     lines_w = arch[arch["part"] == "attend"].sort_values("pos")["weight"].to_numpy()
     assert np.allclose(lines_w, w[0], atol=1e-6)
     plain = frame(titled(at, cat["bottleneck.arch_no"].format(note=256)))
@@ -169,7 +170,8 @@ def test_url_reproduces_a_typed_string_and_a_step():
     tp = tapes(at)
     assert "".join(tp[tp["line"] == ZH["bottleneck.line_input"]].sort_values("pos")["char"]) == "987654321"
     out, w = run(ATT, "987654321")
-    arch = frame(titled(at, ZH["bottleneck.arch_at"].format(t=4, ch=out[3], big=f"{9 * 128:,}")))
+    arch = frame(titled(at, ZH["bottleneck.arch_at"].format(t=4, big=f"{9 * 128:,}")))
+    assert ZH["bottleneck.arch_writing"].format(t=4, ch=out[3]) in all_text(at)
     assert np.allclose(arch[arch["part"] == "attend"].sort_values("pos")["weight"], w[3], atol=1e-6)
 
 
@@ -226,3 +228,23 @@ def test_chart_builders_give_valid_vega_lite(monkeypatch):
              bc.architecture("1234", "432", 3, title="t", encoder_title="e", decoder_title="d", weight_title="w"))
     assert [s["usermeta"]["chart_kind"].rsplit(".", 1)[1] for s in specs] == [
         "curves_chart", "tapes_chart", "position_chart", "architecture_chart", "architecture_chart"]
+
+
+def test_a_new_seed_changes_the_diagrams_data_not_their_spec():
+    """Issue 13 §4: the browser swaps a chart's data when only the data changed, and rebuilds it when the spec
+    changed. A new seed (same length, same step) must leave the tapes' and both diagrams' specs as they were."""
+    at = open_page("bottleneck", "en", params={"step": "3"})
+    kinds = ("tapes_chart", "architecture_chart")
+
+    def drawn():
+        return [(c.proto.spec, frame(c)) for c in charts(at)
+                if chart_spec(c).get("usermeta", {}).get("chart_kind", "").rsplit(".", 1)[-1] in kinds]
+
+    before = drawn()
+    at.number_input(key="seed").set_value(7).run()
+    assert exceptions(at) == []
+    after = drawn()
+    assert len(before) == len(after) == 3
+    for (spec0, data0), (spec1, data1) in zip(before, after):
+        assert spec1 == spec0
+        assert not data1.equals(data0)                  # a new string: new data in the same chart
