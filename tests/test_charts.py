@@ -29,7 +29,11 @@ def test_heatmap_cells_labels_tooltip_and_fixed_domain():
     # repeated tokens stay distinct positions, in order
     assert list(dict.fromkeys(rows["key"])) == ["the·0", "cat", "saw", "the·3", "dog"]
     rect = spec["layer"][0]
-    assert rect["encoding"]["x"]["sort"] == ["the·0", "cat", "saw", "the·3", "dog"]
+    # the axes are in position order (a sort by position, not a label list: the spec stays for new labels)
+    assert rect["encoding"]["x"]["sort"] == {"field": "key_pos", "op": "min"}
+    assert rect["encoding"]["y"]["sort"] == {"field": "query_pos", "op": "min"}
+    order = rows.drop_duplicates("key").sort_values("key_pos")["key"].tolist()
+    assert order == ["the·0", "cat", "saw", "the·3", "dog"]
     colour = rect["encoding"]["color"]
     assert colour["scale"]["domain"] == [0.0, 1.0] and colour["scale"]["scheme"] == "viridis"
     assert colour["condition"]["value"] == charts.MASKED_GREY  # masked cells are grey, not dark
@@ -257,13 +261,13 @@ def test_scheme_rgb_is_vegas_blueorange_clamped_with_grey_for_nan():
 
 def test_heatmap_data_travels_in_small_types_and_large_heatmaps_carry_no_aria_label_per_cell():
     """Issue 13 §4: a 30 x 30 heatmap shipped 8-byte positions and a string per label and cell (54 KB per redraw);
-    positions are uint16 and labels categorical now, in the axis order, and the values keep float64. Above
+    positions are int16 and labels categorical now, in the axis order, and the values keep float64. Above
     MAX_ARIA_CELLS cells Vega writes no ARIA label per cell (the tooltip and CSV keep every value)."""
     labels = [f"t{i}" for i in range(30)]
     m = np.random.default_rng(0).random((30, 30))
     frame, _ = charts.heatmap_frame(m, labels, labels)
     assert [str(frame[c].dtype) for c in ("query_pos", "key_pos", "query", "key", "value")] == \
-        ["uint16", "uint16", "category", "category", "float64"]
+        ["int16", "int16", "category", "category", "float64"]
     assert list(frame["query"].cat.categories) == labels and list(frame["key"][:30]) == labels
     np.testing.assert_array_equal(frame["value"].to_numpy().reshape(30, 30), m)
     big = charts.heatmap(m, labels)
@@ -273,3 +277,14 @@ def test_heatmap_data_travels_in_small_types_and_large_heatmaps_carry_no_aria_la
     # repeated labels that unique_labels cannot separate (a typed "a·1" next to a repeated "a") stay strings
     frame, _ = charts.heatmap_frame(np.eye(3), ["a·1", "a", "a"], ["x", "y", "z"])
     assert frame["query"].tolist() == ["a·1"] * 3 + ["a·1"] * 3 + ["a·2"] * 3
+
+
+def test_a_heatmap_of_new_labels_keeps_its_spec_so_the_browser_swaps_only_the_data():
+    """Issue 13 §4: the axes are sorted by position, so a new sentence or digit string of the same length gives the
+    same spec (Streamlit then replaces the data instead of rebuilding the chart); only the data differ."""
+    m = np.random.default_rng(1).random((30, 30))
+    a = charts.heatmap(m, [f"{d}{i}" for i, d in enumerate("123456789012345678901234567890")])
+    b = charts.heatmap(m[::-1], [f"{d}{i}" for i, d in enumerate("987654321098765432109876543210")])
+    without = lambda spec: {k: v for k, v in spec.items() if k != "datasets"}  # noqa: E731
+    assert without(a) == without(b)
+    assert a["datasets"]["data"]["query"].tolist() != b["datasets"]["data"]["query"].tolist()

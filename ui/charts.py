@@ -114,7 +114,7 @@ def heatmap_frame(matrix, row_labels: Sequence[str], col_labels: Sequence[str],
                   masked=None) -> tuple[pd.DataFrame, int]:
     """Long-form data of a heatmap, one row per cell, and the pooling factor used (1 = none).
 
-    Columns: query_pos, key_pos (small integers), query, key (unique axis labels, categorical), value (float,
+    Columns: query_pos, key_pos (int16 up to 32,767 positions), query, key (unique axis labels, categorical), value (float,
     null where masked scores are -inf), exact (the value as text, full precision), masked.
     """
     data = _heatmap_data(matrix, row_labels, col_labels, masked)
@@ -163,7 +163,7 @@ def _heatmap_data(matrix, row_labels: Sequence[str], col_labels: Sequence[str], 
                      np.where(np.isneginf(arr), "−∞", "—"))
     # small types: a 30 x 30 heatmap was 54 KB per redraw at 8-byte positions and a string per label and cell;
     # labels are categories (one dictionary of the axis labels, 1-2 byte codes per cell)
-    pos_type = np.uint16 if max(n_q, n_k) < 2 ** 16 else np.int64
+    pos_type = np.int16 if max(n_q, n_k) < 2 ** 15 else np.int64     # signed: -(q - k) stays what it says
     frame = pd.DataFrame({
         "query_pos": qi.ravel().astype(pos_type),
         "key_pos": ki.ravel().astype(pos_type),
@@ -425,17 +425,21 @@ def label_spacing(labels: Sequence[str], upright: bool) -> float:
     return math.ceil((LABEL_FONT + 2) * 1.42)
 
 
-@chart_kind(fill=("domain", "threshold", "selected", "height", "width", "title", "row_order", "col_order",
-                  "outline", "title_px"))
+@chart_kind(fill=("domain", "threshold", "selected", "height", "width", "title", "outline", "title_px"))
 def heatmap_chart(frame, *, kind: str, show_numbers: bool, fine: bool, many: bool, any_masked: bool, upright_x: bool,
                   overlap_x: bool, overlap_y: bool, selectable: bool, legend: bool, fit_x: bool, x_title: str,
                   y_title: str, value_title: str, domain, threshold: float, selected: int | None, height: int,
-                  width: int | None = None, title: str | None = None, row_order=(), col_order=(),
-                  outline: int | None = None, number_min_width: int = 30, x_spacing: float = 17,
+                  width: int | None = None, title: str | None = None, outline: int | None = None, number_min_width: int = 30, x_spacing: float = 17,
                   label_limit: int = 120, title_px: int = 1) -> alt.Chart:
     """The Altair heatmap of ``heatmap_frame``'s data: rect per cell, numbers where they fit, click = row;
     ``outline``: the query row (``query_pos``) framed in orange (a query shown in another chart).
-    ``overlap_x`` / ``overlap_y``: thin the axis's labels to those that fit (``thin_labels``)."""
+    ``overlap_x`` / ``overlap_y``: thin the axis's labels to those that fit (``thin_labels``).
+    The axes are in position order (``query_pos``, ``key_pos``), not given as label lists: the spec then stays the
+    same for new labels (a new sentence, a new digit string), and Streamlit swaps the data instead of rebuilding
+    the chart (issue 13 §4). Masked cells get their grey only when some cell is masked (``any_masked``): the
+    condition is an expression Vega evaluates per cell."""
+    rows_in_order = alt.EncodingSortField(field="query_pos", op="min")
+    cols_in_order = alt.EncodingSortField(field="key_pos", op="min")
     if kind == "weights":
         scale = alt.Scale(domain=domain, scheme=WEIGHT_SCHEME, clamp=True)
     else:
@@ -445,16 +449,17 @@ def heatmap_chart(frame, *, kind: str, show_numbers: bool, fine: bool, many: boo
     base = alt.Chart(frame).encode(
         # Vega's own labelOverlap would hide labels the page may quote: thinning keeps every k-th instead;
         # Streamlit's theme flushes the end labels inwards (labelFlush), which pushes them onto their neighbours
-        x=alt.X("key:N", sort=col_order, title=x_title,
+        x=alt.X("key:N", sort=cols_in_order, title=x_title,
                 axis=alt.Axis(labelAngle=0 if upright_x else -45, labelOverlap=False, labelLimit=label_limit,
                               labelFlush=False, orient="top", **x_thin)),
-        y=alt.Y("query:N", sort=row_order, title=y_title,
+        y=alt.Y("query:N", sort=rows_in_order, title=y_title,
                 axis=alt.Axis(labelOverlap=False, labelLimit=label_limit, labelFlush=False, **y_thin)),
     )
-    colour = (alt.when(alt.datum.masked).then(alt.value(MASKED_GREY))
-              .otherwise(alt.Color("value:Q", scale=scale, title=value_title,
-                                   # the colour bar fits beside a short heatmap (fit-x does not grow below it)
-                                   legend=alt.Legend(gradientLength=alt.ExprRef("clamp(height - 30, 40, 200)")))))
+    colour = alt.Color("value:Q", scale=scale, title=value_title,
+                       # the colour bar fits beside a short heatmap (fit-x does not grow below it)
+                       legend=alt.Legend(gradientLength=alt.ExprRef("clamp(height - 30, 40, 200)")))
+    if any_masked:
+        colour = alt.when(alt.datum.masked).then(alt.value(MASKED_GREY)).otherwise(colour)
     tooltip = [alt.Tooltip("query:N", title=y_title), alt.Tooltip("key:N", title=x_title),
                alt.Tooltip("exact:N", title=value_title)]
     # ``many`` cells (> MAX_ARIA_CELLS): no ARIA label per cell (Vega writes one per SVG element, ~20 % of a large
@@ -484,9 +489,9 @@ def heatmap_chart(frame, *, kind: str, show_numbers: bool, fine: bool, many: boo
             text="×", color="#666666", fontSize=10, opacity=alt.ExprRef(number_fit(12, 12))))
     if outline is not None:
         layers.append(alt.Chart(frame).transform_filter(alt.datum.query_pos == outline)
-                      .transform_aggregate(groupby=["query"]).mark_rect(fill=None, stroke=OUTLINE_ORANGE,
-                                                                          strokeWidth=2.5)
-                      .encode(y=alt.Y("query:N", sort=row_order)))
+                      .transform_aggregate(groupby=["query", "query_pos"])
+                      .mark_rect(fill=None, stroke=OUTLINE_ORANGE, strokeWidth=2.5)
+                      .encode(y=alt.Y("query:N", sort=rows_in_order)))
     chart = alt.layer(*layers).properties(height=height)
     if width is not None:
         chart = chart.properties(width=width)
@@ -536,7 +541,6 @@ def heatmap(matrix, row_labels: Sequence[str], col_labels: Sequence[str] | None 
         value_title=value_title, domain=[float(lo), float(hi)], threshold=0.6 * float(hi),
         selected=None if selected_row is None else int(selected_row) // data.factor * data.factor,
         height=int(height or heatmap_height(n_rows)), width=width, title=title,
-        row_order=list(data.rows), col_order=list(data.cols),
         outline=None if outline_row is None else int(outline_row) // data.factor * data.factor,
         number_min_width=number_width(v_lo, v_hi), x_spacing=label_spacing(data.cols, upright),
         title_px=title_width(title))
