@@ -2,6 +2,12 @@
 import streamlit as st
 import torch
 
+# attention_core's __init__ imports its submodules: its first import must finish in one thread before any page
+# imports a submodule in another. Concurrent first sessions on a fresh server otherwise race through Python's
+# per-module import locks and one of them gets a partially initialised module (ImportError "cannot import name
+# 'CausalSelfAttention' from partially initialized module 'attention_core.decoder'", seen with 60 sessions in
+# tests/test_serving.py). Imported here, a second session waits for the first to finish it.
+import attention_core  # noqa: F401
 from ui.i18n import language_switch, t
 from ui.presenter import sidebar_toggle
 from ui.registry import ROOT, SECTIONS, available_pages
