@@ -9,13 +9,12 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from PIL import Image
 from torch import nn
 
 from attention_core.labs.encoder import encoder_for
 from attention_core.positional import sinusoidal_encoding
 from attention_core.text import embed_tokens, tokenize
-from PIL import Image
-
 from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page, presenter_steps
 from ui.charts import scheme_rgb, unique_labels
 from ui.i18n import catalog
@@ -116,9 +115,9 @@ def torch_steps(ref: nn.TransformerEncoderLayer, x: torch.Tensor, variant: str, 
     return [v[0].numpy().astype(np.float64) for v in values]
 
 
-def torch_reference(variant, act, d, h, seed):
-    """torch.nn.TransformerEncoderLayer holding the weights of the page's first layer."""
-    mine = encoder_for(variant, d, h, 12, act, seed, max_len=24).layers[0]
+def torch_reference(variant, act, d, h, seed, layer=0):
+    """torch.nn.TransformerEncoderLayer holding the weights of the page's layer ``layer`` (0 = the first)."""
+    mine = encoder_for(variant, d, h, 12, act, seed, max_len=24).layers[layer]
     ref = nn.TransformerEncoderLayer(d, h, 4 * d, dropout=0.0, activation=act, batch_first=True,
                                      norm_first=variant == "pre")
     a = mine.self_attn
@@ -280,22 +279,9 @@ def test_url_reproduces_the_view_pre_ln_gelu():
     assert "GELU" in " ".join(boxes["formula"])
     # layer 2 of a pre-LN stack, checked against torch: its input is layer 1's output
     x = (embed_tokens(TOKENS, 16, 7) + sinusoidal_encoding(len(TOKENS), 16))[None]
-    enc = encoder_for("pre", 16, 2, 12, "gelu", 7, max_len=24)
     with torch.no_grad():
         layer1 = torch_reference("pre", "gelu", 16, 2, 7)(x)
-    ref2 = nn.TransformerEncoderLayer(16, 2, 64, dropout=0.0, activation="gelu", batch_first=True, norm_first=True)
-    mine = enc.layers[1]
-    with torch.no_grad():       # torch's layer holding the page's second layer
-        a = mine.self_attn
-        ref2.self_attn.in_proj_weight.copy_(torch.cat([a.W_query.weight, a.W_key.weight, a.W_value.weight]))
-        ref2.self_attn.in_proj_bias.copy_(torch.cat([a.W_query.bias, a.W_key.bias, a.W_value.bias]))
-        ref2.self_attn.out_proj.weight.copy_(a.W_output.weight)
-        ref2.self_attn.out_proj.bias.copy_(a.W_output.bias)
-        for dst, src in ((ref2.linear1, mine.ffn.linear1), (ref2.linear2, mine.ffn.linear2),
-                         (ref2.norm1, mine.norm1), (ref2.norm2, mine.norm2)):
-            dst.weight.copy_(src.weight)
-            dst.bias.copy_(src.bias)
-    steps = torch_steps(ref2.eval(), layer1, "pre", "gelu")
+    steps = torch_steps(torch_reference("pre", "gelu", 16, 2, 7, layer=1), layer1, "pre", "gelu")
     images = diagram_images(at)
     assert images[5].shape[:2] == (len(TOKENS), 64)
     for image, tensor in zip(images, steps):
