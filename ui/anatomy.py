@@ -13,6 +13,7 @@ import zlib
 from typing import Callable, Sequence
 
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from . import url_guard
 from .charts import matrix_csv
@@ -90,8 +91,14 @@ def notice(items: Sequence[str]) -> None:
     st.markdown("\n".join(f"- {item}" for item in items))
 
 
-def exercise(key: str, question: str, options: Sequence[str], answer: int, explanation: str) -> None:
-    """7. Predict, then reveal, with feedback on the learner's guess."""
+def exercise(key: str, question: str, options: Sequence[str], answer: int,
+             explanation: str | None) -> DeltaGenerator | None:
+    """7. Predict, then reveal, with feedback on the learner's guess.
+
+    ``explanation=None``: the explanation quotes numbers that a nested fragment computes (a seed's sample); the
+    exercise is then drawn outside that fragment and returns the empty container its explanation goes in once the
+    answer is revealed (None before), which the fragment fills on each of its reruns. A seed press then re-sends
+    one markdown, not the whole exercise (issue 13 §4)."""
     with st.container(border=True):
         st.markdown(f"**{t('common.exercise')}** {question}")
         guess = st.radio(t("common.your_prediction"), list(range(len(options))),
@@ -104,9 +111,12 @@ def exercise(key: str, question: str, options: Sequence[str], answer: int, expla
                 st.success(t("common.correct"), icon=":material/check_circle:")
             else:
                 st.error(t("common.not_quite", answer=options[answer]), icon=":material/cancel:")
+            if explanation is None:
+                return st.container()
             st.markdown(explanation)
         elif guess is None:
             st.caption(t("common.predict_first"))
+    return None
 
 
 def pitfall(title: str, body: str, code: str | None = None, demo: Callable[[], None] | None = None, *,
