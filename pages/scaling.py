@@ -116,7 +116,7 @@ class Slots(NamedTuple):
     question, the pitfall, captions that do not depend on the seed); the seeded fragment fills them. A fragment may
     write into containers made outside it, widgets included, and its writes are replaced in place on each of its
     reruns (Streamlit >= 1.67): a seed press re-sends only these, not the text around them (issue 13 §4)."""
-    ex_var: DeltaGenerator
+    ex_var: DeltaGenerator | None     # the exercise's explanation, once revealed (it quotes the measured variance)
     hist: DeltaGenerator
     var: DeltaGenerator
     var_notice: DeltaGenerator
@@ -154,13 +154,18 @@ def variance_evidence_text(d_k: int) -> tuple[DeltaGenerator, DeltaGenerator, De
     return hist, var, st.container()
 
 
-def variance_question(cfg: Settings, slots: Slots) -> sl.VarianceSweep:
-    """The section opens with its question; the derivation, histogram and variance curve answer it below."""
-    var = variance_sweep(cfg.seed)
-    with slots.ex_var:
-        anatomy.exercise("ex_var", t("scaling.ex1_question"), tl("scaling.ex1_options"), 2,
-                         t("scaling.ex1_explanation", measured=fmt.sig(var.var_raw[sl.D_K_STEPS.index(256)])))
-    return var
+def variance_question() -> DeltaGenerator | None:
+    """The section opens with its question (drawn with the fixed text: a seed press does not re-send it); the
+    derivation, histogram and variance curve answer it below. Returns the slot of its explanation once revealed."""
+    st.header(t("scaling.sec_variance"))
+    return anatomy.exercise("ex_var", t("scaling.ex1_question"), tl("scaling.ex1_options"), 2, None)
+
+
+def variance_explanation(var: sl.VarianceSweep, slots: Slots) -> None:
+    """The revealed explanation quotes this seed's measured variance at d_k = 256."""
+    if slots.ex_var is not None:
+        with slots.ex_var:
+            st.markdown(t("scaling.ex1_explanation", measured=fmt.sig(var.var_raw[sl.D_K_STEPS.index(256)])))
 
 
 def variance_evidence(cfg: Settings, var: sl.VarianceSweep, slots: Slots) -> None:
@@ -345,8 +350,7 @@ def lesson_body(steps: presenter.Lesson, count: int, kept: int) -> None:
     with steps.step("seed", keep=True):
         seed_box = st.container()
     with steps.step("1. question: the variance of q.k"):
-        st.header(t("scaling.sec_variance"))
-        ex_var = st.container()
+        ex_var = variance_question()
     with steps.step("1. evidence: histogram and variance against d_k"):
         hist, var, var_notice = variance_evidence_text(d_k)
     with steps.step("2. softmax of growing scores"):
@@ -374,7 +378,8 @@ def lesson_body(steps: presenter.Lesson, count: int, kept: int) -> None:
 def seeded_body(d_k: int, scaled: bool, tau: float, slots: Slots) -> None:
     """The seed (drawn here, under the controls) and everything it drives, written into ``slots``."""
     settings = Settings(d_k, scaled, tau, seed_control())
-    variance = variance_question(settings, slots)
+    variance = variance_sweep(settings.seed)
+    variance_explanation(variance, slots)
     variance_evidence(settings, variance, slots)
     clicked, soft = softmax_section(settings, slots)
     gradient_section(settings, slots)
