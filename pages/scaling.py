@@ -25,6 +25,8 @@ N_Q, N_K = 256, 16       # the sweep: 256 random queries, each over 16 keys
 N_SHOW = 8               # queries drawn in the heatmap (the first 8 of the 256)
 N_PAIRS = 2048           # independent (q, k) pairs per d_k for the histogram and the variance
 D_MODEL, HEADS = 512, 8  # the "which d?" pitfall: the original Transformer's sizes
+SWEEP_SEED = 0           # the gradient sweep's one fixed sample: a median over N_Q queries hardly moves with the
+                         # sample, so the seed does not redraw its three charts (said in its caption; issue 13 §4)
 TAU_GRID = tuple(2.0 ** np.linspace(-6, 10, 97))   # holds every slider temperature
 Q_LABELS = tuple(f"q{i + 1}" for i in range(N_SHOW))
 K_LABELS = tuple(f"k{j + 1}" for j in range(N_K))
@@ -121,10 +123,7 @@ class Slots(NamedTuple):
     var: DeltaGenerator
     var_notice: DeltaGenerator
     heat: DeltaGenerator
-    bars: DeltaGenerator
-    strip: DeltaGenerator
-    sweeps: tuple[DeltaGenerator, ...]
-    sweep_notes: DeltaGenerator
+    bars: DeltaGenerator              # the clicked row's bars, and under them the same row as d_k grows (the strip)
     temperature: DeltaGenerator
     temperature_notice: DeltaGenerator
     pitfall_demo: DeltaGenerator | None
@@ -191,9 +190,9 @@ def variance_evidence(cfg: Settings, var: sl.VarianceSweep, slots: Slots) -> Non
 
 
 # ------------------------------------------------------------------ 2. what big scores do to softmax
-def softmax_text(d_k: int, scaled: bool, tau: float) -> tuple[DeltaGenerator, DeltaGenerator, DeltaGenerator]:
+def softmax_text(d_k: int, scaled: bool, tau: float) -> tuple[DeltaGenerator, DeltaGenerator]:
     """The section's fixed text (the heatmap's title follows d_k, scaling and tau, not the seed); returns the
-    slots of the heatmap, the clicked row's bars and the strip."""
+    slots of the heatmap and of the clicked row (its bars, then the strip under them)."""
     st.markdown(f"## {t('scaling.sec_softmax')}\n\n{lesson('scaling/softmax')}")     # one element, not two
     mode = t("scaling.mode_now_scaled") if scaled else t("scaling.mode_now_unscaled")
     left, right = st.columns([1.7, 1])
@@ -203,7 +202,7 @@ def softmax_text(d_k: int, scaled: bool, tau: float) -> tuple[DeltaGenerator, De
         st.caption(t("scaling.heat_caption"))
     with right:
         bars = st.container()
-    return heat, bars, st.container()
+    return heat, bars
 
 
 def softmax_section(cfg: Settings, slots: Slots) -> tuple[int, sl.SoftmaxView]:
@@ -223,7 +222,6 @@ def softmax_section(cfg: Settings, slots: Slots) -> tuple[int, sl.SoftmaxView]:
         anatomy.show_chart(sc.row_chart(sc.row_frame(view.weights[row].numpy(), K_LABELS), keys=K_LABELS,
                                         key_title=t("scaling.axis_key"), weight_title=t("scaling.axis_weight")),
                            key="bars")
-    with slots.strip:
         st.markdown(f"**{t('scaling.strip_title', q=Q_LABELS[row], tau=cfg.tau_text)}**")
         short = (t("scaling.mode_short_unscaled"), t("scaling.mode_short_scaled"))     # column titles of 112 px
         strip = sc.strip_frame(view.strip.numpy(), sl.STRIP_D_K, K_LABELS, short)
@@ -240,31 +238,26 @@ METRICS = (("max_weight", "metric_max_weight", (1.0 / N_K * 0.9, 1.0)),
            ("jacobian_norm", "metric_jacobian", None))
 
 
-def gradient_text(d_k: int, tau: float) -> tuple[tuple[DeltaGenerator, ...], DeltaGenerator]:
-    """The section's fixed text; returns the slots of its three charts and of the notes under the caption."""
+def gradient_section(d_k: int, scaled: bool, tau: float) -> None:
+    """Max weight, entropy and gradient signal of a typical query against d_k: medians over N_Q queries of one
+    fixed sample (``SWEEP_SEED``), so the section follows d_k, scaling and tau but not the seed."""
+    cfg = Settings(d_k, scaled, tau, SWEEP_SEED)
     st.markdown(f"## {t('scaling.sec_gradient')}\n\n{lesson('scaling/gradient')}")
-    charts = tuple(st.columns(3))
-    st.caption(t("scaling.sweep_caption", n=N_Q, k=N_K, tau=sc.fmt_tau(tau), dk=d_k))
-    return charts, st.container()
-
-
-def gradient_section(cfg: Settings, slots: Slots) -> None:
     sweep = saturation(cfg.seed, cfg.tau)
     frame = sc.sweep_frame(sl.SWEEP_D_K, sweep.unscaled, sweep.scaled, cfg.d_k, mode_labels())
-    for col, (metric, label, domain) in zip(slots.sweeps, METRICS):
+    for col, (metric, label, domain) in zip(st.columns(3), METRICS):
         with col:
             mine = frame[frame["metric"] == metric].reset_index(drop=True)     # each chart ships its own rows
             anatomy.show_chart(sc.sweep_chart(mine, metric=metric, modes=mode_labels(),
                                               title=t(f"scaling.{label}"), x_title="d_k",
                                               y_title=t(f"scaling.{label}"), mode_title=t("scaling.mode_title"),
                                               y_domain=domain), key=f"sweep_{metric}")
-    with slots.sweep_notes:
-        gradient_notes(cfg, sweep, frame)
+    st.caption(t("scaling.sweep_caption", n=N_Q, k=N_K, tau=sc.fmt_tau(tau), dk=d_k))
+    gradient_notes(cfg, sweep, frame)
 
 
 def gradient_notes(cfg: Settings, sweep: sl.SaturationSweep, frame) -> None:
-    """Under the caption (fixed text): the floor note and the warnings when they apply, then the notice (one
-    slot, written on every run: a slot a fragment leaves empty in a full run cannot be filled by its rerun)."""
+    """Under the caption: the floor note and the warnings when they apply, then the notice."""
     if (frame["value"] < sc.FLOOR).any():
         st.caption(t("scaling.floor_caption", floor=f"{sc.FLOOR:.0e}"))
     i = sl.SWEEP_D_K.index(cfg.d_k)
@@ -354,9 +347,9 @@ def lesson_body(steps: presenter.Lesson, count: int, kept: int) -> None:
     with steps.step("1. evidence: histogram and variance against d_k"):
         hist, var, var_notice = variance_evidence_text(d_k)
     with steps.step("2. softmax of growing scores"):
-        heat, bars, strip = softmax_text(d_k, scaled, tau)
+        heat, bars = softmax_text(d_k, scaled, tau)
     with steps.step("3. the gradient signal"):
-        sweeps, sweep_notes = gradient_text(d_k, tau)
+        gradient_section(d_k, scaled, tau)
     with steps.step("4. question: temperature"):
         temperature_question()
     with steps.step("4. evidence: max weight against tau"):
@@ -368,8 +361,8 @@ def lesson_body(steps: presenter.Lesson, count: int, kept: int) -> None:
     anatomy.show_code(sl.sample_qk, sl.sweep_scores, sl.variance_sweep, sl.score_scale, masked_softmax,
                       sl.softmax_view, sl.saturation_curves, sl.saturation_stats, softmax_jacobian_norm,
                       sl.temperature_curve, *([sl.naive_softmax, sl.overflow_rows] if demo_ran else []))
-    slots = Slots(ex_var, hist, var, var_notice, heat, bars, strip, sweeps, sweep_notes, temperature,
-                  temperature_notice, demo[0] if demo else None)
+    slots = Slots(ex_var, hist, var, var_notice, heat, bars, temperature, temperature_notice,
+                  demo[0] if demo else None)
     with seed_box:
         seeded_body(d_k, scaled, tau, slots)
 
@@ -382,7 +375,6 @@ def seeded_body(d_k: int, scaled: bool, tau: float, slots: Slots) -> None:
     variance_explanation(variance, slots)
     variance_evidence(settings, variance, slots)
     clicked, soft = softmax_section(settings, slots)
-    gradient_section(settings, slots)
     temperature_evidence(settings, clicked, soft, slots)
     if slots.pitfall_demo is not None:
         with slots.pitfall_demo:
