@@ -253,6 +253,39 @@ def test_exercises_reveal_feedback(default_en):
     assert any("τ = 16" in e.value for e in at.error)
 
 
+def test_the_revealed_explanation_quotes_this_seeds_measured_variance():
+    """The exercise is drawn outside the seed's fragment; its explanation (a slot that fragment fills) quotes the
+    measured Var(q.k) at d_k = 256 of the seed now shown, and follows a new seed."""
+    at = open_page("scaling", "en", {"seed": "4"})
+    at.radio(key="ex_var_guess").set_value(2).run()
+    at.button(key="ex_var_reveal").click().run()
+    for seed in (4, 11):
+        if seed != 4:
+            at.number_input(key="seed").set_value(seed).run()
+        assert exceptions(at) == []
+        measured = float(sl.variance_sweep(seed, sl.D_K_STEPS, N_PAIRS).var_raw[sl.D_K_STEPS.index(256)])
+        assert abs(measured - 256) < 0.15 * 256
+        assert shows_label(all_text(at), "scaling.ex1_explanation", measured=fmt.sig(measured)), seed
+
+
+def test_the_gradient_sweep_is_one_fixed_sample_and_the_seed_redraws_the_rest():
+    """The sweep's three charts are medians over one fixed sample of 256 queries (its caption says so): a new seed
+    leaves their data as it was and redraws the histogram, the heatmap and the temperature curve."""
+    a = open_page("scaling", "en", {"seed": "0"})
+    b = open_page("scaling", "en", {"seed": "7"})
+    assert exceptions(a) == [] and exceptions(b) == []
+    sweep = ("metric", "plotted", "value")
+    pd.testing.assert_frame_equal(_frame(a, *sweep), _frame(b, *sweep))
+    direct = sl.saturation_sweep(0)                                   # the fixed sample: seed 0
+    here = _frame(a, *sweep)
+    got = here[(here["metric"] == "max_weight") & here["scaled"]]["value"].to_numpy()
+    np.testing.assert_allclose(got, direct.scaled.max_weight.numpy(), atol=1e-12)
+    assert not np.allclose(_heatmap(a)["value"], _heatmap(b)["value"])
+    assert not _frame(a, "tau", "max_weight")["max_weight"].equals(_frame(b, "tau", "max_weight")["max_weight"])
+    assert not _frame(a, "bin_start", "density")["density"].equals(_frame(b, "bin_start", "density")["density"])
+    assert shows_label(all_text(a), "scaling.sweep_caption", n=N_Q, k=N_K, tau="1", dk=64)
+
+
 def test_pitfall_numbers_match_a_direct_computation():
     """The demo is drawn only while its expander is open (?pitx=true)."""
     at = open_page("scaling", "en", {"pitx": "true"})
