@@ -199,6 +199,20 @@ def pitfall_section() -> None:
     anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=t(f"{NS}.pit_code"), demo=rope_demo)
 
 
+@st.fragment
+def sharing_body(steps: presenter.Lesson, count: int, kept: int) -> None:
+    """The two head sliders, the question and the picture they drive, as a fragment: a slider change reruns and
+    re-sends only this, not the intuition above or the quality, MLA and pitfall sections below (issue 13 §4). A
+    fragment rerun numbers its presenter steps from where the full run started it (``count``, ``kept``)."""
+    steps.count, steps.kept = count, kept
+    with steps.step("controls", keep=True):
+        chosen = controls_section()
+    with steps.step("question"):
+        question_section()
+    with steps.step("evidence"):
+        evidence_section(chosen)
+
+
 # ------------------------------------------------------------------ the page
 anatomy.header(NS)
 lesson = presenter.Lesson(NS)
@@ -206,12 +220,7 @@ with lesson.step("intuition"):
     anatomy.intuition(NS)
     anatomy.formula(r"\mathrm{head}_i = \operatorname{softmax}\!\Big(\frac{q_i K_{g(i)}^\top}{\sqrt{d}}\Big) V_{g(i)}\,")
     anatomy.formula(r"g(i) = \Big\lfloor \frac{i}{h / h_{kv}} \Big\rfloor", t(f"{NS}.formula_caption"))
-with lesson.step("controls", keep=True):
-    chosen = controls_section()
-with lesson.step("question"):
-    question_section()
-with lesson.step("evidence"):
-    evidence_section(chosen)
+sharing_body(lesson, lesson.count, lesson.kept)
 with lesson.step("quality"):
     quality_section()
 with lesson.step("mla"):
