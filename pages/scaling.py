@@ -369,13 +369,15 @@ def lesson_body(steps: presenter.Lesson, count: int, kept: int) -> None:
 
 @st.fragment
 def seeded_body(d_k: int, scaled: bool, tau: float, slots: Slots) -> None:
-    """The seed (drawn here, under the controls) and everything it drives, written into ``slots``."""
+    """The seed (drawn here, under the controls) and everything it drives, written into ``slots``. The slots are
+    filled cheapest first, not in page order: the browser draws the softmax charts while the server still draws
+    the 2 x 2048 x 1024 normal samples of the variance sweep (the page reads the same either way)."""
     settings = Settings(d_k, scaled, tau, seed_control())
+    clicked, soft = softmax_section(settings, slots)
+    temperature_evidence(settings, clicked, soft, slots)
     variance = variance_sweep(settings.seed)
     variance_explanation(variance, slots)
     variance_evidence(settings, variance, slots)
-    clicked, soft = softmax_section(settings, slots)
-    temperature_evidence(settings, clicked, soft, slots)
     if slots.pitfall_demo is not None:
         with slots.pitfall_demo:
             pitfall_demo(settings)
