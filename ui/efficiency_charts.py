@@ -640,7 +640,7 @@ def metric_table(items: list[tuple[str, str, str]]) -> tuple[str, str]:
     row = "| " + " | ".join(f"**{cell(value)}**" for _, value, _ in items) + " |"
     helps = "\n\n".join(f"**{label}**: {text}" for label, _, text in items if text)
     table = "\n".join((head, rule, row))
-    return (f"{table}\n\n:gray[{t('efficiency.m_help_line')}]" if helps else table), helps
+    return (f"{table}\n\n{t('efficiency.m_help_line')}" if helps else table), helps
 
 
 def checkpoint_metrics(r) -> list[tuple[str, str, None]]:

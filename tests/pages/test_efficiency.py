@@ -66,7 +66,7 @@ def metric_table(at) -> tuple[dict[str, str], str]:
     for m in at.markdown:
         rows = m.value.split("\n")
         if len(rows) >= 3 and re.fullmatch(r"\|( --- \|)+", rows[1]):
-            assert rows[3:] == ["", f":gray[{EN['efficiency.m_help_line']}]"], rows    # the help icon's paragraph
+            assert rows[3:] == ["", EN['efficiency.m_help_line']], rows    # the help icon's paragraph
             cells = [[c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", row)[1:-1]]
                      for row in (rows[0], rows[2])]
             assert len(cells[0]) == len(cells[1]), rows
