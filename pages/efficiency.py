@@ -8,8 +8,11 @@ with Linformer, Performer and Flash Attention) and the second tutorial's block-l
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from attention_core import efficient as eff
 from attention_core.labs import efficiency as lab
@@ -147,14 +150,13 @@ def follows(key: str, value) -> None:
 
 
 # ------------------------------------------------------------------ 1. the approximations
-def knob_controls(variant: str, inputs: lab.LabInputs) -> tuple[lab.LabInputs, lab.Knobs, list[str]]:
-    """The variant's knob (and its secondary settings), clamped to n, and the seed; notes about clamping."""
+def knob_controls(variant: str, inputs: lab.LabInputs) -> tuple[lab.Knobs, list[str], DeltaGenerator]:
+    """The variant's knob (and its secondary settings), clamped to n; notes about clamping; the column of the
+    seed (drawn there by the seed's own fragment, ``seeded_evidence``)."""
     n, notes = inputs.n, []
     knobs = len(VARIANT_SLIDERS.get(variant, ())) + (variant in ("performer", "linformer"))   # m; the projection
     *cols, c_seed = st.columns([1] * max(knobs, 1) + [0.8], vertical_alignment="bottom")   # no empty columns
-    with c_seed:
-        inputs = with_seed(inputs)
-    kw = {"seed": inputs.seed}
+    kw = {}
     for col, field in zip(cols, VARIANT_SLIDERS.get(variant, ())):
         key, label, lo, hi, default = SLIDERS[field]
         helps = f"knob_block_help_{variant}" if field == "block" else f"{label}_help"
@@ -172,7 +174,7 @@ def knob_controls(variant: str, inputs: lab.LabInputs) -> tuple[lab.LabInputs, l
     covered = {"longformer": "window", "bigbird": "window", "block_global": "block"}.get(variant)
     if covered and kw[covered] >= n - (covered == "window"):             # the pattern is the whole matrix
         notes.append(t("efficiency.note_covers", what=t(f"efficiency.knob_{covered}"), value=kw[covered], n=n))
-    return inputs, lab.Knobs(**kw), notes
+    return lab.Knobs(**kw), notes, c_seed
 
 
 def approximations_section(inputs: lab.LabInputs, labels: list[str]) -> list:
@@ -188,12 +190,23 @@ def approximations_part(inputs: lab.LabInputs, labels: list[str]) -> list:
                                        bind="query-params")
         variant = variant if variant in lab.VARIANTS else "performer"
         st.caption(t(f"efficiency.about_{variant}"))
-        inputs, knobs, notes = knob_controls(variant, inputs)
+        knobs, notes, c_seed = knob_controls(variant, inputs)
         for note in notes:
             st.caption(note)
     follows(PITFALL_BLOCK, pitfall_block())        # the pitfalls below (outside) are drawn for the block slider
     with steps.step("approx_evidence"):
-        return approximations_evidence(inputs, labels, variant, knobs)
+        evidence = st.container()
+    with c_seed:
+        return seeded_evidence(evidence, inputs, labels, variant, knobs)
+
+
+@st.fragment
+def seeded_evidence(evidence, inputs: lab.LabInputs, labels: list[str], variant: str, knobs: lab.Knobs) -> list:
+    """The seed (in its column of the knob row) and the evidence it redraws, written into the evidence step:
+    a fragment nested in the tab's, so a new seed re-sends neither the variant, its caption nor the knobs."""
+    inputs = with_seed(inputs)
+    with evidence:
+        return approximations_evidence(inputs, labels, variant, dataclasses.replace(knobs, seed=inputs.seed))
 
 
 def approximations_evidence(inputs: lab.LabInputs, labels: list[str], variant: str, knobs: lab.Knobs) -> list:
@@ -214,7 +227,8 @@ def approximations_evidence(inputs: lab.LabInputs, labels: list[str], variant: s
     tv = view.row_tv
     row = next((r for r in (row_b, row_a) if r is not None and r < n), int(np.argmax(tv)) if tv.max() > 0 else 0)
 
-    metrics(ec.approx_metrics(view, n))
+    table, helps = ec.metric_table(ec.approx_metrics(view, n))   # one element, not a block and four metrics
+    st.markdown(table, help=helps)
     left, right = st.columns(2)
     with left:
         anatomy.show_chart(ec.pair(view.exact[row], view.weights[row], labels, (t("efficiency.series_exact"), name),

@@ -320,13 +320,14 @@ def what_to_notice(r: lab.HeadsLesson, v: View, f: lab.AveragingFacts) -> None:
         broad = sum(label == "broad" for label in r.labels)
         items.append(t(f"{NS}.notice_classifier_random", broad=broad, h=h, max_w=fmt.fixed(f.head_max)))
     items.append(t(f"{NS}.notice_average", q=md_escape(v.labels[v.query]), k=md_escape(v.labels[f.key]),
-                   head=v.head + 1, w_head=fmt.fixed(f.w_head), w_avg=fmt.fixed(f.w_avg)))
+                   head=v.head + 1, w_head=fmt.fixed(f.w_head), w_avg=fmt.fixed(f.w_avg),
+                   avg_max=fmt.fixed(f.avg_max), head_max=fmt.fixed(f.head_max)))
     if f.nearest is not None:
         items.append(t(f"{NS}.notice_js", a=f.nearest.a, b=f.nearest.b, near=fmt.fixed(f.nearest.distance),
                        c=f.farthest.a, d=f.farthest.b, far=fmt.fixed(f.farthest.distance)))
     else:
         items.append(t(f"{NS}.notice_one_head"))
-    anatomy.notice(items)
+    st.markdown("\n".join(f"- {item}" for item in items))     # as anatomy.notice; its heading is drawn outside
 
 
 def parameter_exercise(d_model: int, h: int) -> None:
@@ -343,12 +344,9 @@ def parameter_exercise(d_model: int, h: int) -> None:
                       t(f"{NS}.ex_opt_more")], answer=2, explanation=explain)
 
 
-def averaging_pitfall(v: View, f: lab.AveragingFacts) -> None:
-    anatomy.pitfall(t(f"{NS}.pit_avg_title"),
-                    t(f"{NS}.pit_avg_body", q=md_escape(v.labels[v.query]), k=md_escape(v.labels[f.key]),
-                      head=v.head + 1, w_head=fmt.fixed(f.w_head), w_avg=fmt.fixed(f.w_avg),
-                      avg_max=fmt.fixed(f.avg_max), head_max=fmt.fixed(f.head_max)),
-                    code=t(f"{NS}.pit_avg_code"))
+def averaging_pitfall() -> None:
+    """Static (outside the seed's fragment): the numbers it is about are in the notice above it."""
+    anatomy.pitfall(t(f"{NS}.pit_avg_title"), t(f"{NS}.pit_avg_body"), code=t(f"{NS}.pit_avg_code"))
 
 
 def pick_head_and_query(tokens: list[str], num_heads: int) -> tuple[int, int]:
@@ -402,16 +400,11 @@ def seed_control() -> int:
     return controls.seed(width=160)
 
 
-def tabs_section(r: lab.HeadsLesson, v: View) -> list:
-    """The five tabs; only the open one runs. Returns the sections that ran."""
+def open_tabs() -> list[tuple]:
+    """The five tabs; only the open one runs (lazy). Returns (tab, section) for the tabs to draw."""
     tabs = st.tabs(controls.tab_labels(NS, TABS), key="tab", bind="query-params")
-    ran = []
-    for tab, body in zip(tabs, (heads_section, shapes_section, compare_section, gallery_section, geometry_section)):
-        if tab.open or tab.open is None:          # lazy: only the open tab runs
-            with tab:
-                body(r, v)
-            ran.append(body)
-    return ran
+    bodies = (heads_section, shapes_section, compare_section, gallery_section, geometry_section)
+    return [(tab, body) for tab, body in zip(tabs, bodies) if tab.open or tab.open is None]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -422,9 +415,10 @@ def tabs_section(r: lab.HeadsLesson, v: View) -> list:
 def lesson_body(lesson: presenter.Lesson, count: int, kept: int) -> None:
     """The controls and everything they drive, as a fragment: a control change reruns (and redraws) only this,
     not the router, the header, the intuition and the formula (issue 13 §4). The seed and what it drives (the
-    weights: tabs, notice, pitfalls, the code) are a fragment nested in it, so a new seed does not redraw the
-    controls and the question either. A fragment rerun numbers its presenter steps from where the full run
-    started it (``count``, ``kept``)."""
+    open tab's body, the notice's list) are a fragment nested in it that writes into the open tab and into the
+    notice's step, both drawn here: a new seed re-sends neither the controls, the question, the tab bar, the
+    pitfalls nor the code. A fragment rerun numbers its presenter steps from where the full run started it
+    (``count``, ``kept``)."""
     lesson.count, lesson.kept = count, kept
     with lesson.step("controls", keep=True):
         tokens = controls.sentence("text")
@@ -432,34 +426,41 @@ def lesson_body(lesson: presenter.Lesson, count: int, kept: int) -> None:
         ok = sizes_ok(tokens, d_model, num_heads)
         if ok:
             picked = pick_head_and_query(tokens, num_heads)
+    ran = []
     if ok:
         with lesson.step("question"):                 # asked before the tabs and the notice that answer it
             parameter_exercise(d_model, num_heads)
-        weights_body(lesson, lesson.count, lesson.kept, tokens, d_model, num_heads, mode, picked)
-    else:
-        closing(lesson, mode, [])
+        with lesson.step("evidence"):
+            seed_row = st.container()                 # the seed, above the tab bar it redraws
+            drawn = open_tabs()
+        with lesson.step("notice"):
+            st.subheader(t("common.notice"))
+            notice = st.container()
+        with lesson.step("pitfall: averaging"):
+            averaging_pitfall()
+        with seed_row:
+            weights_body(drawn, notice, tokens, d_model, num_heads, mode, picked)
+        ran = [body for _, body in drawn]
+    closing(lesson, mode, ran)
 
 
 @st.fragment
-def weights_body(lesson: presenter.Lesson, count: int, kept: int, tokens: list[str], d_model: int, num_heads: int,
-                 mode: str, picked: tuple[int, int]) -> None:
-    """The seed, the forward pass it seeds and everything drawn from it (nested fragment). A new click on the
-    head grid or on a row of the big heatmap sets the head / query pickers, which sit outside this fragment: it
-    reruns the page, as every click did before."""
+def weights_body(drawn: list[tuple], notice, tokens: list[str], d_model: int, num_heads: int, mode: str,
+                 picked: tuple[int, int]) -> None:
+    """The seed, the forward pass it seeds and what is drawn from it, into the open tab and the notice (nested
+    fragment; its presenter steps are the containers it writes into). A new click on the head grid or on a row
+    of the big heatmap sets the head / query pickers, which sit outside this fragment: it reruns the page, as
+    every click did before."""
     if new_click("mh_grid", mc.HEAD_SELECTION, "head") or new_click("mh_big", ROW_SELECTION, "query_pos"):
         st.rerun(scope="app")
-    lesson.count, lesson.kept = count, kept
-    with lesson.step("evidence"):
-        seed = seed_control()
-        result = heads_lesson(tuple(tokens), d_model, num_heads, seed, mode)
-        view = View(tokens, d_model, num_heads, seed, mode, *picked)
-        ran = tabs_section(result, view)
-    facts = lab.averaging_facts(result, view.head, view.query)
-    with lesson.step("notice"):
-        what_to_notice(result, view, facts)
-    with lesson.step("pitfall: averaging"):
-        averaging_pitfall(view, facts)
-    closing(lesson, mode, ran)
+    seed = seed_control()
+    result = heads_lesson(tuple(tokens), d_model, num_heads, seed, mode)
+    view = View(tokens, d_model, num_heads, seed, mode, *picked)
+    for tab, body in drawn:
+        with tab:
+            body(result, view)
+    with notice:
+        what_to_notice(result, view, lab.averaging_facts(result, view.head, view.query))
 
 
 def new_click(chart_key: str, selection: str, field: str) -> bool:

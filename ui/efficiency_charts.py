@@ -629,6 +629,20 @@ def approx_metrics(view, n: int) -> list[tuple[str, str, str]]:
             (t("efficiency.m_cost"), f"{fmt.short(view.cost)}×", t("efficiency.m_cost_help")), last]
 
 
+def metric_table(items: list[tuple[str, str, str]]) -> tuple[str, str]:
+    """(label, value, help) items as one Markdown table (a header of labels, a row of values) and the help of
+    every column for the table's tooltip: one element to re-send on a rerun instead of a block and a metric each
+    (issue 13 §4). A "|" in a label (max |W·V − output|) is escaped: it would end the cell. The tooltip's icon
+    needs a paragraph after the table (Streamlit puts none after a table): a line that says what it holds."""
+    cell = lambda text: str(text).replace("|", "\\|")        # noqa: E731
+    head = "| " + " | ".join(cell(label) for label, _, _ in items) + " |"
+    rule = "|" + " --- |" * len(items)
+    row = "| " + " | ".join(f"**{cell(value)}**" for _, value, _ in items) + " |"
+    helps = "\n\n".join(f"**{label}**: {text}" for label, _, text in items if text)
+    table = "\n".join((head, rule, row))
+    return (f"{table}\n\n{t('efficiency.m_help_line')}" if helps else table), helps
+
+
 def checkpoint_metrics(r) -> list[tuple[str, str, None]]:
     """(label, value, help) of a ``labs.efficiency.CheckpointReport``."""
     return [(t("efficiency.tips_ck_m_plain"), size(r.plain_bytes), None),

@@ -60,8 +60,22 @@ def softmax_oracle(q, k, mask=None):
     return w.numpy()
 
 
+def metric_table(at) -> tuple[dict[str, str], str]:
+    """The approximations tab's metrics: one Markdown table (a row of labels, the rule, a row of values; a "|"
+    inside a cell escaped) as {label: value}, and the table's help."""
+    for m in at.markdown:
+        rows = m.value.split("\n")
+        if len(rows) >= 3 and re.fullmatch(r"\|( --- \|)+", rows[1]):
+            assert rows[3:] == ["", EN['efficiency.m_help_line']], rows    # the help icon's paragraph
+            cells = [[c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", row)[1:-1]]
+                     for row in (rows[0], rows[2])]
+            assert len(cells[0]) == len(cells[1]), rows
+            return {label: value.strip("*") for label, value in zip(*cells)}, m.proto.help
+    raise AssertionError("no metrics table")
+
+
 def metric(at, label: str) -> str:
-    return next(m.value for m in at.metric if m.label == label)
+    return metric_table(at)[0][label]
 
 
 def inputs(seed=0, tokens=TOKENS, gain=1.0):
@@ -102,6 +116,11 @@ def test_metrics_and_notice_quote_the_chart():
     assert metric(at, EN["efficiency.m_cost"]) == f"{2 * 16 / N:.3g}×"       # 4 n m d / (2 n^2 d)
     text = all_text(at)
     assert shows_label(text, "efficiency.notice_performer", m=16, err=f"{shown_err:.3g}")
+    # the four metrics are one table: each label over its value (a "|" in a label kept), each help in its tooltip
+    shown, helps = metric_table(at)
+    assert list(shown) == [EN[f"efficiency.m_{m}"] for m in ("error", "tv", "cost", "reproduce")]
+    assert float(shown[EN["efficiency.m_reproduce"]]) < 1e-5
+    assert all(EN[f"efficiency.m_{m}_help"] in helps for m in ("error", "tv", "cost", "reproduce"))
     # the knob chart: a diamond at m = 16 with this run's error; cost = 2 m / n exactly
     knob = frame_of(chart_by_title(at, "Error and cost against Random features m"))
     dot = knob[knob["kind"] == "dot"]
@@ -196,6 +215,7 @@ def test_url_reproduces_a_bigbird_view_with_random_keys():
     mask = eff.bigbird_mask(N, 1, (0, 1), 3, torch.Generator().manual_seed(7 + el.RANDOM_KEYS_STREAM)).numpy()
     _, masked = heatmap_matrix(chart_by_title(at, "BigBird: effective weights"))
     assert (masked == ~mask).all()
+    assert metric(at, EN["efficiency.m_pairs"]) == f"{int(mask.sum())} / {N * N}"    # the seed's random keys
     q, k, _ = inputs(seed=7, gain=2.0)
     exact, _ = heatmap_matrix(chart_by_title(at, EN["efficiency.h_exact"]))
     assert np.allclose(exact, softmax_oracle(q, k), atol=1e-6)

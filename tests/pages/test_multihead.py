@@ -125,6 +125,11 @@ def test_notice_quotes_the_numbers_on_screen():
                                 w_avg=r"[\d.]+"), notice)
     assert m and float(m.group("w_head")) == pytest.approx(float(w[0, IT, k]), abs=0.005)
     assert float(m.group("w_avg")) == pytest.approx(float(w.mean(0)[IT, k]), abs=0.005)
+    # what the average hides, row by row: the notice quotes it (the averaging pitfall below points to it)
+    m = re.search(label_pattern("multihead.notice_average", avg_max=r"[\d.]+", head_max=r"[\d.]+"), notice)
+    assert m and float(m.group("avg_max")) == pytest.approx(float(w.mean(0).max(-1).values.mean()), abs=0.005)
+    assert float(m.group("head_max")) == pytest.approx(float(w.max(-1).values.mean(-1).max()), abs=0.005)
+    assert float(m.group("head_max")) > float(m.group("avg_max"))
     # parameters: one head = h heads = 4 (d^2 + d)
     total = MultiHeadAttention(64, 1).parameter_count()
     assert total == 4 * (64 * 64 + 64) and f"**{total:,}** parameters, 8 heads have **{total:,}**" in notice
