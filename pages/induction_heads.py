@@ -20,6 +20,7 @@ from attention_core.models import induction_heads_lm as ih
 from attention_core.models import recipes
 from ui import anatomy, presenter
 from ui import multihead_charts as mc
+from ui.charts import MAX_ARIA_CELLS
 from ui import training_queue as tq
 from ui.cache import MB, cache_data
 from ui.format import fixed
@@ -158,12 +159,11 @@ def grid(panels: list[tuple[int, int, int]], titles: list[str], key: str) -> Non
     """Head patterns on the probe as small multiples, two per row (fits a 390 px phone): positions, no labels."""
     s = lab.RUN_FILE.stat()
     frame = grid_frame(tuple(panels), tuple(titles), (s.st_mtime_ns, s.st_size))
-    positions = [str(i) for i in range(int(frame["query_pos"].max()) + 1)]
     anatomy.show_chart(mc.small_multiples_kind(
         frame, columns=2, x_title=t(f"{NS}.axis_key_pos"), y_title=t(f"{NS}.axis_query_pos"),
         value_title=t("common.weight"), panel_title=t(f"{NS}.axis_head"), selectable=False, show_labels=False,
-        panel_size=PANEL, title_limit=PANEL + 40, domain=(0.0, 1.0), key_order=positions, query_order=positions,
-        panel_order=list(dict.fromkeys(frame["panel"]))), key=key, width="content")
+        panel_size=PANEL, title_limit=PANEL + 40, domain=(0.0, 1.0), aria=len(frame) <= MAX_ARIA_CELLS),
+        key=key, width="content")
 
 
 def patterns_section(doc) -> None:

@@ -15,7 +15,8 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from .charts import SIGNED_SCHEME, WEIGHT_SCHEME, Spec, _pool, as_numpy, chart_kind, unique_labels
+from .charts import (MAX_ARIA_CELLS, SIGNED_SCHEME, WEIGHT_SCHEME, Spec, _pool, as_numpy, chart_kind,
+                     unique_labels)
 from .format import clip
 
 HEAD_SELECTION = "head"      # name of the click selection of the head grid (field "head")
@@ -136,19 +137,24 @@ def panels_frame(matrices, row_labels: Sequence[str], col_labels: Sequence[str],
     return frame, f
 
 
-@chart_kind(fill=("key_order", "query_order", "panel_order", "selected"))
+@chart_kind(fill=("selected",))
 def small_multiples_kind(frame, *, columns: int, x_title: str, y_title: str, value_title: str, panel_title: str,
                          selectable: bool, show_labels: bool, panel_size: int, title_limit: int, domain: tuple,
-                         spacing: int | None = None, legend_below: bool = False, key_order=(), query_order=(),
-                         panel_order=(),
+                         spacing: int | None = None, legend_below: bool = False, aria: bool = True,
                          selected: int | None = None) -> alt.FacetChart:
+    """``frame``: ``panels_frame``'s. Keys, queries and panels are ordered by their positions (``key_pos``,
+    ``query_pos``, ``head``), not by lists of labels: a list sort is an ``indexof`` Vega evaluates per cell in
+    its interpreter, and new labels (a new sentence) would change the spec. ``aria=False``: no screen-reader
+    label per cell (``panels_frame`` rows above ``ui.charts.MAX_ARIA_CELLS``; the tooltip keeps every value)."""
     axis_x = alt.Axis(labelAngle=-60, labelFontSize=9, labelLimit=60, labels=show_labels, ticks=show_labels)
     axis_y = alt.Axis(labelFontSize=9, labelLimit=60, labels=show_labels, ticks=show_labels)
     tooltip = [alt.Tooltip("panel:N", title=panel_title), alt.Tooltip("query:N", title=y_title),
                alt.Tooltip("key:N", title=x_title), alt.Tooltip("value:Q", title=value_title, format=".4f")]
-    base = alt.Chart(frame).mark_rect().encode(
-        x=alt.X("key:N", sort=key_order, title=x_title if show_labels else None, axis=axis_x),
-        y=alt.Y("query:N", sort=query_order, title=y_title if show_labels else None, axis=axis_y),
+    base = alt.Chart(frame).mark_rect(aria=aria).encode(
+        x=alt.X("key:N", sort=alt.EncodingSortField(field="key_pos", op="min"),
+                title=x_title if show_labels else None, axis=axis_x),
+        y=alt.Y("query:N", sort=alt.EncodingSortField(field="query_pos", op="min"),
+                title=y_title if show_labels else None, axis=axis_y),
         color=alt.Color("value:Q", title=value_title,
                         scale=alt.Scale(domain=list(domain), scheme=WEIGHT_SCHEME, clamp=True),
                         legend=alt.Legend(orient="bottom") if legend_below else alt.Undefined),
@@ -159,7 +165,7 @@ def small_multiples_kind(frame, *, columns: int, x_title: str, y_title: str, val
                                    value=None if selected is None else [{"head": selected}])
         base = base.add_params(pick)
     return base.facet(
-        facet=alt.Facet("panel:N", sort=panel_order, title=None,
+        facet=alt.Facet("panel:N", sort=alt.EncodingSortField(field="head", op="min"), title=None,
                         header=alt.Header(labelFontSize=12 if panel_size >= 120 else 10,
                                           labelFontWeight="bold", labelLimit=title_limit)),
         columns=max(1, columns), **({} if spacing is None else {"spacing": spacing}),
@@ -185,8 +191,7 @@ def small_multiples(matrices, row_labels: Sequence[str], col_labels: Sequence[st
         frame, columns=columns, x_title=x_title, y_title=y_title, value_title=value_title, panel_title=panel_title,
         selectable=selectable, show_labels=frame["query_pos"].nunique() <= 16 if labels is None else bool(labels),
         panel_size=panel_size, title_limit=title_limit, spacing=spacing, legend_below=legend_below,
-        domain=tuple(float(d) for d in domain), key_order=list(dict.fromkeys(frame["key"])),
-        query_order=list(dict.fromkeys(frame["query"])), panel_order=list(dict.fromkeys(frame["panel"])),
+        domain=tuple(float(d) for d in domain), aria=len(frame) <= MAX_ARIA_CELLS,
         selected=None if selected is None else int(selected))
 
 
