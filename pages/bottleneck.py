@@ -333,7 +333,7 @@ if not models.unavailable(*MODELS.values()):
                                                            t(f"{NS}.ex_d")], 1, t(f"{NS}.ex_explain", **nums))
     with lesson.step("curves"):
         rev = curves_section()
-    with lesson.step("example", keep=True):   # the controls: drawn in the full run, not re-sent by a new seed
+    with lesson.step("example", keep=True):   # the heading and the controls' row (the fragment draws length and seed)
         st.header(t(f"{NS}.example_title"))
         chosen = example_controls()
     if chosen is not None:
