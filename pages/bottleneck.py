@@ -4,13 +4,17 @@ context vector ("a small note to remember a whole book"); with attention the dec
 First tutorial, sections 1.2 and 2 (Encoder / Decoder, the information bottleneck). Order: the question ->
 accuracy against input length (recorded curves of the shipped models) -> the learner's own digit string
 through both models, with the alignment -> the diagram of what the decoder sees -> accuracy by output
-position -> what to notice -> the padding pitfall. The digit string and what it drives are one st.fragment:
-a new seed, length or string redraws only them (issue 13 §4).
+position -> what to notice -> the padding pitfall. The length, the seed and what they drive are one st.fragment
+that writes into slots left in each section after its static heading and lesson: a new seed, length or step
+re-sends only what changes (issue 13 §4); the own-string toggle and a typed string rerun the page.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from attention_core.labs import bottleneck as lab
 from attention_core.models import seq2seq
@@ -90,28 +94,37 @@ def facts() -> None:
                  seed=curves().get("eval_seed", "—")))
 
 
-def example_controls() -> str | None:
-    """The digit string to run: generated from (length, seed) or typed. None after a message."""
+class Choice(NamedTuple):
+    """The example's controls as the full run drew them."""
+    row: DeltaGenerator    # the controls' row: the fragment draws the length and the seed in it
+    typed: str | None      # the learner's own digits (valid), None when generated from (length, seed)
+
+
+def example_controls() -> Choice | None:
+    """The own-string toggle and the typed digits (they rerun the page: a bad string stops it, with a message,
+    before the sections it would feed); None after a message. The length and the seed are drawn in the same row by
+    the example's fragment (``generated_digits``): they rerun only the fragment (issue 13 §4)."""
     row = st.container(horizontal=True)      # one flex row, not three columns: fewer messages per rerun (issue 13 §4)
     own = row.toggle(t(f"{NS}.own"), value=False, key="own", bind="query-params", help=t(f"{NS}.own_help"))
-    if own:
-        typed = row.text_input(t(f"{NS}.digits"), value="1234567890", key="digits", bind="query-params",
-                               max_chars=400, help=t(f"{NS}.digits_help"))
-        check = lab.check_digits(typed, MAX_LEN)
-        if check.problem is not None:
-            fields = {"chars": {"chars": quoted(check.bad)}, "long": {"n": len(check.digits), "max": MAX_LEN}}
-            anatomy.problem(f"{NS}.err_{check.problem}", **fields.get(check.problem, {}))
-            return None
-        digits = check.digits
-    else:
-        length = row.slider(t(f"{NS}.length"), 1, MAX_LEN, DEFAULT_LEN, key="len", bind="query-params",
-                            help=t(f"{NS}.length_help", lo=REVERSE_MIN_LEN, hi=REVERSE_MAX_LEN))
-        with row:
-            seed = controls.seed()
-        digits = lab.random_digits(length, seed)
-    if not REVERSE_MIN_LEN <= len(digits) <= REVERSE_MAX_LEN:
-        anatomy.problem(f"{NS}.warn_range", n=len(digits), lo=REVERSE_MIN_LEN, hi=REVERSE_MAX_LEN)
-    return digits
+    if not own:
+        return Choice(row, None)
+    typed = row.text_input(t(f"{NS}.digits"), value="1234567890", key="digits", bind="query-params",
+                           max_chars=400, help=t(f"{NS}.digits_help"))
+    check = lab.check_digits(typed, MAX_LEN)
+    if check.problem is not None:
+        fields = {"chars": {"chars": quoted(check.bad)}, "long": {"n": len(check.digits), "max": MAX_LEN}}
+        anatomy.problem(f"{NS}.err_{check.problem}", **fields.get(check.problem, {}))
+        return None
+    return Choice(row, check.digits)
+
+
+def generated_digits(row: DeltaGenerator) -> str:
+    """The length and the seed, in the controls' row (drawn there by the fragment), and their digit string."""
+    with row:
+        length = st.slider(t(f"{NS}.length"), 1, MAX_LEN, DEFAULT_LEN, key="len", bind="query-params",
+                           help=t(f"{NS}.length_help", lo=REVERSE_MIN_LEN, hi=REVERSE_MAX_LEN))
+        seed = controls.seed()
+    return lab.random_digits(length, seed)
 
 
 # ------------------------------------------------------------------ sections
@@ -140,6 +153,8 @@ def curves_section() -> dict | None:
 
 def answers_section(digits: str, res: lab.Answers) -> dict:
     """Both answers marked against the reversal, and the attention model's alignment."""
+    if not REVERSE_MIN_LEN <= len(digits) <= REVERSE_MAX_LEN:
+        anatomy.problem(f"{NS}.warn_range", n=len(digits), lo=REVERSE_MIN_LEN, hi=REVERSE_MAX_LEN)
     target = digits[::-1]
     said = res._asdict()
     marks = {k: [m.ok for m in lab.compare_chars(said[k], target)] for k in MODELS}
@@ -176,7 +191,8 @@ def mirror_offsets(w: np.ndarray, n: int) -> np.ndarray:
 
 
 def diagram_section(digits: str, res: lab.Answers) -> int:
-    st.markdown(f"## {t(f'{NS}.arch_title')}\n\n{lesson_text(f'{NS}/architecture')}")
+    """The step slider and both diagrams at that step (the last step of a shorter answer); the heading and the
+    lesson above are drawn in the full run."""
     out = res.attention
     m = max(len(out), 1)
     step = st.slider(t(f"{NS}.step"), 1, MAX_LEN + 5, 1, key="step", bind="query-params", help=t(f"{NS}.step_help"))
@@ -200,8 +216,8 @@ def diagram_section(digits: str, res: lab.Answers) -> int:
 
 
 def check_section(digits: str) -> dict[str, lab.LengthCheck] | None:
-    """Many fresh strings of this length, on request (kept for the session)."""
-    st.subheader(t(f"{NS}.check_title"))
+    """Many fresh strings of this length, on request (kept for the session); the heading and the hint above the
+    button are drawn in the full run."""
     length = len(digits)
     seed = int(st.session_state.get("seed", 0) or 0)
     done = st.session_state.setdefault("_bn_checked", set())
@@ -210,7 +226,6 @@ def check_section(digits: str) -> dict[str, lab.LengthCheck] | None:
     if st.button(t(f"{NS}.check_button", n=CHECK_N, length=length), key="check", icon=":material/fact_check:"):
         done.add((length, seed))
     if (length, seed) not in done:
-        st.caption(t(f"{NS}.check_hint"))
         return None
     res = check_many(length, seed)
     by_pos = {k: res[k].by_position for k in MODELS}
@@ -226,6 +241,8 @@ def check_section(digits: str) -> dict[str, lab.LengthCheck] | None:
 
 def notices(digits: str, res: lab.Answers, marked: dict, rev: dict | None,
             checked: dict[str, lab.LengthCheck] | None) -> None:
+    """What to notice: the list of ``anatomy.notice`` under its heading, which is drawn in the full run (a new
+    string re-sends only the list)."""
     n = len(digits)
     hidden = model(MODELS["attention"]).config["hidden_dim"]
     items = []
@@ -249,7 +266,7 @@ def notices(digits: str, res: lab.Answers, marked: dict, rev: dict | None,
         worst = int(np.argmin(pos))
         items.append(t(f"{NS}.notice_positions", first=fmt.pct(pos[0]), last=fmt.pct(pos[-1]), worst=worst + 1,
                        w=fmt.pct(pos[worst]), n=n))
-    anatomy.notice(items)
+    st.markdown("\n".join(f"- {item}" for item in items))
 
 
 @cache_data(max_entries=2, max_bytes=1 * MB)
@@ -271,25 +288,31 @@ def pitfall_demo() -> None:
         st.caption(t(f"{NS}.pit_pad_mass", mass=fmt.pct(r["attention"].pad_mass)))
 
 
+class Slots(NamedTuple):
+    """Containers drawn in the full run (each in its presenter step, after that step's static heading and lesson);
+    the example's fragment fills them on each of its reruns."""
+    controls: DeltaGenerator       # the controls' row: the length and the seed
+    answers: DeltaGenerator
+    diagram: DeltaGenerator
+    check: DeltaGenerator
+
+
 @st.fragment
-def example_fragment(lesson: presenter.Lesson, counters: tuple[int, int], rev: dict | None) -> None:
-    """The learner's digit string and everything it drives, as a fragment (issue 13 §4): a new length, seed or
-    string reruns and redraws only this part, not the intuition, the question, the recorded curves or the pitfall.
-    A fragment rerun numbers its presenter steps from where the full run started it (``counters``)."""
-    lesson.count, lesson.kept = counters
-    with lesson.step("controls", keep=True):
-        digits = example_controls()
-    if digits is None:
-        return
+def example_fragment(slots: Slots, typed: str | None, rev: dict | None) -> None:
+    """The length and the seed, and what the digit string drives, as a fragment (issue 13 §4): a new length, seed
+    or step or the check button reruns only this, and re-sends only what it writes into the sections' slots (the
+    length and seed in the controls' row, the answers, the step slider and the diagrams, the check button and its
+    results) and its own body (the notices' list); the headings, lessons and hints around them are not re-sent.
+    ``typed``: the learner's own (valid) digits, typed outside (a typed string reruns the page)."""
+    digits = typed if typed is not None else generated_digits(slots.controls)
     res = answers(digits)
-    with lesson.step("answers"):
+    with slots.answers:
         marked = answers_section(digits, res)
-    with lesson.step("diagram"):
+    with slots.diagram:
         diagram_section(digits, res)
-    with lesson.step("check"):
+    with slots.check:
         checked = check_section(digits)
-    with lesson.step("notice"):
-        notices(digits, res, marked, rev, checked)
+    notices(digits, res, marked, rev, checked)
 
 
 # ------------------------------------------------------------------ the page
@@ -310,9 +333,22 @@ if not models.unavailable(*MODELS.values()):
                                                            t(f"{NS}.ex_d")], 1, t(f"{NS}.ex_explain", **nums))
     with lesson.step("curves"):
         rev = curves_section()
-    with lesson.step("example", keep=True):   # the heading outside the fragment: not re-sent with every new string
+    with lesson.step("example", keep=True):   # the heading and the controls' row (the fragment draws length and seed)
         st.header(t(f"{NS}.example_title"))
-    example_fragment(lesson, (lesson.count, lesson.kept), rev)
+        chosen = example_controls()
+    if chosen is not None:
+        with lesson.step("answers"):
+            answers_slot = st.container()
+        with lesson.step("diagram"):
+            st.markdown(f"## {t(f'{NS}.arch_title')}\n\n{lesson_text(f'{NS}/architecture')}")
+            diagram_slot = st.container()
+        with lesson.step("check"):
+            st.subheader(t(f"{NS}.check_title"))
+            st.caption(t(f"{NS}.check_hint"))
+            check_slot = st.container()
+        with lesson.step("notice"):
+            st.subheader(t("common.notice"))
+            example_fragment(Slots(chosen.row, answers_slot, diagram_slot, check_slot), chosen.typed, rev)
     with lesson.step("pitfall"):
         anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=t(f"{NS}.pit_code"), demo=pitfall_demo)
 anatomy.show_code(seq2seq.Encoder.forward, seq2seq.Decoder.step, seq2seq.AttentionDecoder.step,

@@ -125,27 +125,28 @@ def kernel_evidence(k: KernelChoice) -> None:
 
 
 def kernel_tab(lesson: presenter.Lesson) -> bool:
-    # The controls are one kept block: the data sliders, then the fragment of the seed and the query. That fragment
-    # also holds the question and evidence steps (presenter mode still shows those one at a time: it hides any
-    # step container but the current one, wherever it is).
+    # The data sliders are the kept block; the question comes next, drawn outside the fragment of the seed (a seed
+    # press does not re-send it); the evidence step is that fragment: the seed and query row, then what they drive.
     with lesson.step("kernel: controls", keep=True):
         data = kernel_data_controls()
-        return kernel_seeded(lesson, lesson.count, lesson.kept, *data)
+    with lesson.step("kernel: question"):
+        why = exercise("qkv_ex_kernel", t("qkv.k_ex_q"), [t("qkv.k_ex_a0"), t("qkv.k_ex_a1"), t("qkv.k_ex_a2")], 1,
+                       None)           # the explanation quotes the sample's mean: the fragment writes it in ``why``
+    with lesson.step("kernel: evidence"):
+        kernel_seeded(why, *data)
+    return True
 
 
 @st.fragment
-def kernel_seeded(lesson: presenter.Lesson, count: int, kept: int, h: float, n_train: int, noise: float) -> bool:
-    """The seed and the query, and what they drive, as a fragment inside the tab's: the seed, the query, a click on
-    the heatmap or the exercise rerun (and re-send) only this, not the bandwidth / points / noise sliders above
-    (issue 13 §4). Numbers its presenter steps from ``count``, ``kept`` like ``tab_body``."""
-    lesson.count, lesson.kept = count, kept
+def kernel_seeded(why, h: float, n_train: int, noise: float) -> None:
+    """The seed and the query, and what they drive, as a fragment inside the tab's: the seed, the query or a click on
+    the heatmap rerun (and re-send) only this, not the bandwidth / points / noise sliders nor the question above
+    (issue 13 §4). ``why``: the revealed exercise's explanation slot (None before), filled with this sample's mean."""
     chosen = kernel_query_controls(h, n_train, noise)
-    with lesson.step("kernel: question"):
-        exercise("qkv_ex_kernel", t("qkv.k_ex_q"), [t("qkv.k_ex_a0"), t("qkv.k_ex_a1"), t("qkv.k_ex_a2")], 1,
-                 t("qkv.k_ex_why", mean=fmt.fixed(float(np.mean(chosen.run.y)))))
-    with lesson.step("kernel: evidence"):
-        kernel_evidence(chosen)
-    return True
+    if why is not None:
+        with why:
+            st.markdown(t("qkv.k_ex_why", mean=fmt.fixed(float(np.mean(chosen.run.y)))))
+    kernel_evidence(chosen)
 
 
 # --- tab 2: the library ----------------------------------------------------------------------------------------

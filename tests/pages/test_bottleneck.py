@@ -18,6 +18,7 @@ from tests.apptest_util import (
     exceptions,
     label_parts,
     open_page,
+    presenter_steps,
     shows_label,
 )
 from ui.i18n import catalog
@@ -248,3 +249,27 @@ def test_a_new_seed_changes_the_diagrams_data_not_their_spec():
     for (spec0, data0), (spec1, data1) in zip(before, after):
         assert spec1 == spec0
         assert not data1.equals(data0)                  # a new string: new data in the same chart
+
+
+def test_presenter_steps_hold_each_section_of_the_example():
+    """?present=1: the example's fragment writes into slots left in the sections' steps (issue 13 §4), so each
+    step holds its static heading first, then what the digit string drives: the controls (kept under every step),
+    the answers, the diagram, the check, the notices; the question comes before all of them."""
+    at = open_page("bottleneck", "en", {"present": "1", "step": "1"})
+    assert exceptions(at) == []
+    steps = list(presenter_steps(at).items())
+    assert f"Step 1 of {len(steps) - 1}" in [m.value for m in at.markdown]       # one kept block: the controls
+    names = [name for name, _ in steps]
+    assert names == [f"present_step_{i}" for i in (1, 2, 3)] + ["present_keep_1"] + [
+        f"present_step_{i}" for i in (4, 5, 6, 7, 8)]
+    content = [[(kind, text) for kind, text in items if kind not in ("flex_container", "transparent")]
+               for _, items in steps]
+    assert ("radio", "bn_ex_guess") in content[1] and not any(k == "vega_lite_chart" for k, _ in content[1])
+    assert content[3][0] == ("header", EN["bottleneck.example_title"])
+    assert [k for k, _ in content[3][1:]] == ["toggle", "slider", "number_input"]           # own, length, seed
+    assert [k for k, _ in content[4]] == ["vega_lite_chart", "markdown", "vega_lite_chart", "download_button"]
+    assert content[5][0][1].startswith(f"## {EN['bottleneck.arch_title']}")
+    assert [k for k, _ in content[5][1:]] == ["slider", "vega_lite_chart", "vega_lite_chart", "caption"]
+    assert content[6][:2] == [("subheader", EN["bottleneck.check_title"]), ("caption", EN["bottleneck.check_hint"])]
+    assert content[6][2] == ("button", "check")
+    assert content[7][0] == ("subheader", EN["common.notice"]) and content[7][1][1].startswith("- ")

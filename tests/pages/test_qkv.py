@@ -158,6 +158,21 @@ def test_kernel_url_reproduces_bandwidth_and_query():
     assert outlined == ["(datum.query_pos === 16)"]
 
 
+def test_kernel_exercise_explanation_quotes_this_samples_mean():
+    """The question sits outside the seed's fragment (issue 13 §4); revealed, its explanation is written by the
+    fragment into the exercise's slot, once, with the mean of the sample now on screen (a new seed: a new mean)."""
+    at = open_page("qkv", "en", params={"n": "20", "noise": "0.8", "kseed": "3"})
+    at.radio(key="qkv_ex_kernel_guess").set_value(1).run()
+    at.button(key="qkv_ex_kernel_reveal").click().run()
+    assert exceptions(at) == []
+    for seed in (3, 4):
+        if seed == 4:
+            at.number_input(key="kseed").set_value(4).run()
+        y = lab.kernel_regression_data(20, 0.8, seed=seed)[1].double().numpy()
+        why = [m.value for m in at.markdown if str(m.value).startswith(EN["qkv.k_ex_why"][:20])]
+        assert len(why) == 1 and f"{y.mean():.2f}" in why[0], why
+
+
 # --- tab 2: the library ----------------------------------------------------------------------
 
 def _library(params=None, edits=None):
