@@ -98,10 +98,10 @@ def kernel_evidence(k: KernelChoice) -> None:
     q_labels = [f"{g:g}" for g in d.grid]
     k_labels = [f"{x:.2f}" for x in d.x]
     left, right = st.columns(2)
-    top_w = max(0.05, float(d.weights.max()))  # stretch the colours: a wide band has small weights
+    top_w = float(d.weights.max())    # the colours stretch to it (a wide band has small weights); Vega finds it too
     with left:
         draw_heatmap(d.weights, q_labels, k_labels, key="k_heat", csv_name="kernel_weights.csv",
-                     kind="weights", domain=(0.0, top_w), outline_row=row, x_title=t("qkv.k_keys_axis"),
+                     kind="weights", domain="data", outline_row=row, x_title=t("qkv.k_keys_axis"),
                      y_title=t("qkv.k_queries_axis"), value_title=t("common.weight"), title=t("qkv.k_heat_title"))
         st.caption(t("qkv.k_heat_caption", top=fmt.fixed(top_w, 3)))
     with right:

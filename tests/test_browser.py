@@ -209,3 +209,21 @@ def test_the_layer_diagram_images_are_coloured_as_vega_colours_its_legend(server
     page.close()
     assert "The" in tip and catalog("en")["encoder.step_ffn_hidden"] in tip, tip
     assert outside == []
+
+
+def test_kernel_dots_and_heatmap_share_one_colour_scale_read_from_the_data(server, browser):
+    """qkv's kernel charts carry no colour domain in their specs (a new seed then swaps their data only): the
+    heatmap's scale is Vega's 0 .. max of its data, the dots' ends at ``top`` read from the query's data set by an
+    expression. In a real browser both legends must end at the same weight, the sample's largest (0.269 for
+    kseed 5: ticks up to 0.25; 0.235 for kseed 0: up to 0.20)."""
+    for seed, last in ((5, "0.25"), (0, "0.20")):
+        page, outside, _console, _took = visit(browser, f"{server}/qkv?lang=en&kseed={seed}", f"qkv_kernel_{seed}")
+        try:
+            page.wait_for_timeout(1500)
+            legends = [c.evaluate("c => [...c.querySelectorAll('.role-legend-label text')].map(t => t.textContent)"
+                                  ".filter(s => /^[0-9.]+$/.test(s))")
+                       for c in page.locator("[data-testid='stVegaLiteChart']").all()[:2]]
+            assert legends[0] == legends[1] and legends[0][-1] == last, legends
+        finally:
+            page.close()
+        assert outside == []

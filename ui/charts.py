@@ -440,7 +440,9 @@ def heatmap_chart(frame, *, kind: str, show_numbers: bool, fine: bool, many: boo
     condition is an expression Vega evaluates per cell."""
     rows_in_order = alt.EncodingSortField(field="query_pos", op="min")
     cols_in_order = alt.EncodingSortField(field="key_pos", op="min")
-    if kind == "weights":
+    if kind == "weights" and domain is None:      # 0 .. the largest value, found by Vega in the data
+        scale = alt.Scale(domainMin=0, scheme=WEIGHT_SCHEME, clamp=True)
+    elif kind == "weights":
         scale = alt.Scale(domain=domain, scheme=WEIGHT_SCHEME, clamp=True)
     else:
         scale = alt.Scale(domain=domain, scheme=SIGNED_SCHEME, domainMid=0)
@@ -509,13 +511,15 @@ def heatmap(matrix, row_labels: Sequence[str], col_labels: Sequence[str] | None 
             x_title: str = "key", y_title: str = "query", value_title: str = "weight",
             show_numbers: bool | None = None, selected_row: int | None = None,
             selectable: bool = True, height: int | None = None,
-            domain: tuple[float, float] | None = None, width: int | None = None,
+            domain: tuple[float, float] | str | None = None, width: int | None = None,
             legend: bool = True, fit_x: bool = True, outline_row: int | None = None) -> Spec:
     """The one attention heatmap, as a finished spec: queries as rows, keys as columns.
 
     ``height`` is the plot's own height (the rows): with ``fit_x`` (default) the chart stretches to its
     column's width and grows below for the axis labels and the legend.
-    kind="weights": fixed 0..1 colour domain (viridis), so two heatmaps compare by colour.
+    kind="weights": fixed 0..1 colour domain (viridis), so two heatmaps compare by colour;
+    ``domain="data"``: 0 .. the largest value, computed by Vega from the data, so the spec does not change with
+    the values and a new sample swaps the data instead of rebuilding the chart (a domain in the spec would).
     kind="scores": diverging scheme centred on 0 for raw / scaled scores.
     Masked cells are drawn grey with a "×", never just dark. Clicking a cell selects its query row
     (selection named ``row``, field ``query_pos``). ``outline_row``: a query row framed in orange.
@@ -529,7 +533,11 @@ def heatmap(matrix, row_labels: Sequence[str], col_labels: Sequence[str] | None 
     n_rows, n_cols = len(data.rows), len(data.cols)
     if show_numbers is None:
         show_numbers = n_rows <= MAX_NUMBERS and n_cols <= MAX_NUMBERS
-    lo, hi = domain or ((0.0, 1.0) if kind == "weights" else (-data.bound, data.bound))
+    from_data = domain == "data"
+    if from_data and kind != "weights":
+        raise ValueError('domain="data" is for kind="weights"')
+    lo, hi = (0.0, data.bound) if from_data else \
+        domain or ((0.0, 1.0) if kind == "weights" else (-data.bound, data.bound))
     upright = all(len(str(c)) <= 2 for c in data.cols)
     # the numbers drawn are the values (weights 0..1 whatever the colour domain; scores up to the bound)
     v_lo, v_hi = (0.0, 1.0) if kind == "weights" else (-data.bound, data.bound)
@@ -538,7 +546,8 @@ def heatmap(matrix, row_labels: Sequence[str], col_labels: Sequence[str] | None 
         many=n_rows * n_cols > MAX_ARIA_CELLS, any_masked=data.any_masked,
         upright_x=upright, overlap_x=n_cols > 8, overlap_y=n_rows > 16,
         selectable=selectable, legend=bool(legend), fit_x=bool(fit_x), x_title=x_title, y_title=y_title,
-        value_title=value_title, domain=[float(lo), float(hi)], threshold=0.6 * float(hi),
+        value_title=value_title, domain=None if from_data else [float(lo), float(hi)],
+        threshold=0.6 * float(hi) if show_numbers else 0.6,
         selected=None if selected_row is None else int(selected_row) // data.factor * data.factor,
         height=int(height or heatmap_height(n_rows)), width=width, title=title,
         outline=None if outline_row is None else int(outline_row) // data.factor * data.factor,

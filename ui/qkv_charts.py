@@ -56,8 +56,9 @@ class KernelLabels(NamedTuple):
 
 
 def kernel_fit_frames(x_train, y_train, x_curve, y_true, y_fit, query_x: float, query_weights,
-                      query_pred: float, labels: KernelLabels) -> dict[str, pd.DataFrame]:
-    """The frames of ``kernel_fit``: the two curves, the training points, the query."""
+                      query_pred: float, labels: KernelLabels, weight_max: float = 1.0) -> dict[str, pd.DataFrame]:
+    """The frames of ``kernel_fit``: the two curves, the training points, the query (with ``top``, the end of the
+    weight colour scale: a number in the data, not in the spec, so a new sample swaps the data only)."""
     xt, yt, w = _vec(x_train), _vec(y_train), _vec(query_weights)
     xc = _vec(x_curve)
     curves = pd.DataFrame({    # float32 and a categorical series (each label sent once): a quarter of the bytes
@@ -67,14 +68,22 @@ def kernel_fit_frames(x_train, y_train, x_curve, y_true, y_fit, query_x: float, 
                                  categories=list(dict.fromkeys([labels.truth, labels.fit]))),
     })
     points = pd.DataFrame({"x": xt, "y": yt, "weight": w, "exact": _exact(w)})
-    query = pd.DataFrame({"x": [float(query_x)], "y": [float(query_pred)], "exact": [f"{float(query_pred):.6g}"]})
+    query = pd.DataFrame({"x": [float(query_x)], "y": [float(query_pred)], "exact": [f"{float(query_pred):.6g}"],
+                          "top": [float(weight_max)]})
     return {"curves": curves, "points": points, "query": query}
 
 
-@chart_kind(fill=("series", "weight_title", "size_domain", "weight_domain", "height"))
+# the weight colours end at the "top" of the query's data set (the heatmap's largest weight), read by Vega: the
+# dots and the heatmap beside them share one colour scale, and the spec stays the same for a new sample
+WEIGHT_TOP = "length(data('query')) ? data('query')[0].top : 1"
+
+
+@chart_kind(fill=("series", "weight_title", "height"))
 def kernel_fit_chart(data, *, x_title: str, y_title: str, series_title: str, query_title: str,
-                     prediction_title: str, series=(), weight_title: str = "weight", size_domain=(0, 1),
-                     weight_domain=(0, 1), height: int = 420) -> alt.LayerChart:
+                     prediction_title: str, series=(), weight_title: str = "weight",
+                     height: int = 420) -> alt.LayerChart:
+    """Dot sizes run from 0 to the query's largest weight (Vega's domain of the dots' data), their colours from 0 to
+    ``top`` (``WEIGHT_TOP``)."""
     x_enc = alt.X("x:Q", title=x_title, scale=alt.Scale(domain=[0, 5], nice=False))
     colour = alt.Color("series:N", title=series_title, scale=alt.Scale(domain=series, range=[TRUTH_GREY, KEY_BLUE]),
                        legend=alt.Legend(orient="bottom", direction="vertical"))    # one per line: fits 390 px
@@ -83,8 +92,9 @@ def kernel_fit_chart(data, *, x_title: str, y_title: str, series_title: str, que
         strokeDash=alt.StrokeDash("series:N", legend=None, scale=alt.Scale(domain=series, range=[[5, 4], [1, 0]])))
     dots = alt.Chart(data["points"]).mark_circle(stroke="black", strokeWidth=0.4).encode(
         x=x_enc, y="y:Q",
-        size=alt.Size("weight:Q", scale=alt.Scale(domain=size_domain, range=[12, 420]), legend=None),
-        color=alt.Color("weight:Q", scale=alt.Scale(domain=weight_domain, scheme="viridis", clamp=True),
+        size=alt.Size("weight:Q", scale=alt.Scale(domainMin=0, range=[12, 420]), legend=None),
+        color=alt.Color("weight:Q", scale=alt.Scale(domainMin=0, domainMax=alt.ExprRef(WEIGHT_TOP),
+                                                    scheme="viridis", clamp=True),
                         title=weight_title, legend=alt.Legend(orient="right")),
         tooltip=[alt.Tooltip("x:Q", title=x_title, format=".4f"), alt.Tooltip("y:Q", title=y_title, format=".4f"),
                  alt.Tooltip("exact:N", title=weight_title)])
@@ -101,12 +111,11 @@ def kernel_fit(x_train, y_train, x_curve, y_true, y_fit, *, query_x: float, quer
     """Training points (size and colour = their weight for the chosen query), the true curve,
     the Nadaraya-Watson fit, and the chosen query as a vertical rule with its prediction.
     The weight colours span 0..``weight_max`` (match the heatmap next to it)."""
-    frames = kernel_fit_frames(x_train, y_train, x_curve, y_true, y_fit, query_x, query_weights, query_pred, labels)
-    size_max = max(float(_vec(query_weights).max()), 1e-9)
+    frames = kernel_fit_frames(x_train, y_train, x_curve, y_true, y_fit, query_x, query_weights, query_pred, labels,
+                               weight_max)
     return kernel_fit_chart(frames, x_title=labels.x, y_title=labels.y, series_title=labels.series,
                             query_title=labels.query, prediction_title=labels.prediction,
-                            series=[labels.truth, labels.fit], weight_title=labels.weight,
-                            size_domain=[0, size_max], weight_domain=[0, float(weight_max)], height=height)
+                            series=[labels.truth, labels.fit], weight_title=labels.weight, height=height)
 
 
 # --- 2. the library --------------------------------------------------------------------------

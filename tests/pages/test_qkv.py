@@ -145,6 +145,36 @@ def test_kernel_heatmap_is_the_gaussian_kernel_average(kernel_en):
     assert f"f(2.5) = {expected[10] @ y:.2f}" in notice
 
 
+def test_kernel_charts_keep_their_spec_for_a_new_sample():
+    """The colour scales end at the sample's largest weight without the spec naming it (the heatmap's domain is
+    Vega's 0 .. max of its data; the dots read ``top`` from the query's data set): a new seed keeps both specs, so
+    Streamlit swaps the data instead of rebuilding the two charts (issue 13 §4). The dots' colour scale ends where
+    the heatmap's does."""
+    def kernel_specs(seed):
+        at = open_page("qkv", "en", params={"kseed": str(seed)})
+        assert exceptions(at) == []
+        specs = []
+        for c in charts(at)[:2]:
+            spec = dict(chart_spec(c))
+            spec.pop("datasets", None)
+            specs.append(json.dumps(spec, sort_keys=True))
+        return at, specs
+
+    a, specs_a = kernel_specs(3)
+    b, specs_b = kernel_specs(4)
+    assert specs_a == specs_b
+    for at, seed in ((a, 3), (b, 4)):
+        top = float(lab.kernel_lesson(40, 0.5, seed, 0.4, 21).weights.max())
+        heat = _matrix(_frames(at, "query_pos", "key_pos", "value")[0])
+        assert heat.max() == pytest.approx(top, abs=1e-6)           # Vega's data domain ends here
+        query = [f for f in _frames(at, "x", "y", "exact", piece="query") if "top" in f.columns][0]
+        assert float(query["top"][0]) == pytest.approx(top, abs=1e-9)
+    heat_scale = json.loads(specs_a[0])["layer"][0]["encoding"]["color"]["scale"]
+    assert heat_scale.get("domainMin") == 0 and "domain" not in heat_scale
+    dots = [layer for layer in json.loads(specs_a[1])["layer"] if layer.get("mark", {}).get("type") == "circle"][0]
+    assert dots["encoding"]["color"]["scale"]["domainMax"] == {"expr": "length(data('query')) ? data('query')[0].top : 1"}
+
+
 def test_kernel_url_reproduces_bandwidth_and_query():
     at = open_page("qkv", "en", params={"h": "0.1", "x": "4", "n": "20", "noise": "0", "kseed": "3"})
     assert exceptions(at) == []
