@@ -63,6 +63,7 @@ def test_entropy_of_one_hot_and_uniform_rows():
     assert lab.uniform_entropy(2) == pytest.approx(math.log(2) / 2)
 
 
+@torch.no_grad()    # logits only: no graph (float() of a graph tensor warns)
 def test_the_qk_norm_bound_is_reached_for_aligned_q_k_and_holds_for_any_input_scale():
     torch.manual_seed(0)
     attn = CausalSelfAttention(32, 4, qk_norm=True, rope=True)
