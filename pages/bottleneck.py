@@ -266,7 +266,7 @@ def notices(digits: str, res: lab.Answers, marked: dict, rev: dict | None,
         worst = int(np.argmin(pos))
         items.append(t(f"{NS}.notice_positions", first=fmt.pct(pos[0]), last=fmt.pct(pos[-1]), worst=worst + 1,
                        w=fmt.pct(pos[worst]), n=n))
-    st.markdown("\n".join(f"- {item}" for item in items))
+    anatomy.notice_items(items)
 
 
 @cache_data(max_entries=2, max_bytes=1 * MB)
@@ -347,7 +347,7 @@ if not models.unavailable(*MODELS.values()):
             st.caption(t(f"{NS}.check_hint"))
             check_slot = st.container()
         with lesson.step("notice"):
-            st.subheader(t("common.notice"))
+            anatomy.notice_heading()
             example_fragment(Slots(chosen.row, answers_slot, diagram_slot, check_slot), chosen.typed, rev)
     with lesson.step("pitfall"):
         anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=t(f"{NS}.pit_code"), demo=pitfall_demo)

@@ -327,7 +327,7 @@ def what_to_notice(r: lab.HeadsLesson, v: View, f: lab.AveragingFacts) -> None:
                        c=f.farthest.a, d=f.farthest.b, far=fmt.fixed(f.farthest.distance)))
     else:
         items.append(t(f"{NS}.notice_one_head"))
-    st.markdown("\n".join(f"- {item}" for item in items))     # as anatomy.notice; its heading is drawn outside
+    anatomy.notice_items(items)     # its heading (anatomy.notice_heading) is drawn outside the seed's fragment
 
 
 def parameter_exercise(d_model: int, h: int) -> None:
@@ -434,7 +434,7 @@ def lesson_body(lesson: presenter.Lesson, count: int, kept: int) -> None:
             seed_row = st.container()                 # the seed, above the tab bar it redraws
             drawn = open_tabs()
         with lesson.step("notice"):
-            st.subheader(t("common.notice"))
+            anatomy.notice_heading()
             notice = st.container()
         with lesson.step("pitfall: averaging"):
             averaging_pitfall()

@@ -129,16 +129,6 @@ class Slots(NamedTuple):
     pitfall_demo: DeltaGenerator | None
 
 
-def notice_heading() -> None:
-    """The heading of ``anatomy.notice``, drawn with the fixed text; its list (``notice_items``, the same markdown
-    ``anatomy.notice`` writes) comes from the seeded fragment: one element fewer per seed press."""
-    st.subheader(t("common.notice"))
-
-
-def notice_items(items: list[str]) -> None:
-    st.markdown("\n".join(f"- {item}" for item in items))
-
-
 # ------------------------------------------------------------------ 1. the scores grow with d_k
 def variance_evidence_text(d_k: int) -> tuple[DeltaGenerator, DeltaGenerator, DeltaGenerator]:
     st.markdown(lesson("scaling/variance"))
@@ -149,7 +139,7 @@ def variance_evidence_text(d_k: int) -> tuple[DeltaGenerator, DeltaGenerator, De
     with right:
         var = st.container()
         st.caption(t("scaling.var_caption", n=N_PAIRS))
-    notice_heading()
+    anatomy.notice_heading()
     return hist, var, st.container()
 
 
@@ -185,8 +175,8 @@ def variance_evidence(cfg: Settings, var: sl.VarianceSweep, slots: Slots) -> Non
                                              x_title=t("scaling.var_x"), y_title=t("scaling.var_y"),
                                              legend_title=t("scaling.var_legend")), key="var")
     with slots.var_notice:
-        notice_items([t("scaling.notice_variance", dk=cfg.d_k, var_raw=fmt.sig(var.var_raw[i]),
-                          sqrt=sc.fmt_short(math.sqrt(cfg.d_k)), var_scaled=fmt.sig(var.var_scaled[i]))])
+        anatomy.notice_items([t("scaling.notice_variance", dk=cfg.d_k, var_raw=fmt.sig(var.var_raw[i]),
+                                  sqrt=sc.fmt_short(math.sqrt(cfg.d_k)), var_scaled=fmt.sig(var.var_scaled[i]))])
 
 
 # ------------------------------------------------------------------ 2. what big scores do to softmax
@@ -303,7 +293,7 @@ def temperature_text(d_k: int, tau: float) -> tuple[DeltaGenerator, DeltaGenerat
     st.markdown(lesson("scaling/temperature"))
     chart = st.container()
     st.caption(t("scaling.tau_caption", k=N_K, tau=sc.fmt_tau(tau), sqrt=sc.fmt_short(math.sqrt(d_k))))
-    notice_heading()
+    anatomy.notice_heading()
     return chart, st.container()
 
 
@@ -316,8 +306,9 @@ def temperature_evidence(cfg: Settings, row: int, view: sl.SoftmaxView, slots: S
                                                 y_title=t("scaling.tau_y"), mode_title=t("scaling.mode_title")),
                            key="temp")
     with slots.temperature_notice:
-        notice_items([t("scaling.notice_temperature", q=Q_LABELS[row], mw_now=fmt.sig(view.weights[row].max()),
-                        mode=cfg.mode_now, tau=cfg.tau_text, sqrt=sc.fmt_short(math.sqrt(cfg.d_k)))])
+        anatomy.notice_items([t("scaling.notice_temperature", q=Q_LABELS[row],
+                                mw_now=fmt.sig(view.weights[row].max()), mode=cfg.mode_now, tau=cfg.tau_text,
+                                sqrt=sc.fmt_short(math.sqrt(cfg.d_k)))])
 
 
 # ------------------------------------------------------------------ pitfall

@@ -87,7 +87,18 @@ def _selected_query(event) -> int | None:
 
 def notice(items: Sequence[str]) -> None:
     """6. What to notice: observations quoting the numbers now on screen."""
+    notice_heading()
+    notice_items(items)
+
+
+def notice_heading() -> None:
+    """The heading of ``notice``. A page whose list depends on a seed draws it with the fixed text and
+    ``notice_items`` from the seed's fragment: one message fewer per seed press (issue 13 §4)."""
     st.subheader(t("common.notice"))
+
+
+def notice_items(items: Sequence[str]) -> None:
+    """The list of ``notice``, one markdown."""
     st.markdown("\n".join(f"- {item}" for item in items))
 
 
