@@ -2,16 +2,15 @@
 import streamlit as st
 import torch
 
-# attention_core's __init__ imports its submodules: its first import must finish in one thread before any page
-# imports a submodule in another. Concurrent first sessions on a fresh server otherwise race through Python's
-# per-module import locks and one of them gets a partially initialised module (ImportError "cannot import name
-# 'CausalSelfAttention' from partially initialized module 'attention_core.decoder'", seen with 60 sessions in
-# tests/test_serving.py). Imported here, a second session waits for the first to finish it.
-import attention_core  # noqa: F401
+# these four import nothing of attention_core: the pages' modules are imported below, once, in one thread
 from ui.i18n import language_switch, t
 from ui.presenter import sidebar_toggle
-from ui.registry import ROOT, SECTIONS, available_pages
+from ui.registry import ROOT, SECTIONS, available_pages, import_page_modules
 from ui.url_guard import begin_run
+
+# sessions starting together on a fresh server must not import the pages' modules concurrently (ImportError
+# from a partially initialised module, seen in tests/test_serving.py): the first imports them, the others wait
+import_page_modules()
 
 # the tensors of these lessons are tiny: one thread avoids thread start-up and contention costs
 # that are larger than the work itself (and leaves the other cores to other sessions)

@@ -52,7 +52,7 @@ def page_keys(root: pathlib.Path) -> list[str]:
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod            # dataclasses look their module up while the class is created
     spec.loader.exec_module(mod)
-    return [p.key for p in mod.PAGES if (root / "pages" / f"{p.key}.py").exists()]
+    return [p.key for p in mod.PAGES if (root / "app_pages" / f"{p.key}.py").exists()]
 
 
 def page_url(base: str, key: str, lang: str) -> str:

@@ -13,14 +13,14 @@ APP = str(ROOT / "app.py")
 
 
 def open_page(key: str, lang: str = "en", params: dict | None = None, timeout: float = 60) -> AppTest:
-    """Run the router, switch to ``pages/<key>.py`` and run it, with ?lang= and other params."""
+    """Run the router, switch to ``app_pages/<key>.py`` and run it, with ?lang= and other params."""
     at = AppTest.from_file(APP, default_timeout=timeout)
     at.query_params["lang"] = lang
     for name, value in (params or {}).items():
         at.query_params[name] = value
     at.run()
     if key != "home":
-        at.switch_page(f"pages/{key}.py")
+        at.switch_page(f"app_pages/{key}.py")
         at.run()
     return at
 

@@ -80,7 +80,7 @@ def test_one_lab_per_page_key():
     assert labs - LAB_EXTRAS <= keys, f"labs named after no page: {sorted(labs - LAB_EXTRAS - keys)}"
     assert LAB_EXTRAS <= labs
     for key in labs - LAB_EXTRAS:
-        assert (ROOT / "pages" / f"{key}.py").exists(), key
+        assert (ROOT / "app_pages" / f"{key}.py").exists(), key
 
 
 def test_the_clis_run():
@@ -118,7 +118,7 @@ def test_torch_is_pinned_exactly():
 
 def test_app_code_never_opens_the_network():
     network = {"urllib", "requests", "http", "httpx", "socket", "aiohttp", "huggingface_hub", "torchvision"}
-    for folder in ("pages", "ui", "attention_core"):
+    for folder in ("app_pages", "ui", "attention_core"):
         for path in (ROOT / folder).rglob("*.py"):
             assert not imported_modules(path) & network, f"{path.relative_to(ROOT)} imports a network module"
     app = (ROOT / "app.py")

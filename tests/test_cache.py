@@ -169,7 +169,7 @@ def test_a_page_script_run_again_finds_its_cache():
             return list(range(n))
         f(5)
     """)
-    code = compile(source, str(ROOT / "pages" / "_rerun_probe.py"), "exec")
+    code = compile(source, str(ROOT / "app_pages" / "_rerun_probe.py"), "exec")
     runs = [{} for _ in range(3)]
     for ns in runs:
         exec(code, ns)
@@ -237,7 +237,7 @@ def test_nbytes_counts_buffers():
 def test_every_page_cache_has_a_byte_budget_and_the_total_is_bounded():
     """No page keeps results in Streamlit's entry-count caches ; the budgets of ui.cache
     hold the total (README, "Memory")."""
-    for path in sorted((ROOT / "pages").glob("*.py")):
+    for path in sorted((ROOT / "app_pages").glob("*.py")):
         if path.stem == "home":
             continue
         text = path.read_text(encoding="utf-8")

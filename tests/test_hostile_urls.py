@@ -42,9 +42,9 @@ NOT_CONTROLS = {"lang"}
 
 
 def source_keys(page: str) -> set[str]:
-    """Literal keys of the bound controls written in ``pages/<page>.py``."""
+    """Literal keys of the bound controls written in ``app_pages/<page>.py``."""
     keys = set()
-    for node in ast.walk(ast.parse((ROOT / "pages" / f"{page}.py").read_text(encoding="utf-8"))):
+    for node in ast.walk(ast.parse((ROOT / "app_pages" / f"{page}.py").read_text(encoding="utf-8"))):
         if isinstance(node, ast.Call):
             kw = {k.arg: k.value for k in node.keywords}
             bind, key = kw.get("bind"), kw.get("key")

@@ -4,7 +4,7 @@
 f-strings, so no static scan can find them all: this test records every key ``t()``/``tl()`` looks up
 (``ui.i18n.looked_up``) while AppTest runs every page in both languages, opens each of its tabs and answers
 and reveals each exercise, and fails listing the keys the catalog of that language lacks. Keys written as
-literals in pages/ and ui/ are also checked statically (they may sit in branches no run reaches).
+literals in app_pages/ and ui/ are also checked statically (they may sit in branches no run reaches).
 Runtime: about 45 s on a shared 2-core machine (34 tests).
 """
 import pathlib
@@ -32,7 +32,7 @@ def _open(key: str, lang: str, state: dict) -> AppTest:
     at.query_params["lang"] = lang
     at.run()
     if key != "home":
-        at.switch_page(f"pages/{key}.py")
+        at.switch_page(f"app_pages/{key}.py")
     for name, value in state.items():
         at.session_state[name] = value
     return at.run()
@@ -113,7 +113,7 @@ LITERAL = re.compile(r"""(?<![\w])(?:t|tl|problem)\(\s*(["'])([A-Za-z_][\w.]*)\1
 
 
 def test_literal_keys_in_the_code_exist_in_both_languages():
-    files = sorted((ROOT / "pages").glob("*.py")) + sorted((ROOT / "ui").glob("*.py")) + [ROOT / "app.py"]
+    files = sorted((ROOT / "app_pages").glob("*.py")) + sorted((ROOT / "ui").glob("*.py")) + [ROOT / "app.py"]
     missing = []
     for path in files:
         for match in LITERAL.finditer(path.read_text(encoding="utf-8")):

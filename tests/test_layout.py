@@ -33,7 +33,7 @@ sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
 SUBSET = [("multihead", "en", "1280x720"), ("efficiency", "zh", "390x844"),
           ("pronoun", "zh", "1280x720"), ("positional", "en", "390x844")]
 if os.environ.get("LAYOUT") == "subset":
-    VIEWS = [v for v in SUBSET if (ROOT / "pages" / f"{v[0]}.py").exists()]
+    VIEWS = [v for v in SUBSET if (ROOT / "app_pages" / f"{v[0]}.py").exists()]
 else:
     VIEWS = [(k, lang, vp) for k in page_keys(ROOT) for lang in ("en", "zh") for vp in VIEWPORTS]
 

@@ -152,6 +152,15 @@ class School:
     def stderr(self) -> str:
         return (self.run_dir / "serve.err").read_text(errors="replace")[-3000:]
 
+    def replica_errors(self) -> str:
+        """The tracebacks the replicas logged (a learner sees only Streamlit's short notice), for a failure."""
+        parts = []
+        for i in range(REPLICAS):
+            text = (self.run_dir / f"replica{i + 1}.log").read_text(errors="replace")
+            if "Traceback" in text:
+                parts.append(f"replica{i + 1}.log:\n" + text[text.index("Traceback"):][:2500])
+        return "\n".join(parts)
+
     def log(self) -> list[str]:
         return self.log_path.read_text(errors="replace").splitlines()
 
@@ -293,7 +302,8 @@ def test_sixty_sessions_through_one_address(school):
     wall = time.perf_counter() - t0
 
     errors = [f"session {r['i']} {r['pages']}: {e}" for r in records for e in r["errors"]]
-    assert not errors, f"{len(errors)} errors, e.g.:\n" + "\n".join(errors[:10])
+    assert not errors, f"{len(errors)} errors, e.g.:\n" + "\n".join(errors[:10]) + "\n" + school.replica_errors()
+    assert not school.replica_errors()
     assert {(p, r["lang"]) for r in records for p in r["pages"]} == {(p, lang) for p in pages for lang in ("en", "zh")}
 
     # affinity, on the replicas' side: each session's reconnecting websocket (a new connection through the

@@ -347,6 +347,6 @@ def values_chart(values, tokens: Sequence[str], weights_row, *, title: str, x_ti
                        title=title, x_title=x_title, y_title=y_title, x_domain=dx, y_domain=dy)
 
 
-# ---- LEGACY names still used by pages/analysis.py (removed when that page is converted) ----
+# ---- LEGACY names still used by app_pages/analysis.py (removed when that page is converted) ----
 small_multiples_spec = small_multiples
 geometry_spec = geometry_chart

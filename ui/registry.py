@@ -1,7 +1,10 @@
 """The pages of the app, in teaching order. The router and the home page's map read this."""
 from __future__ import annotations
 
+import ast
+import importlib
 import pathlib
+import threading
 from dataclasses import dataclass
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -16,7 +19,7 @@ class PageSpec:
     @property
     def path(self) -> str:
         """Relative to the repository root (what AppTest.switch_page takes)."""
-        return f"pages/{self.key}.py"
+        return f"app_pages/{self.key}.py"
 
     @property
     def file(self) -> pathlib.Path:
@@ -55,3 +58,55 @@ PAGES: tuple[PageSpec, ...] = (
 def available_pages() -> list[PageSpec]:
     """Only pages whose file exists are registered: the app never links to a stub."""
     return [p for p in PAGES if p.file.exists()]
+
+
+# ------------------------------------------------------------------------------ the pages' modules, loaded once
+
+PACKAGES = ("attention_core", "ui")      # this repository's packages: what a page imports from them is preloaded
+_PRELOAD_LOCK = threading.Lock()
+_preloaded = False
+
+
+def page_imports(path: pathlib.Path) -> list[str]:
+    """The modules of this repository that the page file at `path` imports (anywhere in it), in source order:
+    `from attention_core.labs import qkv` names `attention_core.labs` and `attention_core.labs.qkv`."""
+    names: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names
+                                     if _is_module(f"{node.module}.{alias.name}")]
+        else:
+            continue
+        names += [n for n in found if n.split(".")[0] in PACKAGES and n not in names]
+    return names
+
+
+def _is_module(name: str) -> bool:
+    base = ROOT.joinpath(*name.split("."))
+    return base.with_suffix(".py").exists() or (base / "__init__.py").exists()
+
+
+def import_page_modules() -> None:
+    """Import, once per process and in one thread, every module of this repository that a page imports.
+
+    The router calls this before any page runs. Several sessions starting together on a fresh server would
+    otherwise import the pages' modules concurrently, and Python's per-module import locks do not make that
+    safe: a thread importing `attention_core.labs.qkv` does not wait for another thread still running
+    `attention_core/__init__.py` (a parent package found in sys.modules is used as it is), and two threads
+    taking the locks of a circular import in opposite orders are let through with a partially initialised
+    module. Either way a learner's page failed with an ImportError (seen in tests/test_serving.py). Here the
+    first session imports everything while the others wait on the lock; later runs return at once."""
+    global _preloaded
+    if _preloaded:
+        return
+    with _PRELOAD_LOCK:
+        if _preloaded:
+            return
+        for package in PACKAGES:
+            importlib.import_module(package)
+        for spec in available_pages():
+            for name in page_imports(spec.file):
+                importlib.import_module(name)
+        _preloaded = True

@@ -71,7 +71,7 @@ def _guarded_seed(original, self, metadata, user_key: str, widget_id: str, url_v
     from streamlit.runtime.state.query_params import parse_url_param
 
     # a page may read the link's value itself and set the widget through st.session_state before drawing it
-    # (a label in the other language, pages/pronoun.py adopt_url_choice): then Streamlit's own reading of
+    # (a label in the other language, app_pages/pronoun.py adopt_url_choice): then Streamlit's own reading of
     # the value failing is no news for the learner
     adopted = user_key in getattr(self, "_new_session_state", ())
     # a control drawn anew under the same key (tabs whose labels changed with the language) is re-seeded

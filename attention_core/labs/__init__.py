@@ -2,7 +2,7 @@
 (``attention_core.models``).
 
 One module per page key of ``ui/registry.py`` (``labs.qkv`` is the ``qkv`` page's, as are
-``pages/qkv.py`` and ``ui/qkv_charts.py``), plus ``seed_bugs`` (the tutorials' bugs, run, for
+``app_pages/qkv.py`` and ``ui/qkv_charts.py``), plus ``seed_bugs`` (the tutorials' bugs, run, for
 several pages) and ``efficiency_bench`` (the benchmark CLI the efficiency page's recorded figures come
 from: ``python -m attention_core.labs.efficiency_bench``). A lab takes plain values and returns
 plain values or tensors; it imports no streamlit, altair, pandas or ui, and parses no widget or URL

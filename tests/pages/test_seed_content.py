@@ -56,7 +56,7 @@ def test_summary_page_every_formula_linked_to_the_page_that_runs_it(lang):
 
     c = CAT[lang]
     assert PAGES[-1].key == "summary" and PAGES[-1].section == SECTIONS[-1]     # the end of the navigation
-    source = (ROOT / "pages" / "summary.py").read_text(encoding="utf-8")
+    source = (ROOT / "app_pages" / "summary.py").read_text(encoding="utf-8")
     import ast
     node = next(n for n in ast.parse(source).body if isinstance(n, ast.Assign) and n.targets[0].id == "FORMULAS")
     formulas = ast.literal_eval(node.value)

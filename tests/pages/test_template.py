@@ -1,4 +1,4 @@
-"""The template page (pages/template.py) stays a working example of the page anatomy (README: "Adding a
+"""The template page (app_pages/template.py) stays a working example of the page anatomy (README: "Adding a
 concept page"): it opens in both languages, its chart is the library's softmax, the question comes before the
 chart, bad input gets a message, and it shows the code that ran."""
 import numpy as np
@@ -9,7 +9,7 @@ from attention_core.text import embed_tokens, tokenize
 from tests.apptest_util import ROOT, chart_data, exceptions
 from ui.i18n import catalog
 
-PAGE = str(ROOT / "pages" / "template.py")
+PAGE = str(ROOT / "app_pages" / "template.py")
 
 
 def open_template(lang="en", **params) -> AppTest:

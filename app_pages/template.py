@@ -23,7 +23,7 @@ from ui.charts import attention_heatmap
 from ui.format import fixed, pct
 from ui.i18n import t
 
-NS = "template"          # the page key: pages/<key>.py, assets/i18n/*/<key>.toml, tests/pages/test_<key>.py
+NS = "template"          # the page key: app_pages/<key>.py, assets/i18n/*/<key>.toml, tests/pages/test_<key>.py
 D_MODEL = 16
 TEMPERATURES = (0.25, 0.5, 1.0, 2.0, 4.0)
 

@@ -25,7 +25,7 @@ from ui.i18n import t
 from ui.registry import ROOT
 
 NS = "gqa"
-KV_CACHE_PAGE = ROOT / "pages" / "kv_cache.py"
+KV_CACHE_PAGE = ROOT / "app_pages" / "kv_cache.py"
 TRAIN_COMMAND = "python -m attention_core.models {recipe}"
 
 

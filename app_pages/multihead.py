@@ -28,7 +28,7 @@ from ui.i18n import t
 from ui.registry import ROOT
 
 NS = "multihead"
-ANALYSIS_PAGE = ROOT / "pages" / "analysis.py"    # where the tutorial's pattern table is mapped
+ANALYSIS_PAGE = ROOT / "app_pages" / "analysis.py"    # where the tutorial's pattern table is mapped
 D_MIN, D_MAX, D_DEFAULT = 4, 256, 64
 H_MAX, H_DEFAULT = 32, 8
 # the gallery pattern each planted recipe should be recognised as ("local", "previous_2" have none)
