@@ -38,7 +38,7 @@ def _clear_caches() -> None:
     for obj in gc.get_objects():
         if type(obj) is functools._lru_cache_wrapper:        # type(): isinstance wakes lazy proxies
             module = getattr(obj, "__module__", "") or ""
-            if module.startswith(("attention_core", "ui", "pages", "__main__")):
+            if module.startswith(("attention_core", "ui", "app_pages", "__main__")):
                 obj.cache_clear()
 
 
