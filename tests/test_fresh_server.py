@@ -44,25 +44,35 @@ def test_no_legacy_pages_folder_next_to_either_entry_point():
 
 
 def test_the_router_preloads_every_module_a_page_imports():
-    """In a new interpreter: after import_page_modules(), running every import statement of every page file
-    (including those inside functions) loads no further module of this repository. A page importing a module
-    the preload missed would import it in its own thread again."""
+    """In a new interpreter: after import_page_modules(), running every import statement of every page file, and
+    of every module of this repository then loaded (those inside functions included, relative ones in their
+    package), loads no further module of this repository. A module the preload missed would be imported by a
+    page's thread, perhaps while another thread imports it too."""
     code = textwrap.dedent("""
-        import ast, json, pathlib, sys
+        import ast, json, sys
         from ui.registry import available_pages, import_page_modules
         ours = lambda: {m for m in sys.modules if m.split(".")[0] in ("attention_core", "ui")}
         import_page_modules()
         before = ours()
-        for spec in available_pages():
-            tree = ast.parse(spec.file.read_text(encoding="utf-8"))
+
+        def run_imports(path, package):
+            tree = ast.parse(open(path, encoding="utf-8").read())
             imports = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
-            exec(compile(ast.Module(body=imports, type_ignores=[]), str(spec.file), "exec"), {})
+            exec(compile(ast.Module(body=imports, type_ignores=[]), path, "exec"),
+                 {"__name__": f"{package}._probe" if package else "_probe", "__package__": package})
+
+        for spec in available_pages():
+            run_imports(str(spec.file), None)
+        for name in sorted(before):
+            module = sys.modules[name]
+            if getattr(module, "__file__", None):
+                run_imports(module.__file__, module.__spec__.parent)
         print(json.dumps({"before": sorted(before), "new": sorted(ours() - before)}))
     """)
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
-    assert not result["new"], f"imported by a page but not preloaded: {result['new']}"
+    assert not result["new"], f"imported by a page or a module but not preloaded: {result['new']}"
     # the preload is the pages' whole dependency set: every lab and every chart module of a registered page
     from ui.registry import available_pages
     for spec in available_pages():
@@ -81,6 +91,14 @@ def test_page_imports_reads_a_page_file(tmp_path):
                     encoding="utf-8")
     assert page_imports(page) == ["attention_core.labs", "attention_core.labs.qkv", "ui", "ui.charts",
                                   "ui.format", "ui.cache", "attention_core.masks"]
+    # relative imports, resolved in the module's package (as attention_core/labs/efficiency.py's lazy one)
+    lab = tmp_path / "lab.py"
+    lab.write_text("from .efficiency_bench import _make_call\nfrom .. import masks, efficient\n"
+                   "from ..models import recipes\nfrom . import qkv\n", encoding="utf-8")
+    assert page_imports(lab, "attention_core.labs") == [
+        "attention_core.labs.efficiency_bench", "attention_core", "attention_core.masks", "attention_core.efficient",
+        "attention_core.models", "attention_core.models.recipes", "attention_core.labs", "attention_core.labs.qkv"]
+    assert page_imports(lab) == []          # a page file has no package: its relative imports are not followed
 
 
 async def _first_sessions(base: str, pages: list[str]) -> list[str]:

@@ -67,16 +67,24 @@ _PRELOAD_LOCK = threading.Lock()
 _preloaded = False
 
 
-def page_imports(path: pathlib.Path) -> list[str]:
-    """The modules of this repository that the page file at `path` imports (anywhere in it), in source order:
-    `from attention_core.labs import qkv` names `attention_core.labs` and `attention_core.labs.qkv`."""
+def page_imports(path: pathlib.Path, package: str | None = None) -> list[str]:
+    """The modules of this repository that the file at `path` imports (anywhere in it, function bodies too), in
+    source order: `from attention_core.labs import qkv` names `attention_core.labs` and `attention_core.labs.qkv`.
+    `package` is the file's package, to resolve relative imports (a page file has none)."""
     names: list[str] = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             found = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names
-                                     if _is_module(f"{node.module}.{alias.name}")]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                if not package:
+                    continue
+                parts = package.split(".")
+                module = ".".join(parts[:len(parts) - node.level + 1] + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            found = [module] + [f"{module}.{alias.name}" for alias in node.names
+                                if _is_module(f"{module}.{alias.name}")]
         else:
             continue
         names += [n for n in found if n.split(".")[0] in PACKAGES and n not in names]
@@ -89,7 +97,8 @@ def _is_module(name: str) -> bool:
 
 
 def import_page_modules() -> None:
-    """Import, once per process and in one thread, every module of this repository that a page imports.
+    """Import, once per process and in one thread, every module of this repository that a page imports, and
+    every module of this repository those modules import (at their top or inside a function).
 
     The router calls this before any page runs. Several sessions starting together on a fresh server would
     otherwise import the pages' modules concurrently, and Python's per-module import locks do not make that
@@ -104,9 +113,14 @@ def import_page_modules() -> None:
     with _PRELOAD_LOCK:
         if _preloaded:
             return
-        for package in PACKAGES:
-            importlib.import_module(package)
-        for spec in available_pages():
-            for name in page_imports(spec.file):
-                importlib.import_module(name)
+        todo = list(PACKAGES) + [name for spec in available_pages() for name in page_imports(spec.file)]
+        done: set[str] = set()
+        while todo:                  # and what those modules import, also inside functions: the whole closure
+            name = todo.pop(0)
+            if name in done:
+                continue
+            module = importlib.import_module(name)
+            done.add(name)
+            if getattr(module, "__file__", None):
+                todo += page_imports(pathlib.Path(module.__file__), module.__spec__.parent)
         _preloaded = True
