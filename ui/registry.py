@@ -1,4 +1,5 @@
-"""The pages of the app, in teaching order. The router and the home page's map read this."""
+"""The pages of the app, in teaching order (the router and the home page's map read this), and the one-time import of
+every module they use (import_page_modules, called by the router before any page runs)."""
 from __future__ import annotations
 
 import ast
