@@ -134,6 +134,8 @@ def test_a_fresh_server_serves_every_page_to_its_first_sessions_at_once(tmp_path
             try:
                 wait_healthy(port, proc, timeout=180)
                 errors = asyncio.run(_first_sessions(f"http://127.0.0.1:{port}", pages))
+                log.flush()
+                text = log_path.read_text(errors="replace")     # before the server is stopped
             finally:
                 os.killpg(proc.pid, signal.SIGTERM)
                 try:
@@ -141,6 +143,5 @@ def test_a_fresh_server_serves_every_page_to_its_first_sessions_at_once(tmp_path
                 except subprocess.TimeoutExpired:
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait(10)
-        text = log_path.read_text(errors="replace")
         assert not errors, f"round {round_}: {len(errors)} errors, e.g. {errors[:4]}\n{text[-3000:]}"
         assert "Traceback" not in text, text[-3000:]
