@@ -31,17 +31,9 @@ UI_AND_PLOTTING = {"streamlit", "altair", "pandas", "ui"}
 
 
 def absolute_imports(path: pathlib.Path, package: str) -> set[str]:
-    """Every module ``path`` imports, relative imports resolved against ``package`` (dotted)."""
-    names = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            names.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = package.split(".")[:len(package.split(".")) - node.level + 1] if node.level else []
-            mod = ".".join(base + ([node.module] if node.module else []))
-            names.add(mod)
-            names.update(f"{mod}.{a.name}" for a in node.names)     # from attention_core import labs
-    return names
+    """Every module ``path`` imports, relative imports resolved against ``package`` (dotted): the router's reader."""
+    from ui.registry import imported_modules
+    return set(imported_modules(path, package))
 
 
 def reaches(imports: set[str], prefix: str) -> bool:

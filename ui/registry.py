@@ -68,10 +68,10 @@ _PRELOAD_LOCK = threading.Lock()
 _preloaded = False
 
 
-def page_imports(path: pathlib.Path, package: str | None = None) -> list[str]:
-    """The modules of this repository that the file at `path` imports (anywhere in it, function bodies too), in
-    source order: `from attention_core.labs import qkv` names `attention_core.labs` and `attention_core.labs.qkv`.
-    `package` is the file's package, to resolve relative imports (a page file has none)."""
+def imported_modules(path: pathlib.Path, package: str | None = None) -> list[str]:
+    """Every module the file at `path` imports (anywhere in it, function bodies too), in source order, relative
+    imports resolved in `package` (the file's package; without one they are skipped). `from a.b import c` names
+    `a.b`, and `a.b.c` too when that is a module of this repository (`from attention_core.labs import qkv`)."""
     names: list[str] = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
@@ -88,8 +88,13 @@ def page_imports(path: pathlib.Path, package: str | None = None) -> list[str]:
                                 if _is_module(f"{module}.{alias.name}")]
         else:
             continue
-        names += [n for n in found if n.split(".")[0] in PACKAGES and n not in names]
+        names += [n for n in found if n not in names]
     return names
+
+
+def page_imports(path: pathlib.Path, package: str | None = None) -> list[str]:
+    """The modules of this repository (``PACKAGES``) that the file at `path` imports: ``imported_modules``'s."""
+    return [n for n in imported_modules(path, package) if n.split(".")[0] in PACKAGES]
 
 
 def _is_module(name: str) -> bool:
