@@ -172,7 +172,7 @@ def patterns_section(doc) -> None:
     record, snaps, phase = doc
     st.subheader(t(f"{NS}.patterns_heading"))
     steps = [s.step for s in snaps if s.patterns is not None]
-    picked = st.select_slider(t(f"{NS}.ctl_step"), options=steps, value=steps[-1], key="step", bind="query-params")
+    picked = st.select_slider(t(f"{NS}.ctl_step"), options=steps, value=steps[-1], key="train_step", bind="query-params")
     snap = next(s for s in snaps if s.step == picked)
     layers, heads = snap.patterns.shape[:2]
     grid([(picked, a, b) for a in range(layers) for b in range(heads)],

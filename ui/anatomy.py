@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import re
 import zlib
 from typing import Callable, Sequence
 
@@ -17,14 +16,8 @@ from streamlit.delta_generator import DeltaGenerator
 
 from . import url_guard
 from .charts import matrix_csv
+from .format import md_escape  # noqa: F401 - re-exported: pages escape user text through anatomy
 from .i18n import t
-
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")
-
-
-def md_escape(text: str) -> str:
-    """User text made inert for st.markdown: no Markdown, no HTML, no LaTeX."""
-    return _MD_SPECIAL.sub(r"\\\1", str(text))
 
 
 def header(ns: str) -> None:
