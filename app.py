@@ -2,7 +2,7 @@
 import streamlit as st
 import torch
 
-from ui import url_guard
+from ui import compat, url_guard
 
 # these four import nothing of attention_core: the pages' modules are imported below, once, in one thread
 from ui.i18n import language_switch, t
@@ -35,4 +35,5 @@ page = st.navigation(ordered, expanded=True)
 url_guard.begin_run(page.url_path or "home")
 page.run()
 url_guard.end_run()
+compat.notice()          # a feature that stepped down after a Streamlit upgrade says so on every page
 st.sidebar.caption(t("common.footer"))
