@@ -17,7 +17,7 @@ from streamlit.delta_generator import DeltaGenerator
 
 from . import url_guard
 from .charts import matrix_csv
-from .i18n import t
+from .i18n import label_notices, t
 
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")
 
@@ -30,6 +30,7 @@ def md_escape(text: str) -> str:
 def header(ns: str) -> None:
     """1. Title and the one-line learning objective."""
     st.title(t(f"{ns}.title"))
+    label_notices(ns, "common", "nav")     # a label file of this page that cannot be read is named here
     st.markdown(f"**{t('common.objective')}** {t(f'{ns}.objective')}")
     url_guard.slot()   # where a link value this page cannot use is named (ui.url_guard)
 
