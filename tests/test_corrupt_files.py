@@ -92,7 +92,7 @@ def test_a_zero_byte_pronoun_model_is_reported_on_pronoun_and_analysis(assets, k
     (assets.models / "pronoun.pt").write_bytes(b"")
     at = open_page(key, "en")
     detail = assert_says(at, "en", "damaged", "assets/models/pronoun.pt", "python -m attention_core.models pronoun")
-    assert "EOFError" in detail                      # was a blank red EOFError box
+    assert detail == catalog("en")["common.why_empty"]      # was a blank red EOFError box
     assert not at.get("vega_lite_chart")
     if key == "pronoun":
         assert_fine("alignment")
