@@ -21,7 +21,6 @@ import torch
 
 import attention_core.models.recipes as train
 import ui.i18n as i18n
-import ui.models
 from tests.apptest_util import ROOT, all_text, exceptions, open_page
 from tests.test_corrupt_files import COST_TAB, assert_fine, assert_says, assets, file_messages  # noqa: F401
 from ui.i18n import Why, catalog
@@ -346,11 +345,11 @@ def test_a_recording_a_page_reads_itself_gives_a_reason_in_the_learners_language
 
 
 def test_the_english_reason_keeps_the_readers_words_and_the_chinese_one_does_not():
-    """A reader's own complaint (here a CSV value) is added on English pages only, escaped; never a server path."""
+    """A reader's own complaint (here a CSV value) is added on English pages only, as code; never a server path."""
     err = ValueError(f"could not convert string to float: 'oops' in {ROOT / 'assets' / 'bench' / 'x.csv'}")
     why = i18n.why_of(err, ROOT / "assets" / "bench" / "x.csv")
     assert why.code == "content" and str(ROOT) not in why.note
-    assert why.text("en") == f"{REAL['en']['common.why_content']}: " + ui.models.md_escape(why.note)
+    assert why.text("en") == f"{REAL['en']['common.why_content']}: `{why.note}`"
     assert why.text("zh") == REAL["zh"]["common.why_content"]
     for key in REAL["en"]:
         if key.startswith("common.why_"):

@@ -49,13 +49,14 @@ def other_lang(lang: str) -> str:
 class Why(NamedTuple):
     """Why a shipped file cannot be used, in no language: the label ``common.why_<code>`` filled with ``facts``
     (names, numbers and shapes read from the file or expected by the code). ``note`` is the reader's own English
-    words (a parser's message), added on English pages only: a Chinese page gives the translated reason alone."""
+    words (a parser's message), added as code on English pages only: a Chinese page gives the translated reason
+    alone."""
     code: str
     facts: tuple[tuple[str, object], ...] = ()
     note: str = ""
 
     def text(self, lang: str | None = None) -> str:
-        """The reason in ``lang`` (default: the learner's), Markdown-safe (facts as inline code, note escaped)."""
+        """The reason in ``lang`` (default: the learner's), Markdown-safe (facts and note as inline code)."""
         lang = lang or current_lang()
         template = str(catalog(lang).get(f"common.why_{self.code}") or catalog(lang).get("common.why_unreadable",
                                                                                             self.code))
@@ -64,8 +65,7 @@ class Why(NamedTuple):
         except (KeyError, IndexError, ValueError):        # a fact the label does not name: the label alone
             text = template.split("{")[0].rstrip(" (（")
         if self.note and lang == "en":
-            from .anatomy import md_escape           # anatomy imports this module: imported when needed
-            text = f"{text}: {md_escape(self.note)}"
+            text = f"{text}: {_fact(self.note, 120)}"
         return text
 
 
@@ -78,12 +78,13 @@ class Unreadable(ValueError):
 
 
 
-def _fact(value: object) -> str:
-    """A value read from a file, shown as inline code (backticks and line breaks cannot escape it)."""
+def _fact(value: object, limit: int = 60) -> str:
+    """A value read from a file, shown as inline code: no Markdown, HTML or LaTeX in it renders, and backticks
+    and line breaks cannot end it."""
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return str(value)
     text = " ".join(str(value).replace("`", "'").split())
-    return f"`{text if len(text) <= 60 else text[:59] + '…'}`"
+    return f"`{text if len(text) <= limit else text[:limit - 1] + '…'}`"
 
 
 def _clean(text: str, path: pathlib.Path | None) -> str:
