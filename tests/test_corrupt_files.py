@@ -18,6 +18,11 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 @pytest.fixture
 def assets(tmp_path, monkeypatch):
+    return copy_assets(tmp_path, monkeypatch)
+
+
+def copy_assets(tmp_path, monkeypatch) -> SimpleNamespace:
+    """Copies of assets/models and assets/bench that the loaders read instead of the real ones."""
     models_dir, bench_dir = tmp_path / "models", tmp_path / "bench"
     shutil.copytree(ROOT / "assets" / "models", models_dir)
     shutil.copytree(ROOT / "assets" / "bench", bench_dir)

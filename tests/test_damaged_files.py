@@ -22,7 +22,7 @@ import torch
 import attention_core.models.recipes as train
 import ui.i18n as i18n
 from tests.apptest_util import ROOT, all_text, exceptions, open_page
-from tests.test_corrupt_files import COST_TAB, assert_fine, assert_says, assets, file_messages  # noqa: F401
+from tests.test_corrupt_files import COST_TAB, assert_fine, assert_says, copy_assets
 from ui.i18n import Why, catalog
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -30,6 +30,11 @@ pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 LANGS = ("en", "zh")
 REAL = {lang: dict(catalog(lang)) for lang in LANGS}       # the shipped labels, read before any test damages a copy
 SHIPPED = train.TASKS
+
+
+@pytest.fixture
+def assets(tmp_path, monkeypatch):
+    return copy_assets(tmp_path, monkeypatch)
 
 
 def command(name: str) -> str:

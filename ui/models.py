@@ -8,7 +8,6 @@ restarting the server, and a damaged one is diagnosed once, not on every rerun.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import NamedTuple
 
@@ -18,7 +17,7 @@ import attention_core.models.recipes as train
 from attention_core.labs import efficiency_bench as bench_core
 from attention_core.models.recipes import DamagedFile, LoadedModel
 from ui.anatomy import md_escape, problem
-from ui.i18n import Unreadable, Why, why_of
+from ui.i18n import Unreadable, Why, why_of  # noqa: F401 (why_of: the pages' own readers use it from here)
 from ui.registry import ROOT
 
 BENCH_DIR = ROOT / "assets" / "bench"        # read at call time, so tests can point it elsewhere
@@ -52,13 +51,6 @@ def _files() -> dict[str, tuple[Path, str, str]]:
                     "python -m attention_core.labs.efficiency_bench")
     out["lra"] = (Path(BENCH_DIR) / LRA_FILE, f"assets/bench/{LRA_FILE}", f"git checkout -- assets/bench/{LRA_FILE}")
     return out
-
-
-def _short(reason: str, path: Path) -> str:
-    """One line of the reader's complaint, without the server's paths (English: prefer ``why_of``)."""
-    text = str(reason).replace(str(path), path.name).replace(str(ROOT), "…")
-    text = re.split(r"(?<=\.)\s|\n", text, maxsplit=1)[0].strip().rstrip(".")
-    return text if len(text) <= 120 else text[:119] + "…"
 
 
 def _stamp(path: Path) -> tuple[int, int] | None:

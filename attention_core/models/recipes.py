@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from ..decoder import DecoderConfig, DecoderLM
+from ..decoder import DecoderConfig
 from .lm import LM_RECIPES, LM_TASKS, build_lm, lm_loss
 from .pronoun import (
     PronounConfig,
