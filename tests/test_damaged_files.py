@@ -88,16 +88,18 @@ def test_a_relabelled_checkpoint_of_another_model_is_reported_by_what_it_holds(t
     dates = ckpts["dates"]
     state = dates["state_dict"]
     first = next(iter(state))
-    cases = {
-        "vocab": dict(dates, src_vocab=dates["src_vocab"][::-1]),
-        "config": dict(dates, config=dict(dates["config"], hidden_dim=64)),
-        "weights_missing": dict(dates, state_dict={k: v for k, v in state.items() if k != first}),
-        "weights_extra": dict(dates, state_dict=dict(state, extra=torch.zeros(2))),
-        "weights_shape": dict(dates, state_dict=dict(state, **{first: state[first][:1]})),
-        "format": dict(dates, format=0),
-        "meta": dict(dates, meta=None),
-    }
-    for code, ckpt in cases.items():
+    cases = [
+        ("vocab", dict(dates, src_vocab=dates["src_vocab"][::-1])),
+        ("config", dict(dates, config=dict(dates["config"], hidden_dim=64))),
+        ("config", dict(dates, config={k: v for k, v in dates["config"].items() if k != "src_vocab_size"})),
+        ("config", dict(dates, config=dict(dates["config"], heads=2))),
+        ("weights_missing", dict(dates, state_dict={k: v for k, v in state.items() if k != first})),
+        ("weights_extra", dict(dates, state_dict=dict(state, extra=torch.zeros(2)))),
+        ("weights_shape", dict(dates, state_dict=dict(state, **{first: state[first][:1]}))),
+        ("format", dict(dates, format=0)),
+        ("meta", dict(dates, meta=None)),
+    ]
+    for code, ckpt in cases:
         torch.save(ckpt, path("dates"))
         with pytest.raises(train.DamagedFile) as err:
             train.load_model("dates", tmp_path)

@@ -28,7 +28,7 @@ import random
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -258,7 +258,12 @@ def _check_checkpoint(ckpt, recipe: Recipe) -> tuple[Vocab, Vocab | None, torch.
     if unknown:
         raise _Mismatch("config", f"unknown setting {unknown[0]!r}", field=unknown[0], found=config[unknown[0]],
                         expected="-")
-    have = _CONFIG_CLASS[recipe.kind](**{k: v for k, v in config.items()}).to_dict()
+    lacking = [k for k, f in type(want).__dataclass_fields__.items()
+               if k not in config and f.default is MISSING and f.default_factory is MISSING]
+    if lacking:
+        raise _Mismatch("config", f"no setting {lacking[0]!r}", field=lacking[0], found="-",
+                        expected=getattr(want, lacking[0]))
+    have = _CONFIG_CLASS[recipe.kind](**config).to_dict()
     for key, value in want.to_dict().items():
         if have.get(key) != value:
             raise _Mismatch("config", f"setting {key} is {have.get(key)!r}, the recipe's is {value!r}",
