@@ -1,10 +1,11 @@
 """Home: what the app teaches, a map of the pages, how to use it in class and at home."""
 import streamlit as st
 
-from ui.i18n import lesson, t
+from ui.i18n import label_notices, lesson, t
 from ui.registry import SECTIONS, available_pages
 
 st.title(t("home.title"))
+label_notices("home", "common", "nav")       # a label file that cannot be read is named here
 st.markdown(t("home.tagline"))
 st.markdown(lesson("home/what"))
 

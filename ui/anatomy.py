@@ -17,12 +17,13 @@ from streamlit.delta_generator import DeltaGenerator
 from . import url_guard
 from .charts import matrix_csv
 from .format import md_escape  # noqa: F401 - re-exported: pages escape user text through anatomy
-from .i18n import t
+from .i18n import label_notices, t
 
 
 def header(ns: str) -> None:
     """1. Title and the one-line learning objective."""
     st.title(t(f"{ns}.title"))
+    label_notices(ns, "common", "nav")     # a label file of this page that cannot be read is named here
     st.markdown(f"**{t('common.objective')}** {t(f'{ns}.objective')}")
     url_guard.slot()   # where a link value this page cannot use is named (ui.url_guard)
 
