@@ -2,7 +2,7 @@
 
 - The sidebar's presenter switch and language switch, on every page in both languages: no traceback, the page
   is drawn again in presenter mode (``?present=1`` in the address, the step bar shown) or in the other language.
-- Every ordered pair of pages (run A, rerun it, go to B), in both languages: no traceback, and every control of B
+- Every ordered pair of pages (run A, go to B with A's control values), in both languages: no traceback, and every control of B
   starts where a fresh visit of B starts — a value of A's control with the same key (``h``, ``n``, ``layers`` ...)
   never reaches it. The pairs are walked as one Eulerian circuit of the complete directed graph of pages, so each
   ordered pair is one consecutive move: 22 x 21 moves per language in one session.
@@ -100,13 +100,15 @@ def test_every_ordered_pair_of_pages_navigates_without_carrying_values(lang):
     problems, unsent = [], []
     for a, b in zip(walk, walk[1:]):
         try:
-            at.run()                               # the learner presses R (any full rerun) on page a
+            # a browser re-sends the values of page a's controls with the move once it has rerun a (R); AppTest
+            # sends every control of its last run, so the move alone is that path (Chromium presses R in
+            # tests/test_router_browser.py)
             at.switch_page(path_of(b))
             at.run()
         except ValueError:
             # AppTest cannot write back a selectbox whose value is a label of the other language (the pronoun
             # page keeps the learner's choice across a language switch): a browser can, and
-            # tests/test_router_browser.py presses R there and moves on. Here the walk goes on from b, afresh.
+            # tests/test_router_browser.py moves on from there. Here the walk goes on from b, afresh.
             unsent.append(a)
             at = open_page(b, lang)
         if exceptions(at):
