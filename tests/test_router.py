@@ -1,11 +1,11 @@
 """The router's own controls and the moves between pages, as a student clicks them.
 
-- The sidebar's presenter switch and language switch, on every page in both languages: no traceback, the page
-  is drawn again in presenter mode (``?present=1`` in the address, the step bar shown) or in the other language.
-- Every ordered pair of pages (run A, go to B with A's control values), in both languages: no traceback, and every control of B
-  starts where a fresh visit of B starts — a value of A's control with the same key (``h``, ``n``, ``layers`` ...)
-  never reaches it. The pairs are walked as one Eulerian circuit of the complete directed graph of pages, so each
-  ordered pair is one consecutive move: 22 x 21 moves per language in one session.
+- The sidebar's presenter switch and language switch, on every page in both languages: no traceback, the page is
+  drawn again in presenter mode (``?present=1`` in the address, the step bar shown) or in the other language.
+- Every ordered pair of pages (run A, go to B with A's control values), in both languages: no traceback, and every
+  control of B starts where a fresh visit of B starts — a value of A's control with the same key (``h``, ``n``,
+  ``layers`` ...) never reaches it. The pairs are walked as one Eulerian circuit of the complete directed graph of
+  pages, so each ordered pair is one consecutive move: 22 x 21 moves per language in one session.
 """
 from __future__ import annotations
 
