@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from . import url_guard
+from . import a11y, url_guard
 from .charts import matrix_csv
 from .i18n import t
 
@@ -29,6 +29,7 @@ def md_escape(text: str) -> str:
 
 def header(ns: str) -> None:
     """1. Title and the one-line learning objective."""
+    a11y.name_page(ns)   # the browser tab names the page, in its language
     st.title(t(f"{ns}.title"))
     st.markdown(f"**{t('common.objective')}** {t(f'{ns}.objective')}")
     url_guard.slot()   # where a link value this page cannot use is named (ui.url_guard)
@@ -64,6 +65,7 @@ def show_matrix(spec: dict, matrix, row_labels: Sequence[str], col_labels: Seque
                 key: str, selectable: bool = True, file_name: str = "matrix.csv") -> int | None:
     """5. Draw a heatmap (``ui.charts.heatmap`` / ``attention_heatmap``) with a CSV download of the full matrix;
     return the clicked query row."""
+    spec = a11y.with_csv_note(spec)
     if selectable:
         picked = _selected_query(show_chart(spec, key=key, select=True))
     else:
