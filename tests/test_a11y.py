@@ -89,6 +89,76 @@ def describe(found: list[dict]) -> str:
 
 
 # ----------------------------------------------------------------------------------------------- the tests
+@pytest.fixture
+def in_lang():
+    """Set the language ``t()`` uses outside a page run, and restore it."""
+    import streamlit as st
+
+    before = st.session_state.get("lang")
+
+    def use(lang: str) -> None:
+        st.session_state["lang"] = lang
+    yield use
+    st.session_state["lang"] = before or "en"
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_every_chart_carries_one_text_alternative_in_the_page_language(in_lang, lang):
+    """The one spec path (a chart kind's call) writes the chart's title, axes and colour into its description;
+    per-mark labels stay off above the cell limit (one label per chart, not one per cell)."""
+    import numpy as np
+
+    from ui import charts
+    from ui.i18n import catalog
+
+    in_lang(lang)
+    cat = catalog(lang)
+    n = 30                                                    # 900 cells > MAX_ARIA_CELLS
+    spec = charts.attention_heatmap(np.full((n, n), 1 / n), [f"t{i}" for i in range(n)], title="标题 T")
+    text = spec["description"]
+    assert text.startswith(cat["a11y.chart_title"].format(title="标题 T")), text
+    for key, name in (("a11y.chart_x", "common.key"), ("a11y.chart_y", "common.query"),
+                      ("a11y.chart_colour", "common.weight")):
+        assert cat[key].format(name=cat[name]) in text, text
+    assert spec["layer"][0]["mark"].get("aria") is False              # no label per cell
+    bars = charts.bars([0.25, 0.75], ["a", "b"], value_title=cat["common.weight"], label_title=cat["common.key"])
+    assert bars["description"].startswith(cat["a11y.chart"]), bars["description"]   # untitled: "Chart."
+    assert cat["a11y.chart_y"].format(name=cat["common.weight"]) in bars["description"]
+    assert ("。 " in text, ". " in text) == ((False, True) if lang == "en" else (False, False)), text  # no gap in zh
+
+
+def test_reference_rules_are_hidden_and_data_rules_keep_their_labels():
+    """A rule whose tooltip names no data field (a threshold line) gets no unlabelled graphic role; a rule whose
+    items carry data keeps Vega's label per item."""
+    import altair as alt
+    import pandas as pd
+
+    from ui.charts import chart_kind
+
+    @chart_kind()
+    def rules_toy(frame, *, title: str = "t") -> alt.LayerChart:
+        base = alt.Chart(frame)
+        line = base.mark_rule().encode(y=alt.datum(1.0))
+        named = base.mark_rule(color="#333333").encode(x="x:Q", tooltip=[alt.Tooltip("x:Q")])
+        return alt.layer(base.mark_point().encode(x="x:Q", y="y:Q"), line, named).properties(title=title)
+
+    spec = rules_toy(pd.DataFrame({"x": [1.0, 2.0], "y": [0.5, 1.5]}))
+    marks = [layer["mark"] for layer in spec["layer"]]
+    assert marks[1] == {"type": "rule", "aria": False}
+    assert marks[2].get("aria") is None and marks[0] in ("point", {"type": "point"})
+    assert spec["description"].startswith("Chart: t.")
+
+
+def test_the_declaration_names_the_language(in_lang):
+    from ui import a11y
+
+    assert 'document.documentElement.lang = "zh"' in a11y.declaration("zh")
+    in_lang("zh")
+    assert a11y.tab_title("masking") == "掩码 · 注意力机制，边运行边理解"
+    in_lang("en")
+    assert a11y.tab_title("masking") == "Masking · Attention, explained by running it"
+
+
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +209,9 @@ def test_page_meets_wcag_aa(server, tab, key, lang):
     from ui.i18n import catalog
 
     open_view(tab, server, key, lang)
-    failures = app_failures(run_axe(tab))
+    found = run_axe(tab)
+    failures = app_failures(found)
+    print(f"{key} {lang}: findings by rule {dict(collections.Counter((f['rule'], f['upstream']) for f in found))}")
     labels = chart_labels(tab)
     doc_lang, title = tab.evaluate("[document.documentElement.lang, document.title]")
     cat = catalog(lang)

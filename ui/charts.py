@@ -354,8 +354,9 @@ class ChartKind:
 # the kinds with no title or axis titles, such as small multiples), the chart's title, then its axes and colour as
 # the chart labels them. Never one label per mark: the kinds switch per-mark ARIA off above a cell count (the redraw
 # budget), and the numbers are in the tooltip, the per-mark labels of small charts, and the CSV of a heatmap.
-# Reference lines (a rule without a tooltip: a threshold, "now", chance) are hidden from assistive technology: Vega
-# gives an empty or unlabelled rule layer the role of a graphic with no name; the chart's description carries them.
+# Reference lines (a rule whose tooltip names no data field: a threshold, "now", chance) are hidden from assistive
+# technology: Vega gives a rule layer whose items have no label (no data field, or no item at all) the role of a
+# graphic with no name (axe: svg-img-alt); the chart's description says what the chart shows.
 _AXES = ("x", "y", "color")
 _CJK_SENTENCE_GAP = re.compile(r"(?<=。)\s+")   # Chinese sentences follow each other without a space
 
@@ -383,8 +384,9 @@ def _hide_reference_rules(spec: dict) -> None:
     for unit in _units(spec):
         mark = unit.get("mark")
         kind = mark.get("type") if isinstance(mark, dict) else mark
-        if kind == "rule" and "tooltip" not in (unit.get("encoding") or {}) and not (
-                isinstance(mark, dict) and "aria" in mark):
+        tip = (unit.get("encoding") or {}).get("tooltip")
+        named = any(isinstance(x, dict) and "field" in x for x in (tip if isinstance(tip, list) else [tip]))
+        if kind == "rule" and not named and not (isinstance(mark, dict) and "aria" in mark):
             unit["mark"] = {**(mark if isinstance(mark, dict) else {"type": "rule"}), "aria": False}
 
 
