@@ -5,6 +5,7 @@ import torch
 from ui import compat, url_guard
 
 # these four import nothing of attention_core: the pages' modules are imported below, once, in one thread
+from ui.a11y import declare_language
 from ui.i18n import language_switch, t
 from ui.presenter import sidebar_toggle
 from ui.registry import ROOT, SECTIONS, available_pages, import_page_modules
@@ -21,6 +22,7 @@ st.set_page_config(page_title="Attention, explained by running it", page_icon=st
                    layout="wide")
 language_switch()
 sidebar_toggle()          # presenter mode: ?present=1
+declare_language()        # <html lang>, the tab's title and keyboard access in the page's language
 
 sections: dict[str, list] = {}
 for spec in available_pages():

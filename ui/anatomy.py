@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from . import url_guard
+from . import a11y, url_guard
 from .charts import matrix_csv
 from .format import md_escape  # noqa: F401 - re-exported: pages escape user text through anatomy
 from .i18n import label_notices, t
@@ -22,6 +22,7 @@ from .i18n import label_notices, t
 
 def header(ns: str) -> None:
     """1. Title and the one-line learning objective."""
+    a11y.name_page(ns)   # the browser tab names the page, in its language
     st.title(t(f"{ns}.title"))
     label_notices(ns, "common", "nav")     # a label file of this page that cannot be read is named here
     st.markdown(f"**{t('common.objective')}** {t(f'{ns}.objective')}")
@@ -58,6 +59,7 @@ def show_matrix(spec: dict, matrix, row_labels: Sequence[str], col_labels: Seque
                 key: str, selectable: bool = True, file_name: str = "matrix.csv") -> int | None:
     """5. Draw a heatmap (``ui.charts.heatmap`` / ``attention_heatmap``) with a CSV download of the full matrix;
     return the clicked query row."""
+    spec = a11y.with_csv_note(spec)
     if selectable:
         picked = _selected_query(show_chart(spec, key=key, select=True))
     else:

@@ -296,6 +296,7 @@ class ChartKind:
         if VERIFY:
             self.verify(spec, data, {**args, **values})
         spec["usermeta"] = {"chart_kind": self.name}     # Vega-Lite ignores it; tests read which kind drew a chart
+        accessible(spec, self.build.__name__, {n: v for n, v in {**args, **values}.items() if n.endswith("title")})
         spec["datasets"] = _datasets(data)
         return spec
 
@@ -344,6 +345,102 @@ class ChartKind:
         if norm(direct) != norm(spec):
             raise AssertionError(f"{self.name}: the filled spec differs from a direct build\n"
                                  f"direct: {norm(direct)[:2000]}\nfilled: {norm(spec)[:2000]}")
+
+
+# ----------------------------------------------------------------------------- what a screen reader is told
+# One text alternative per chart, in the page's language: the spec's top-level ``description``, which Vega writes as
+# the ``aria-label`` of the chart's element (role "graphics-document"); without it a screen reader announces "Vega
+# visualization". It names what the chart shows: a sentence per chart kind where one exists (``a11y.kind.<builder>``:
+# the kinds with no title or axis titles, such as small multiples), the chart's title, then its axes and colour as
+# the chart labels them. Never one label per mark: the kinds switch per-mark ARIA off above a cell count (the redraw
+# budget), and the numbers are in the tooltip, the per-mark labels of small charts, and the CSV of a heatmap.
+# Reference lines (a rule whose tooltip names no data field: a threshold, "now", chance) are hidden from assistive
+# technology: Vega gives a rule layer whose items have no label (no data field, or no item at all) the role of a
+# graphic with no name (axe: svg-img-alt); the chart's description says what the chart shows.
+_AXES = ("x", "y", "color")
+_CJK_SENTENCE_GAP = re.compile(r"(?<=。)\s+")   # Chinese sentences follow each other without a space
+
+
+def _title_text(title) -> str:
+    if isinstance(title, dict):
+        title = title.get("text")
+    if isinstance(title, (list, tuple)):
+        return " ".join(str(x).strip() for x in title if str(x).strip())
+    return str(title).strip() if isinstance(title, str) else ""
+
+
+def _units(spec: dict):
+    """Every view of a spec: itself, its layers, concatenated and faceted views (depth first)."""
+    yield spec
+    for key in ("layer", "hconcat", "vconcat", "concat"):
+        for sub in spec.get(key) or ():
+            if isinstance(sub, dict):
+                yield from _units(sub)
+    if isinstance(spec.get("spec"), dict):
+        yield from _units(spec["spec"])
+
+
+def _hide_reference_rules(spec: dict) -> None:
+    for unit in _units(spec):
+        mark = unit.get("mark")
+        kind = mark.get("type") if isinstance(mark, dict) else mark
+        tip = (unit.get("encoding") or {}).get("tooltip")
+        named = any(isinstance(x, dict) and "field" in x for x in (tip if isinstance(tip, list) else [tip]))
+        if kind == "rule" and not named and not (isinstance(mark, dict) and "aria" in mark):
+            unit["mark"] = {**(mark if isinstance(mark, dict) else {"type": "rule"}), "aria": False}
+
+
+def describe(spec: dict, kind: str = "", titles: dict | None = None) -> str:
+    """The chart's text alternative in the current language (see above); ``titles``: the builder's ``*_title``
+    arguments, used for an axis the spec does not title (a facet's shared axes)."""
+    from .i18n import catalog, current_lang, t  # ui.charts stays importable without a Streamlit session
+
+    parts = []
+    lead = catalog(current_lang()).get(f"a11y.kind.{kind}")
+    if lead:
+        parts.append(str(lead))
+    heading = _title_text(spec.get("title"))
+    if not heading:                                   # side by side charts: their own titles
+        heading = " · ".join(filter(None, (_title_text(u.get("title")) for u in list(_units(spec))[1:])))
+    if heading:
+        parts.append(t("a11y.chart_title", title=heading))
+    found: dict[str, str] = {}
+    for unit in _units(spec):
+        for channel in _AXES:
+            enc = (unit.get("encoding") or {}).get(channel)
+            if channel not in found and isinstance(enc, dict) and _title_text(enc.get("title")):
+                found[channel] = _title_text(enc.get("title"))
+    if not found:                                     # a facet's shared axes: the builder's axis arguments
+        for channel, arg in (("x", "x_title"), ("y", "y_title"), ("color", "value_title")):
+            if isinstance((titles or {}).get(arg), str) and titles[arg].strip():
+                found[channel] = titles[arg].strip()
+    if not parts:
+        parts.append(t("a11y.chart"))
+    for channel, key in (("x", "a11y.chart_x"), ("y", "a11y.chart_y"), ("color", "a11y.chart_colour")):
+        if channel in found:
+            parts.append(t(key, name=found[channel]))
+    return _CJK_SENTENCE_GAP.sub("", " ".join(parts))
+
+
+# Axis, legend and facet-header text: Streamlit's Vega theme draws it #808495, 3.7:1 on white, below WCAG AA's
+# 4.5:1 for text; this grey is 6.9:1. A builder's own colour is kept.
+CHART_TEXT = "#5b5a59"
+_TEXT_COLOURS = {"axis": ("labelColor", "titleColor"), "legend": ("labelColor", "titleColor"),
+                 "header": ("labelColor", "titleColor")}
+
+
+def accessible(spec: dict, kind: str = "", titles: dict | None = None) -> dict:
+    """Give a finished spec its one text alternative (unless its builder wrote one), hide its reference rules and
+    draw its axis and legend text at AA contrast; returns the spec (changed in place)."""
+    if not spec.get("description"):
+        spec["description"] = describe(spec, kind, titles)
+    _hide_reference_rules(spec)
+    config = spec.setdefault("config", {})
+    for part, keys in _TEXT_COLOURS.items():
+        section = config.setdefault(part, {})
+        for key in keys:
+            section.setdefault(key, CHART_TEXT)
+    return spec
 
 
 def chart_kind(*, fill: tuple[str, ...] = ()):
