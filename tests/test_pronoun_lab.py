@@ -169,6 +169,7 @@ def test_head_stats_equal_an_explicit_loop_over_real_rows_of_unpadded_runs(model
 
 
 def test_seed_analyzer_is_the_tutorials_code_and_differs_where_padding_enters(model, mixed):
+    # the formula alone, on the masked model's weights (the run the tutorial makes: tests/test_seed_analyzer.py)
     w, lengths = batch_weights(model, mixed, PRONOUN_VOCAB)
     seed = seed_analyzer_stats(w, 0.1)
     b, h, n, _ = w[0].shape
