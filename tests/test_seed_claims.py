@@ -70,3 +70,74 @@ def test_positional_recipes_name_the_init_and_show_its_numbers(lang):
     ratio = rows[cat["positional.ratio"]]
     assert abs(ratio[cat["positional.recipe_small_init"]] - math.sqrt(0.5)) < 0.1
     assert abs(ratio[cat["positional.recipe_default_init"]] - 1 / math.sqrt(2 * d)) < 0.03
+
+
+# --- issue 23: statements about the tutorials (and the literature) that involve a number ----------------------
+
+def test_mla_caches_2_25_times_mqa_with_deepseek_v2s_shapes():
+    """DeepSeek-V2 (config.json): kv_lora_rank 512 + qk_rope_head_dim 64 = 576 numbers per token and layer for
+    MLA, 2 × 128 = 256 for MQA: 2.25 times as much, not "a little more". The page says the ratio."""
+    from attention_core.labs import gqa as gl
+    shape = gl.DEEPSEEK_V2
+    sizes = {s.variant: s.per_layer for s in gl.mla_sizes(shape)}
+    assert (shape.d_latent, shape.d_rope, shape.d_head, shape.heads) == (512, 64, 128, 128)
+    mla, mqa = shape.d_latent + shape.d_rope, 2 * shape.d_head
+    assert sizes["MLA"] == mla == 576 and sizes["MQA"] == mqa == 256
+    ratio = mla / mqa
+    assert ratio == 2.25
+    for lang, says in (("en", "2.25 times MQA's 256"), ("zh", "是 MQA（256 个）的 2.25 倍")):
+        cat = catalog(lang)
+        assert "a little more" not in cat["gqa.notice_mla"] and "稍多" not in cat["gqa.notice_mla"]
+        shown = cat["gqa.notice_mla"].format(mla=mla, mha=sizes["MHA"], share="1.8%", groups=f"{ratio:.2f}", mqa=mqa)
+        assert says in shown
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_llama_2_7b_is_named_with_the_number_format_it_ships(lang):
+    """The GQA page's bytes caption takes Llama-2-7B's shape; the model ships float16 (the KV-cache page's table)."""
+    from attention_core.labs import kv_cache as kl
+    llama = next(m for m in kl.PUBLISHED if m.name == "Llama-2-7B")
+    assert llama.dtype == "float16"
+    caption = catalog(lang)["gqa.bytes_caption"]
+    assert "float16" in caption and "bfloat16" not in caption
+
+
+def test_learned_position_table_std_and_what_the_page_says_of_gpt2():
+    """The positional lab's learned table is drawn N(0, 0.02²) (measured); OpenAI's GPT-2 code draws its `wpe`
+    with std 0.01 (tf.random_normal_initializer(stddev=0.01) in gpt-2/src/model.py), so the page must not say
+    the 0.02 is GPT-2's."""
+    table = pl.position_table("learned", 128, 64, seed=0)
+    assert abs(float(table.std()) / 0.02 - 1) < 0.03
+    for lang in ("en", "zh"):
+        text = catalog(lang)["positional.notice_learned"]
+        assert "N(0, 0.02²)" in text and "wpe" in text and "0.01" in text
+        assert "as in GPT-2" not in text and "与 GPT-2 相同" not in text
+
+
+def test_bfloat16_stores_7_mantissa_bits_8_of_precision():
+    """torch.finfo: eps = 2^-(stored mantissa bits). bf16 stores 7 (8 with the implicit 1), float16 10."""
+    bf16, f16 = torch.finfo(torch.bfloat16), torch.finfo(torch.float16)
+    stored_bf16, stored_f16 = -math.log2(bf16.eps), -math.log2(f16.eps)
+    assert stored_bf16 == 7 and stored_f16 == 10 and bf16.bits == 16
+    assert bf16.eps / f16.eps == 8
+    en, zh = catalog("en")["efficiency.tips_mp_ex_explain"], catalog("zh")["efficiency.tips_mp_ex_explain"]
+    assert f"stores only {stored_bf16:.0f} mantissa bits ({stored_bf16 + 1:.0f} bits of precision" in en
+    assert f"float16 stores {stored_f16:.0f}" in en and "8 bits of mantissa" not in en
+    assert f"尾数只存 {stored_bf16:.0f} 位" in zh and f"共 {stored_bf16 + 1:.0f} 位精度" in zh
+
+
+def test_scaling_does_not_bound_the_logits_as_the_qk_norm_runs_record():
+    """The scaling page says √d_k normalises the variance at initialisation but does not bound the logits: the
+    QK-norm page's recorded runs without QK-norm (scaled by √d_head) grow their largest logit >1000-fold."""
+    from attention_core.labs import qk_norm as ql
+    doc = ql.read_record()
+    growth = {}
+    for run in doc["runs"]:
+        if not run["qk_norm"]:
+            first, last = max(run["probes"][0][1]), max(run["probes"][-1][1])
+            growth.setdefault(run["lr"], []).append(last / first)
+    assert any(min(g) > 1000 for g in growth.values())
+    for lang, says in (("en", "more than 1000-fold"), ("zh", "1000 倍以上")):
+        body = catalog(lang)["scaling.pitfall_body"]
+        assert says in body and "masked_fill" in body
+        assert "prevents both" not in body and "同时避免" not in body
