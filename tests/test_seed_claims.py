@@ -141,3 +141,29 @@ def test_scaling_does_not_bound_the_logits_as_the_qk_norm_runs_record():
         body = catalog(lang)["scaling.pitfall_body"]
         assert says in body and "masked_fill" in body
         assert "prevents both" not in body and "同时避免" not in body
+
+
+def test_the_encoders_init_is_the_second_tutorials_xavier_uniform():
+    """The encoder page says: like the second tutorial's _initialize_parameters, every weight matrix of our
+    TransformerEncoder is drawn with xavier_uniform_ (U(-a, a), a = sqrt(6 / (fan_in + fan_out))), biases and
+    LayerNorms keep PyTorch's defaults; the multi-head page's random_mha draws N(0, 1/d_model), the same
+    variance for a square matrix (a² / 3 = 1 / d_model)."""
+    from attention_core.labs import multihead as ml
+    d, d_ff = 64, 256
+    torch.manual_seed(0)
+    enc = TransformerEncoder(100, d_model=d, num_layers=2, num_heads=4, d_ff=d_ff)
+    layer = enc.layers[0]
+    for w, (fan_out, fan_in) in ((layer.self_attn.W_query.weight, (d, d)), (layer.ffn.linear1.weight, (d_ff, d)),
+                                 (layer.ffn.linear2.weight, (d, d_ff))):
+        a = math.sqrt(6 / (fan_in + fan_out))
+        assert float(w.abs().max()) <= a and float(w.abs().max()) > 0.95 * a          # uniform up to the bound
+        assert abs(float(w.var()) / (a * a / 3) - 1) < 0.1
+    bias = layer.self_attn.W_query.bias                                                 # nn.Linear's default
+    assert float(bias.abs().max()) <= 1 / math.sqrt(d)
+    assert torch.equal(layer.norm1.weight, torch.ones(d)) and torch.equal(layer.norm1.bias, torch.zeros(d))
+    w = ml.random_mha(d, 4, seed=0).W_query.weight
+    assert abs(float(w.var()) * d - 1) < 0.1 and abs(math.sqrt(6 / (2 * d)) ** 2 / 3 - 1 / d) < 1e-12
+    from ui.i18n import lesson_text
+    for lang in ("en", "zh"):
+        text = lesson_text(lang, "encoder/layer")
+        assert "xavier_uniform_" in text and "N(0, 1/d_model)" in text and "√(6 / (fan_in + fan_out))" in text
