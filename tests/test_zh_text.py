@@ -154,7 +154,7 @@ NAMES = {
     "Vaswani", "Bahdanau", "Nadaraya", "Watson", "Abnar", "Zuidema", "Xiong", "Katharopoulos", "Choromanski",
     "Wang", "Beltagy", "Zaheer", "Child", "Dao", "Tay", "Press", "Jain", "Wallace", "Frobenius", "Transformer",
     "Transformers", "PyTorch", "torch", "Python", "Flax", "harvardnlp", "Annotated", "Loshchilov", "Hutter",
-    "Glorot", "Bengio",
+    "Glorot", "Bengio", "Xavier",
 }
 # Phrases quoted as they are: paper and benchmark titles and the language switch that must be readable in both
 # languages.
