@@ -180,7 +180,7 @@ def test_seed_analyzer_is_the_tutorials_code_and_differs_where_padding_enters(mo
         assert float(seed.sparsity[layer]) == pytest.approx(float((attn < 0.1).double().mean()), abs=1e-7)
     assert seed.rows == b * h * n
     ours = head_stats(w, lengths, 0.1)
-    # padded keys have weight 0 < 0.1: the tutorial counts them as sparse attention
+    # on a masked model padded keys have weight 0 < 0.1 and the formula counts them as sparse
     assert (seed.sparsity > ours.sparsity.mean(1)).all()
     # without padding the tutorial's entropy differs only by the +1e-8 (about n * 1e-8 per row)
     same = [e for e in mixed if len(e.tokens) == len(mixed[0].tokens)]
