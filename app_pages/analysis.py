@@ -91,7 +91,10 @@ def stats(b: int, seed_: int, mix: str, tau: float, normalize: bool) -> lab.Batc
     lengths = torch.cat([r.lengths for r in rows])[:b]
     m = int(lengths.max())
     weights = [torch.cat([r.weights[layer] for r in rows])[:b, :, :m, :m] for layer in range(len(rows[0].weights))]
-    return lab.batch_stats(weights, lengths, tau, normalize)
+    lm = shipped_model()
+    with torch.inference_mode():               # the tutorial's analyser: the same batch run without a mask
+        unmasked, _ = lab.seed_weights(lm.model, batch_examples(b, seed_, mix), lm.src_vocab, m)
+    return lab.batch_stats(weights, lengths, tau, normalize, unmasked)
 
 
 @cache_data(max_entries=16, max_bytes=8 * MB)
@@ -420,7 +423,8 @@ def seed_pitfall(c: lab.Batch) -> None:
     diff_s = np.abs(s_.seed_sparsity - s_.exact_sparsity).max()
     anatomy.pitfall(t(f"{NS}.pit_title"),
                     t(f"{NS}.pit_body", real=s_.rows * s_.entropy.shape[1], seed_rows=s_.seed_rows,
-                      de=fmt.fixed(diff_e, 3), ds=fmt.fixed(diff_s, 3), tau=fmt.fixed(tau)),
+                      de=fmt.fixed(diff_e, 3), ds=fmt.fixed(diff_s, 3), tau=fmt.fixed(tau),
+                      pad=fmt.pct(float(s_.pad_weight.max())), pad_max=fmt.pct(float(s_.pad_weight_max.max()))),
                     code=t(f"{NS}.pit_code"), demo=demo, key="an_pit")
 
 

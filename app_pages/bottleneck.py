@@ -270,12 +270,14 @@ def notices(digits: str, res: lab.Answers, marked: dict, rev: dict | None,
 
 
 @cache_data(max_entries=2, max_bytes=1 * MB)
-def exercise_numbers() -> dict:
+def exercise_numbers() -> tuple[dict, int]:
+    """The three thirds' accuracies, formatted, and the answer the data gives: the index of the best third
+    (options a, b, c are the first, middle and last digits written)."""
     r = lab.reverse_check(model(MODELS["no_attention"]).model, 30, CHECK_N, 0)
     third = 10
-    return {"first": fmt.pct(float(r.by_position[:third].mean())),
-            "middle": fmt.pct(float(r.by_position[third:-third].mean())),
-            "last": fmt.pct(float(r.by_position[-third:].mean()))}
+    parts = [float(r.by_position[:third].mean()), float(r.by_position[third:-third].mean()),
+             float(r.by_position[-third:].mean())]
+    return dict(zip(("first", "middle", "last"), map(fmt.pct, parts))), parts.index(max(parts))
 
 
 def pitfall_demo() -> None:
@@ -328,9 +330,9 @@ with lesson.step("intuition"):
 if not models.unavailable(*MODELS.values()):
     with lesson.step("question"):          # the question before the curves, tapes and positions that answer it
         facts()
-        nums = exercise_numbers()
+        nums, best = exercise_numbers()
         anatomy.exercise("bn_ex", t(f"{NS}.ex_question"), [t(f"{NS}.ex_a"), t(f"{NS}.ex_b"), t(f"{NS}.ex_c"),
-                                                           t(f"{NS}.ex_d")], 1, t(f"{NS}.ex_explain", **nums))
+                                                           t(f"{NS}.ex_d")], best, t(f"{NS}.ex_explain", **nums))
     with lesson.step("curves"):
         rev = curves_section()
     with lesson.step("example", keep=True):   # the heading and the controls' row (the fragment draws length and seed)

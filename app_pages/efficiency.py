@@ -315,9 +315,9 @@ def cost_section() -> list:
         anatomy.notice(ec.cost_notes(doc, sizes))
     with steps.step("cost_table"):
         st.subheader(t("efficiency.table_title"))
-        table = ec.complexity_table(doc, sizes)     # three narrow tables (the tutorial's; what ran and its slopes;
-        for cols in (slice(0, 3), slice(3, 6), slice(6, None)):    # speed and memory): each fits a phone
-            st.table(table[table.columns[cols]])
+        table = ec.complexity_table(doc, sizes)     # four narrow tables (the tutorial's cost; its idea and use;
+        for cols in (slice(0, 2), slice(2, 4), slice(4, 7), slice(7, None)):   # what ran and its slopes; speed
+            st.table(table[table.columns[cols]])                                # and memory): each fits a phone
         st.caption(t("efficiency.table_caption"))
         anatomy.pitfall(t("efficiency.pit3_title"), t("efficiency.pit3_body"), None,
                         demo=lambda: st.markdown(ec.flash_space_note(doc, sizes.memory_rows)))

@@ -10,8 +10,9 @@ small function returning ``AttentionOutput(output, weights)``, shapes (batch, he
                           FAVOR+ positive orthogonal random features, unbiased for exp(q.k/sqrt d).
 - ``linformer_attention`` Wang et al. 2020, "Linformer": project keys/values along the sequence,
                           K' = E K, V' = F V with E, F (k_proj, n), then exact softmax. O(n k).
-- ``sparse_attention``    exact attention restricted to a pattern (strided: Child et al. 2019 and
-                          the first tutorial; block-local + global: the second tutorial, fixed;
+- ``sparse_attention``    exact attention restricted to a pattern (strided: the first tutorial's fixed
+                          columns, not Child et al. 2019's relative causal one; block-local + global
+                          tokens, in place of the second tutorial's pooled-query layer;
                           Longformer, Beltagy et al. 2020; BigBird, Zaheer et al. 2020), and
                           ``sliding_window_attention``, a genuinely O(n w) banded implementation.
 - ``flash_attention``     Dao et al. 2022: tiles of Q meet tiles of K/V, online softmax (running
@@ -342,7 +343,9 @@ def strided_sparse_mask(n: int, stride: int = 4, window: int = 2, *, device=None
 
 
 def block_local_global_mask(n: int, block: int, global_idx=(0,), *, device=None) -> torch.Tensor:
-    """The second tutorial's SparseAttention idea, fixed: block-local attention + global tokens.
+    """Block-local attention + global tokens (Longformer / BigBird style), in place of the second tutorial's
+    SparseAttention, a different mechanism: its "global" branch is one pooled query (the mean of the
+    queries) whose context is added to every position; it has no global tokens.
 
     Query i sees every key of its own block (i // block == j // block); the tokens in
     ``global_idx`` see and are seen by everyone. Works for any n: the last block is just shorter.
@@ -350,9 +353,10 @@ def block_local_global_mask(n: int, block: int, global_idx=(0,), *, device=None)
     - ``chunk(seq_len // block_size)``: when block_size does not divide n the chunks are not of
       size block_size (n=100, block 32 gives 3 chunks of 34, 34, 32), and when n < block_size it
       asks for chunk(0) and raises;
-    - its "global" branch projects to d_model, averages the queries into one vector and multiplies
-      those d_model-wide weights with per-head values (b, h, n, d_k): the shapes only broadcast by
-      accident or not at all, and the scale uses sqrt(d_model) instead of sqrt(d_k);
+    - its "global" branch averages the queries into one d_model-wide vector (sqrt(d_model) is the
+      right scale for it: q and k are never split into heads), multiplies the weights with the raw
+      (b, n, d_model) value and adds that to the per-head output (b, h, n, d_k): ``expand_as`` only
+      succeeds with one head and one sequence in the batch;
     - it masks with ``masked_fill(mask == 0, -1e9)`` inside every block with the full-size mask
       (a shape mismatch) and -1e9 overflows to -inf in fp16; here hidden means -inf in a safe
       softmax, and a fully hidden row gives zeros instead of NaN.

@@ -43,7 +43,8 @@ class LearnedPositionalEmbedding(nn.Module):
     """A trainable table P (max_len, d_model), one row per position (BERT, GPT-2).
 
     forward(n) -> P[:n], shape (n, d_model). Unlike the sinusoidal table it cannot go beyond
-    max_len and knows nothing of relative offsets until trained. Initialised N(0, 0.02^2) (GPT-2).
+    max_len and knows nothing of relative offsets until trained. Initialised N(0, 0.02^2) (BERT's initializer
+    range; OpenAI's GPT-2 code draws its position table `wpe` with std 0.01).
     """
 
     def __init__(self, max_len: int, d_model: int):

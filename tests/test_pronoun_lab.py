@@ -169,6 +169,7 @@ def test_head_stats_equal_an_explicit_loop_over_real_rows_of_unpadded_runs(model
 
 
 def test_seed_analyzer_is_the_tutorials_code_and_differs_where_padding_enters(model, mixed):
+    # the formula alone, on the masked model's weights (the run the tutorial makes: tests/test_seed_analyzer.py)
     w, lengths = batch_weights(model, mixed, PRONOUN_VOCAB)
     seed = seed_analyzer_stats(w, 0.1)
     b, h, n, _ = w[0].shape
@@ -179,7 +180,7 @@ def test_seed_analyzer_is_the_tutorials_code_and_differs_where_padding_enters(mo
         assert float(seed.sparsity[layer]) == pytest.approx(float((attn < 0.1).double().mean()), abs=1e-7)
     assert seed.rows == b * h * n
     ours = head_stats(w, lengths, 0.1)
-    # padded keys have weight 0 < 0.1: the tutorial counts them as sparse attention
+    # on a masked model padded keys have weight 0 < 0.1 and the formula counts them as sparse
     assert (seed.sparsity > ours.sparsity.mean(1)).all()
     # without padding the tutorial's entropy differs only by the +1e-8 (about n * 1e-8 per row)
     same = [e for e in mixed if len(e.tokens) == len(mixed[0].tokens)]

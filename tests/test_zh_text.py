@@ -95,6 +95,18 @@ def punctuation_faults(text: str) -> list[str]:
     return faults
 
 
+def ascii_punctuation_faults(text: str) -> list[str]:
+    """ASCII commas, semicolons and sentence ends between Chinese words, and ASCII brackets that hold a Chinese
+    aside right after a Chinese word (“输出(打乱后)”, where Chinese writes “输出（打乱后）”). A formula keeps its
+    ASCII signs: function arguments after a Latin name (cos(两角之差), max(…)), inner products ⟨词, 图块⟩."""
+    para_text = re.sub(r"⟨[^⟩\n]*⟩", " ", prose(text))
+    show = lambda m: f"…{para_text[max(0, m.start() - 10):m.end() + 10]}…"      # noqa: E731
+    faults = [f"ASCII {m.group(1)!r} in {show(m)}" for m in re.finditer(rf"[{CJK}]\s*([,;])\s*[{CJK}]", para_text)]
+    faults += [f"ASCII {m.group(1)!r} in {show(m)}" for m in re.finditer(rf"[{CJK}]([.!?])(?=\s|$|[{CJK}])", para_text)]
+    faults += [f"ASCII brackets in {show(m)}" for m in re.finditer(rf"(?<=[{CJK}])\([{CJK}][^()\n]*\)", para_text)]
+    return faults
+
+
 # ---------------------------------------------------------------------------------------------
 # 1. the zh files
 # ---------------------------------------------------------------------------------------------
@@ -109,6 +121,11 @@ def test_zh_files_use_chinese_punctuation():
     assert bad == {}, f"ASCII quotes/colons in Chinese text: {bad}"
 
 
+def test_zh_files_use_chinese_commas_and_brackets():
+    bad = {name: f for name, text in zh_texts().items() if (f := ascii_punctuation_faults(text))}
+    assert bad == {}, f"ASCII commas/brackets in Chinese text: {bad}"
+
+
 def test_the_checks_catch_what_they_look_for():
     """The two checks above are not vacuous: they flag the kinds of text issue 11 found."""
     assert variants_used("编码器块") and variants_used("注意力 rollout 的每一行")
@@ -117,6 +134,15 @@ def test_the_checks_catch_what_they_look_for():
     assert punctuation_faults('每个词找到的"搭档"还是那几个') and punctuation_faults("给了«5»")
     assert punctuation_faults("避坑: 整行都被遮住") and punctuation_faults("**避坑:** 整行")
     assert not punctuation_faults("“搭档”：`mask == 0` 与 $a:b$，d_model = 64 (10:40)")
+    # the kinds of text issue 23 found: a sliding-window word for the running max, log-odds for logit, a cache
+    # for SRAM, glossary variants, ASCII commas and brackets
+    assert variants_used("m：滑动最大值；l：滑动和") == ["滑动最大值 (use 运行最大值)", "滑动和 (use 运行和)"]
+    assert variants_used("把对数几率乘以 2") and variants_used("外加片上高速缓存里的一个分块")
+    assert variants_used("切成正方形小块") and variants_used("正弦位置表") and variants_used("词嵌入、前馈层")
+    assert not variants_used("运行最大值 m、运行和 l、片上 SRAM、图块、正弦位置编码、前馈网络（FFN）、滑动窗口")
+    assert ascii_punctuation_faults("张量的形状（批量, 词元数, 特征数）")
+    assert ascii_punctuation_faults("max |输出(打乱后) − 打乱(输出)|") and ascii_punctuation_faults("结束了.")
+    assert not ascii_punctuation_faults("cos(两角之差)，⟨词, 图块⟩，min(最终损失, {chance})，`a, b`，(b, n, d)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -128,6 +154,7 @@ NAMES = {
     "Vaswani", "Bahdanau", "Nadaraya", "Watson", "Abnar", "Zuidema", "Xiong", "Katharopoulos", "Choromanski",
     "Wang", "Beltagy", "Zaheer", "Child", "Dao", "Tay", "Press", "Jain", "Wallace", "Frobenius", "Transformer",
     "Transformers", "PyTorch", "torch", "Python", "Flax", "harvardnlp", "Annotated", "Loshchilov", "Hutter",
+    "Glorot", "Bengio", "Xavier",
 }
 # Phrases quoted as they are: paper and benchmark titles and the language switch that must be readable in both
 # languages.

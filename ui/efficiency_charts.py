@@ -367,7 +367,8 @@ COMPLEXITY_ROWS = (("standard", "full"), ("linear", "linear"), ("sparse", "windo
 
 
 def complexity_table(doc: dict, sizes: bench.QuotedSizes) -> pd.DataFrame:
-    """The first tutorial's table (section 8.4) with what we measured beside each row: the fitted slopes,
+    """The first tutorial's table (section 8.4), every column of it (variant, time, space, core idea, use case),
+    with what we measured beside each row: the fitted slopes,
     the speed-up against full at the largest n, the peak extra memory at ``sizes.memory`` (or the largest
     n measured below it)."""
     by = bench.by_method(doc)
@@ -383,6 +384,7 @@ def complexity_table(doc: dict, sizes: bench.QuotedSizes) -> pd.DataFrame:
             t("efficiency.col_time"): t(f"efficiency.cx_{row}_time"),
             t("efficiency.col_space"): t(f"efficiency.cx_{row}_space"),
             t("efficiency.col_idea"): t(f"efficiency.cx_{row}_idea"),
+            t("efficiency.col_use"): t(f"efficiency.cx_{row}_use"),
             t("efficiency.col_measured"): t(f"efficiency.r_{method}"),
             t("efficiency.col_tslope"): fmt_slope(s["time_slope"]),
             t("efficiency.col_mslope"): fmt_slope(s["memory_slope"]),

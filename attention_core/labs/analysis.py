@@ -1,16 +1,19 @@
 """The attention-analysis page: what the trained heads of ``models.pronoun.PronounResolver`` do,
 per head and per sentence, and the second tutorial's ``AttentionAnalyzer`` corrected.
 
-The analyser of the second tutorial computes, per layer, on a padded batch::
+The analyser of the second tutorial runs the model on a padded batch and computes, per layer::
 
+    _, attention_weights = self.model(batch[0])          # mask left at its default, None
     attn_flat = attn.view(-1, attn.size(-1))
     entropy = -torch.sum(attn_flat * torch.log(attn_flat + 1e-8), dim=-1).mean()
     sparsity = (attn < 0.1).float().mean()
 
-``seed_analyzer_stats`` reproduces it; ``head_stats`` is the corrected version: exact entropy
-(0 log 0 = 0, no +1e-8), one number per head rather than per layer, and padding left out — the
-rows of padded query positions are not tokens, and padded keys (weight exactly 0) are not
-"sparse" attention, they are absent.
+It never passes a mask, so the model attends to the padding: every query, real or padded, gives the
+padded keys real weight. ``seed_weights`` runs the encoder that way (``encoder(tokens)``, no mask) and
+``seed_analyzer_stats`` applies the tutorial's formulas to those weights; ``pad_key_weight`` measures the
+weight that real tokens put on padding. ``head_stats`` is the corrected version: the model run with its
+padding mask, exact entropy (0 log 0 = 0, no +1e-8), one number per head rather than per layer, and the
+padded query rows and key columns left out.
 """
 from __future__ import annotations
 
@@ -85,8 +88,33 @@ class SeedStats(NamedTuple):
     rows: int
 
 
+@torch.no_grad()
+def seed_weights(model: PronounResolver, examples: Sequence[PronounExample], vocab: Vocab,
+                 n: int | None = None) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """The encoder weights per layer (b, h, n, n) as the tutorial's analyser gets them, and the lengths (b,):
+    the batch padded to ``n`` tokens (default: its longest sentence, as a data loader pads) and run with
+    ``mask=None`` (``self.model(batch[0])``), so every query attends to the padded keys too."""
+    batch = make_pronoun_batch(examples, vocab, n)
+    return list(model.encoder(batch.tokens).weights), batch.lengths
+
+
+def pad_key_weight(weights: Sequence[torch.Tensor], lengths: torch.Tensor) -> torch.Tensor:
+    """(L, b): per layer and sentence, the mean over the sentence's real query rows (and the heads) of the
+    total weight those rows put on padded keys (positions >= length). 0 for a model run with its padding
+    mask; with ``seed_weights`` it is what the tutorial's analyser lets padding take."""
+    n = weights[0].size(-1)
+    real = torch.arange(n) < lengths[:, None]                                  # (b, n): real positions
+    out = []
+    for w in weights:                                                          # (b, h, n, n)
+        on_pad = (w * (~real)[:, None, None, :]).sum(-1)                       # (b, h, n): per query row
+        rows = real[:, None, :].expand_as(on_pad)
+        out.append((on_pad * rows).sum((1, 2)) / rows.sum((1, 2)))
+    return torch.stack(out)
+
+
 def seed_analyzer_stats(weights: Sequence[torch.Tensor], threshold: float = 0.1) -> SeedStats:
-    """``AttentionAnalyzer.analyze_attention_distribution`` of the second tutorial, verbatim per layer."""
+    """``AttentionAnalyzer.analyze_attention_distribution`` of the second tutorial, verbatim per layer. Give it
+    the weights the tutorial's call produces (``seed_weights``: no mask) to reproduce its numbers."""
     ent, spa = [], []
     for attn in weights:
         attn_flat = attn.reshape(-1, attn.size(-1))
@@ -168,9 +196,11 @@ class Batch(NamedTuple):
 
 class BatchStats(NamedTuple):
     """Everything the page says about a batch's entropy and sparsity: per head (L, h) the corrected
-    statistics (``head_stats``), per layer (L,) the tutorial's (``seed_analyzer_stats``) and the exact
-    ones in nats with padding left out (``exact_*``, to compare with the tutorial's), the real lengths,
-    the padded length, and the share of real rows that a head attending evenly would count all sparse."""
+    statistics (``head_stats``), per layer (L,) the tutorial's (``seed_analyzer_stats`` on the unmasked run)
+    and the exact ones in nats with padding left out (``exact_*``, to compare with the tutorial's), the real
+    lengths, the padded length, the share of real rows that a head attending evenly would count all sparse,
+    and per layer (L,) the weight real tokens put on padding in the unmasked run: the mean over every real
+    query row of the batch (``pad_weight``) and the largest sentence mean (``pad_weight_max``)."""
 
     entropy: np.ndarray
     sparsity: np.ndarray
@@ -183,18 +213,26 @@ class BatchStats(NamedTuple):
     lengths: np.ndarray
     n_pad: int
     uniform_rows: float
+    pad_weight: np.ndarray
+    pad_weight_max: np.ndarray
 
 
-def batch_stats(weights: Sequence[torch.Tensor], lengths: torch.Tensor, tau: float, normalize: bool) -> BatchStats:
+def batch_stats(weights: Sequence[torch.Tensor], lengths: torch.Tensor, tau: float, normalize: bool,
+                unmasked: Sequence[torch.Tensor]) -> BatchStats:
+    """``weights``: the model run with its padding mask; ``unmasked``: the same batch, padded the same way, run
+    as the tutorial's analyser runs it (``seed_weights``: no mask)."""
     ours = head_stats(weights, lengths, tau, normalize)
-    seed = seed_analyzer_stats(weights, tau)
+    seed = seed_analyzer_stats(unmasked, tau)
+    pad = pad_key_weight(unmasked, lengths)                                    # (L, b)
+    share = lengths.double() / lengths.sum()
     exact = head_stats(weights, lengths, tau)          # nats, for the comparison with the tutorial
     n = lengths.double()
     # a head that attends evenly: every weight of a row is 1/n, so the row is all "sparse" iff 1/n < tau
     uniform = float((n * (1.0 / n < tau).double()).sum() / n.sum())
     return BatchStats(ours.entropy.numpy(), ours.sparsity.numpy(), ours.rows, seed.entropy.numpy(),
                       seed.sparsity.numpy(), seed.rows, exact.entropy.numpy().mean(1), exact.sparsity.numpy().mean(1),
-                      lengths.numpy(), int(weights[0].size(-1)), uniform)
+                      lengths.numpy(), int(weights[0].size(-1)), uniform, (pad.double() * share).sum(1).numpy(),
+                      pad.max(1).values.numpy())
 
 
 class BatchPatterns(NamedTuple):

@@ -25,7 +25,7 @@ from .kv_cache import kv_cache_bytes
 
 QUERY_HEADS = (4, 8, 16, 32)
 KV_HEADS = (1, 2, 4, 8, 16, 32)         # divisors of 32; for h < 32 only those <= h divide h
-SIZE = {"layers": 32, "d_head": 128, "bytes": 2}     # Llama-2-7B's layers and d_head, bfloat16 (kv_cache page)
+SIZE = {"layers": 32, "d_head": 128, "bytes": 2}     # Llama-2-7B's layers and d_head, 2-byte numbers (float16)
 RECIPES = ("gqa_kv4", "gqa_kv2", "gqa_kv1")           # h = 4 query heads; 4, 2, 1 K/V heads
 
 

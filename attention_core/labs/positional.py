@@ -143,7 +143,7 @@ def position_table(encoding: str, n: int, d: int, seed: int = 0, max_len: int = 
     """The (n, d) table added to the embeddings: sinusoidal, learned (untrained, seeded), else None.
 
     The learned table is ``LearnedPositionalEmbedding(max_len, d)`` as initialised under
-    ``torch.manual_seed(seed)`` (N(0, 0.02^2), as GPT-2): what a model starts training from.
+    ``torch.manual_seed(seed)`` (N(0, 0.02^2), BERT's range; GPT-2's `wpe` uses std 0.01): what a model starts training from.
     """
     if encoding not in ENCODINGS:
         raise ValueError(f"encoding must be one of {ENCODINGS}, got {encoding!r}")

@@ -21,6 +21,7 @@ from tests.apptest_util import (
     presenter_steps,
     shows_label,
 )
+from ui import format as fmt
 from ui.i18n import catalog
 
 EN, ZH = catalog("en"), catalog("zh")
@@ -141,15 +142,24 @@ def test_check_many_strings_on_request():
     assert [c for c in charts(at) if "position" in frame(c).columns]
 
 
-def test_the_exercise_answer_holds_for_the_shipped_model():
-    """Answer 1 ("the middle"): at 30 digits the middle third is worse than both ends."""
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_the_exercise_answer_holds_for_the_shipped_model(lang):
+    """The robust effect of the recorded run, not a few points' difference: at 30 digits the first third written
+    (the end of the input, read last) is right far more often than the middle and the last third (77% against
+    about 40%), so the answer is option a; option b ("the middle", which the page once gave) is marked wrong."""
     pos = reverse_check(PLAIN.model, 30, 100, 0).by_position
-    first, middle, last = pos[:10].mean(), pos[10:20].mean(), pos[20:].mean()
-    assert middle < first and middle < last
-    at = open_page("bottleneck", "en")
+    first, middle, last = float(pos[:10].mean()), float(pos[10:20].mean()), float(pos[20:].mean())
+    assert first - max(middle, last) > 0.2                   # a gap far beyond 100 strings' sampling noise
+    at = open_page("bottleneck", lang)
+    at.radio(key="bn_ex_guess").set_value(0).run()
+    at.button(key="bn_ex_reveal").click().run()
+    assert at.success and not at.error
+    assert catalog(lang)["bottleneck.ex_explain"].format(first=fmt.pct(first), middle=fmt.pct(middle),
+                                                         last=fmt.pct(last)) in all_text(at)
+    at = open_page("bottleneck", lang)
     at.radio(key="bn_ex_guess").set_value(1).run()
     at.button(key="bn_ex_reveal").click().run()
-    assert at.success and f"only {round(100 * middle)}%" in all_text(at)
+    assert at.error and not at.success
 
 
 def test_pitfall_shows_the_tutorials_batching():

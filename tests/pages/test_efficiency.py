@@ -239,7 +239,9 @@ def test_recorded_scaling_chart_matches_the_json():
             assert fit == pytest.approx(s[slope], abs=1e-9)
             label = rows["label_time" if y == "time_ms" else "label_memory"].iloc[0]
             assert label.endswith(f"slope {s[slope]:.2f}")
-    tutorial, table = at.table[0].value, at.table[1].value.join(at.table[2].value)    # the tutorial's; measured
+    # the tutorial's table (cost; idea and use case), then what we measured (slopes; speed and memory)
+    tutorial, table = at.table[0].value.join(at.table[1].value), at.table[2].value.join(at.table[3].value)
+    assert tutorial.loc[EN["efficiency.cx_linear"], EN["efficiency.col_use"]] == EN["efficiency.cx_linear_use"]
     assert "✗" in tutorial.loc[EN["efficiency.cx_flash"], EN["efficiency.col_space"]]
     assert table.loc[EN["efficiency.cx_standard"], EN["efficiency.col_tslope"]] == \
         f"{DOC['slopes']['full']['time_slope']:.2f}"

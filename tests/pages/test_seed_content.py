@@ -277,3 +277,23 @@ def test_multihead_gallery_links_to_the_pattern_table(lang):
     assert not exceptions(at)
     links = [(link.proto.page, link.proto.label) for link in at.get("page_link")]
     assert ("analysis", c["multihead.seedpat_link"]) in links
+
+
+# ------------------------------------------------------------------ seed 000 §8.4: every column of the table
+# The first tutorial's comparison table, column "适用场景", row by row (standard, linear, sparse, Linformer,
+# Performer, flash); the page's "sparse as a dense mask" row is the tutorial's code for its sparse row.
+SEED_USES = {"standard": "短序列", "linear": "长序列生成", "sparse": "长文档处理", "sparse_dense": "长文档处理",
+             "linformer": "长序列分类", "performer": "超长序列", "flash": "硬件优化"}
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_efficiency_complexity_table_keeps_the_tutorials_use_case_column(lang):
+    c = CAT[lang]
+    assert {k: ZH[f"efficiency.cx_{k}_use"] for k in SEED_USES} == SEED_USES
+    at = open_page("efficiency", lang, {"tab": c["efficiency.tab_cost"]})
+    assert not exceptions(at)
+    table = table_with(at, c["efficiency.col_use"])
+    shown = dict(zip(table[c["efficiency.col_variant"]], table[c["efficiency.col_use"]]))
+    assert shown == {c[f"efficiency.cx_{k}"]: c[f"efficiency.cx_{k}_use"] for k in SEED_USES}
+    for column in ("col_time", "col_space", "col_idea", "col_measured", "col_tslope"):    # the other columns stay
+        table_with(at, c[f"efficiency.{column}"])
