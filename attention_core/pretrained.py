@@ -537,20 +537,37 @@ def find_local_checkpoints(folders: list[pathlib.Path] | None = None,
     return found
 
 
-def run(checkpoint: Checkpoint, text: str, max_tokens: int) -> tuple[list[str], PretrainedOutput]:
-    """Tokenise ``text`` with the checkpoint's own tokenizer and run the model: (tokens, output).
+class Encoded(NamedTuple):
+    ids: list[int]
+    tokens: list[str]
+    type_ids: list[int]
+    total: int             # tokens of the whole text (special tokens included), before any cut
 
-    Raises CheckpointError when the text has more than ``max_tokens`` tokens (special tokens included)."""
-    encoding = checkpoint.tokenizer.encode(text)
-    if len(encoding.ids) > max_tokens:
-        raise CheckpointError(f"{len(encoding.ids)} tokens, more than {max_tokens}")
-    if not encoding.ids:
+
+def encode(tokenizer, text: str, max_tokens: int) -> Encoded:
+    """``text`` in the checkpoint's own tokens, cut to ``max_tokens`` (special tokens kept: BERT's
+    [CLS] ... [SEP] stay at both ends). The tokenizer is not changed: it is shared by every session."""
+    enc = tokenizer.encode(text, add_special_tokens=False)
+    special = tokenizer.num_special_tokens_to_add(False)
+    total = len(enc.ids) + special
+    if total > max_tokens:
+        enc.truncate(max(max_tokens - special, 0))
+    enc = tokenizer.post_process(enc)
+    return Encoded(list(enc.ids), list(enc.tokens), list(enc.type_ids), total)
+
+
+def forward(checkpoint: Checkpoint, encoded: Encoded) -> PretrainedOutput:
+    """One sentence through the checkpoint's model: attentions (1, h, n, n) per layer."""
+    if not encoded.ids:
         raise CheckpointError("no tokens")
-    ids = torch.tensor([encoding.ids])                              # (1, n)
+    ids = torch.tensor([encoded.ids])                              # (1, n)
     with torch.no_grad():
         if checkpoint.family == "bert":
-            out = checkpoint.model(ids, token_type_ids=torch.tensor([encoding.type_ids]))
-        else:
-            out = checkpoint.model(ids)
-    return list(encoding.tokens), out
+            return checkpoint.model(ids, token_type_ids=torch.tensor([encoded.type_ids]))
+        return checkpoint.model(ids)
 
+
+def run(checkpoint: Checkpoint, text: str, max_tokens: int) -> tuple[list[str], PretrainedOutput]:
+    """Tokenise ``text`` with the checkpoint's own tokenizer (cut to ``max_tokens``), run it: (tokens, output)."""
+    encoded = encode(checkpoint.tokenizer, text, max_tokens)
+    return encoded.tokens, forward(checkpoint, encoded)
