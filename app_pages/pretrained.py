@@ -8,6 +8,7 @@ labels -> rollout and its caveat -> the pitfall of this very tokenizer file (it 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -63,20 +64,17 @@ def max_parameters() -> int:
 
 
 @st.cache_data(show_spinner=False, ttl=60)
-def local_checkpoints() -> dict[str, str]:
-    """name -> folder of the local checkpoints the deployer allows (nothing by default)."""
-    folders = [f for f in os.environ.get(FOLDERS_ENV, "").split(os.pathsep) if f.strip()]
-    use_cache = os.environ.get(CACHE_ENV) == "1"
-    if not folders and not use_cache:
-        return {}
-    from pathlib import Path
-    found = pt.find_local_checkpoints([Path(f) for f in folders], None if use_cache else Path("/nonexistent"))
+def local_checkpoints(folders: str, use_cache: bool) -> dict[str, str]:
+    """name -> folder of the local checkpoints the deployer allows (``folders``: FOLDERS_ENV's value)."""
+    paths = [Path(f) for f in folders.split(os.pathsep) if f.strip()]
+    found = pt.find_local_checkpoints(paths, pt.hf_cache_dir() if use_cache else None)
+    found.pop(MINILM, None)
     return {name: str(path) for name, path in found.items()}
 
 
 def model_choice() -> tuple[str, str]:
     """(name, folder) of the model to run: MiniLM unless the deployer offers local checkpoints."""
-    local = local_checkpoints()
+    local = local_checkpoints(os.environ.get(FOLDERS_ENV, ""), os.environ.get(CACHE_ENV) == "1")
     if not local:
         return MINILM, ""
     options = [MINILM] + sorted(local)
@@ -170,17 +168,18 @@ def shares(run: lab.SentenceRun) -> dict[str, float]:
         near = (np.pad(w[..., idx[1:], idx[1:] - 1], ((0, 0), (0, 0), (1, 0))) +
                 np.pad(w[..., idx[:-1], idx[:-1] + 1], ((0, 0), (0, 0), (0, 1))))
     return {"self": self_, "near": float(near.mean()) if n > 1 else 0.0,
-            "special": float(lab.share_to(w, lab.special_positions(run.tokens)).mean())}
+            "special": float(lab.share_to(w, list(run.special)).mean())}
 
 
-def question_section(run: lab.SentenceRun) -> None:
+def question_section(run: lab.SentenceRun, family: str) -> None:
     s = shares(run)
     order = ("self", "near", "special")
     answer = int(np.argmax([s[k] for k in order]))
     L, h = run.weights.shape[:2]
-    anatomy.exercise("pt_ex", t(f"{NS}.ex_question", heads=L * h), [t(f"{NS}.ex_{k}") for k in order], answer,
-                     t(f"{NS}.ex_explain", self_=fmt.pct(s["self"]), near=fmt.pct(s["near"]),
-                       special=fmt.pct(s["special"]), heads=L * h))
+    where = special_name(family)
+    anatomy.exercise("pt_ex", t(f"{NS}.ex_question", heads=L * h), [t(f"{NS}.ex_{k}", where=where) for k in order],
+                     answer, t(f"{NS}.ex_explain", self_=fmt.pct(s["self"]), near=fmt.pct(s["near"]),
+                               special=fmt.pct(s["special"]), heads=L * h, where=where))
 
 
 @cache_data(max_entries=64, max_bytes=8 * MB)
@@ -210,9 +209,14 @@ def head_section(run: lab.SentenceRun, key: tuple[str, str, str], layer: int, he
     return row
 
 
-def notice_section(run: lab.SentenceRun, layer: int, head: int) -> None:
+def special_name(family: str) -> str:
+    return t(f"{NS}.special_bert" if family == "bert" else f"{NS}.special_first")
+
+
+def notice_section(run: lab.SentenceRun, family: str, layer: int, head: int) -> None:
+    name = special_name(family)
     w = run.weights
-    special = lab.special_positions(run.tokens)
+    special = list(run.special)
     to_special = lab.share_to(w, special)                        # (L, h)
     prev = lab.previous_token_share(w)
     top = lab.top_heads(prev, 3)
@@ -220,13 +224,13 @@ def notice_section(run: lab.SentenceRun, layer: int, head: int) -> None:
     peak = int(per_layer.argmax())
     items = []
     if special:
-        items.append(t(f"{NS}.notice_special", layer=layer + 1, share=fmt.pct(per_layer[layer]),
-                       cls=fmt.pct(lab.share_to(w, [0])[layer].mean()), peak=peak + 1,
+        items.append(t(f"{NS}.notice_special", layer=layer + 1, share=fmt.pct(per_layer[layer]), special=name,
+                       first=fmt.pct(lab.share_to(w, special[:1])[layer].mean()), peak=peak + 1,
                        peak_share=fmt.pct(per_layer[peak]), uniform=fmt.pct(len(special) / len(run.tokens))))
     items.append(t(f"{NS}.notice_previous", heads=", ".join(f"{head_label(a, b)} ({fmt.fixed(v)})" for a, b, v in top),
                    n_prev=sum(lab_ == "previous" for row in run.labels for lab_ in row), total=w.shape[0] * w.shape[1]))
     items.append(t(f"{NS}.notice_this", head=head_label(layer, head), pattern=pattern_name(run.labels[layer][head]),
-                   special=fmt.pct(to_special[layer, head]), prev=fmt.fixed(prev[layer, head])))
+                   special=fmt.pct(to_special[layer, head]), prev=fmt.fixed(prev[layer, head]), where=name))
     anatomy.notice(items)
 
 
@@ -313,10 +317,10 @@ if run is not None:
     text = str(st.session_state.get("pt_text") or "")
     key = (name, folder, text)
     with steps.step("question"):
-        question_section(run)
+        question_section(run, ck.family)
     with steps.step("head view"):
         row = head_section(run, key, layer, head)
-        notice_section(run, layer, head)
+        notice_section(run, ck.family, layer, head)
     with steps.step("model view"):
         model_section(run, key)
     with steps.step("rollout"):

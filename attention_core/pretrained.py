@@ -518,18 +518,21 @@ def _cached_snapshot(repo_dir: pathlib.Path) -> pathlib.Path | None:
 def find_local_checkpoints(folders: list[pathlib.Path] | None = None,
                            cache: pathlib.Path | None = None) -> dict[str, pathlib.Path]:
     """name -> folder of every local checkpoint with a config.json: the given folders (each a checkpoint or a
-    folder of checkpoints) and the Hugging Face cache (``org/name``). Nothing is loaded or downloaded."""
+    folder of checkpoints) and, when ``cache`` is given (``hf_cache_dir()``), the Hugging Face cache's models
+    (named ``org/name``, their ``refs/main`` snapshot). Nothing is loaded and nothing is downloaded."""
     found: dict[str, pathlib.Path] = {}
     for folder in folders or []:
         folder = pathlib.Path(folder).expanduser()
-        if (folder / "config.json").is_file():
-            found[folder.name] = folder
-        elif folder.is_dir():
-            for sub in sorted(folder.iterdir()):
-                if (sub / "config.json").is_file():
-                    found[sub.name] = sub
-    cache = hf_cache_dir() if cache is None else cache
-    if cache.is_dir():
+        try:
+            if (folder / "config.json").is_file():
+                found[folder.name] = folder
+            elif folder.is_dir():
+                for sub in sorted(folder.iterdir()):
+                    if (sub / "config.json").is_file():
+                        found[sub.name] = sub
+        except OSError:                 # an unreadable folder offers nothing
+            continue
+    if cache is not None and cache.is_dir():
         for repo_dir in sorted(cache.glob("models--*")):
             snap = _cached_snapshot(repo_dir)
             if snap is not None and (snap / "config.json").is_file():

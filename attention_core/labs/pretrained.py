@@ -26,6 +26,7 @@ class SentenceRun(NamedTuple):
     rollout: np.ndarray                # (L, n, n): attention rollout through layers 1..l
     unknown: int                       # tokens that are [UNK]
     cjk: int                           # Chinese characters in the text
+    special: tuple[int, ...]           # where the tokens heads park attention on sit ([CLS] / [SEP], or the first)
 
 
 def sentence_run(checkpoint: Checkpoint, text: str, max_tokens: int = MAX_TOKENS) -> SentenceRun:
@@ -36,11 +37,15 @@ def sentence_run(checkpoint: Checkpoint, text: str, max_tokens: int = MAX_TOKENS
     labels = tuple(tuple(label for label, _ in classify_heads(w)) for w in per_layer)
     rollout = attention_rollout(per_layer, cumulative=True)                        # (L, n, n)
     return SentenceRun(tuple(encoded.tokens), encoded.total, torch.stack(per_layer).numpy(), labels,
-                       rollout.numpy(), sum(t == UNKNOWN for t in encoded.tokens), len(CJK.findall(text)))
+                       rollout.numpy(), sum(t == UNKNOWN for t in encoded.tokens), len(CJK.findall(text)),
+                       tuple(special_positions(encoded.tokens, checkpoint.family)))
 
 
-def special_positions(tokens) -> list[int]:
-    """Where [CLS] and [SEP] sit (BERT's special tokens); empty for a model without them."""
+def special_positions(tokens, family: str = "bert") -> list[int]:
+    """Where BERT's [CLS] and [SEP] sit; for a decoder (GPT-2), the first token: the key that causal heads
+    with nothing to look for settle on (the "attention sink" of the modern-attention pages)."""
+    if family != "bert":
+        return [0] if len(tokens) else []
     return [i for i, t in enumerate(tokens) if t in SPECIAL]
 
 

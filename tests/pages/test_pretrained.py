@@ -98,7 +98,8 @@ def test_the_notices_quote_the_numbers_on_screen():
     assert [run.tokens[i] for i in special] == ["[CLS]", "[SEP]"]
     share = lab.share_to(w, special).mean(1)
     text = all_text(at)
-    assert f"In layer 2 the heads put {100 * share[1]:.0f}% of each row's weight on [CLS] and [SEP]" in text
+    assert (f"In layer 2 the heads put {100 * share[1]:.0f}% of each row's weight on the special tokens [CLS] and "
+            f"[SEP] on average") in text
     (best_layer, best_head, best), *_ = lab.top_heads(lab.previous_token_share(w))
     prev = w[best_layer, best_head][np.arange(1, len(run.tokens)), np.arange(len(run.tokens) - 1)].mean()
     assert abs(prev - best) < 1e-6
@@ -129,9 +130,9 @@ def test_the_question_is_answered_by_the_numbers():
     run = expected(DEFAULT)
     special = lab.share_to(run.weights, lab.special_positions(run.tokens)).mean()
     assert special > 0.3                     # MiniLM parks a third of its attention on [CLS] / [SEP]
-    assert f"{100 * special:.0f}% goes to [CLS] and [SEP]" in all_text(at)
+    assert f"{100 * special:.0f}% goes to the special tokens [CLS] and [SEP]" in all_text(at)
     assert at.success, "the special tokens are the right answer on the default sentence"
-    assert radio.options[2] == catalog("en")["pretrained.ex_special"]
+    assert radio.options[2] == "To the special tokens [CLS] and [SEP]"
 
 
 @pytest.mark.parametrize("text, lang, message", [
@@ -182,3 +183,131 @@ def test_the_padding_pitfall_runs_the_model_with_and_without_the_mask():
     pad, masked = lab.padding_pitfall(minilm(), DEFAULT)
     assert pad > 0.1 and masked == 0.0
     assert catalog("en")["pretrained.pit_result"].format(pad=f"{100 * pad:.0f}%", masked="0%", n=128) in all_text(at)
+
+
+# ----------------------------------------------------------------------------- local checkpoints (deployer's)
+WORDS = ["the", "animal", "didn", "'", "t", "cross", "street", "because", "it", "was", "too", "tired", "."]
+
+
+def wordpiece_tokenizer(folder, vocab_size: int) -> None:
+    """A BERT-style tokenizer.json (lower-cased WordPiece, [CLS] ... [SEP]) whose ids fit ``vocab_size``."""
+    from tokenizers import Tokenizer, normalizers, pre_tokenizers, processors
+    from tokenizers.models import WordPiece
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]"] + WORDS
+    vocab += [f"w{i}" for i in range(vocab_size - len(vocab))]
+    tok = Tokenizer(WordPiece({w: i for i, w in enumerate(vocab)}, unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2),
+                                                                                                ("[SEP]", 3)])
+    tok.save(str(folder / "tokenizer.json"))
+
+
+def wordlevel_tokenizer(folder, vocab_size: int) -> None:
+    """A GPT-2-style tokenizer.json without special tokens (whole words; ids fit ``vocab_size``)."""
+    from tokenizers import Tokenizer, pre_tokenizers
+    from tokenizers.models import WordLevel
+    vocab = ["<unk>"] + WORDS + [f"w{i}" for i in range(vocab_size - len(WORDS) - 1)]
+    tok = Tokenizer(WordLevel({w: i for i, w in enumerate(vocab)}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.save(str(folder / "tokenizer.json"))
+
+
+def save_bert(folder):
+    import transformers
+    cfg = transformers.BertConfig(vocab_size=60, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                  intermediate_size=48, max_position_embeddings=64)
+    transformers.BertModel(cfg, add_pooling_layer=False).save_pretrained(folder)
+    wordpiece_tokenizer(folder, 60)
+
+
+def save_gpt2(folder):
+    import transformers
+    cfg = transformers.GPT2Config(vocab_size=70, n_positions=64, n_embd=32, n_layer=3, n_head=2)
+    transformers.GPT2Model(cfg).save_pretrained(folder)
+    wordlevel_tokenizer(folder, 70)
+
+
+@pytest.fixture
+def local_models(tmp_path, monkeypatch):
+    """A folder of checkpoints the deployer names: a tiny BERT, a tiny GPT-2, and four broken ones."""
+    pytest.importorskip("transformers")
+    root = tmp_path / "checkpoints"
+    save_bert(root / "tiny-bert")
+    save_gpt2(root / "tiny-gpt2")
+    (root / "garbled").mkdir()
+    (root / "garbled" / "config.json").write_text("{not json", encoding="utf-8")
+    save_bert(root / "no-weights")
+    (root / "no-weights" / "model.safetensors").unlink()
+    save_bert(root / "bad-weights")
+    (root / "bad-weights" / "model.safetensors").write_bytes(b"\x00" * 64)
+    (root / "t5ish").mkdir()
+    (root / "t5ish" / "config.json").write_text('{"model_type": "t5"}', encoding="utf-8")
+    monkeypatch.setenv("ATTENTION_APP_CHECKPOINTS", str(root))
+    monkeypatch.delenv("ATTENTION_APP_HF_CACHE", raising=False)
+    return root
+
+
+def test_local_checkpoints_are_offered_only_when_the_deployer_names_them(local_models, monkeypatch):
+    at = open_page("pretrained", "en", timeout=120)
+    box = next(s for s in at.selectbox if s.key == "pt_model")
+    assert set(box.options) >= {"tiny-bert", "tiny-gpt2", "garbled", "no-weights", "t5ish"}
+    monkeypatch.delenv("ATTENTION_APP_CHECKPOINTS")
+    at = open_page("pretrained", "en", {"pt_model": "tiny-bert"}, timeout=120)
+    assert exceptions(at) == []
+    assert not [s for s in at.selectbox if s.key == "pt_model"]       # nothing offered: MiniLM runs
+    assert head_chart(at)
+
+
+@pytest.mark.parametrize("family", ["tiny-bert", "tiny-gpt2"])
+def test_a_local_checkpoint_runs_through_the_library(local_models, family):
+    at = open_page("pretrained", "en", {"pt_model": family, "pt_layer": "2", "pt_head": "2"}, timeout=120)
+    assert exceptions(at) == []
+    ck = P.load_folder(local_models / family)
+    run = lab.sentence_run(ck, DEFAULT)
+    _, frame = head_chart(at)
+    got = as_matrix(frame, len(run.tokens))
+    assert np.abs(got - run.weights[1, 1]).max() < 1e-6
+    if family == "tiny-gpt2":
+        assert np.nan_to_num(np.triu(got, 1)).max() == 0               # causal: no key after the query
+        assert run.special == (0,)
+    else:
+        assert run.tokens[0] == "[CLS]"
+    assert "tiny" in all_text(at)
+
+
+@pytest.mark.parametrize("name, words", [("garbled", "not a readable JSON"), ("no-weights", "no model.safetensors"),
+                                         ("bad-weights", "not a readable safetensors"),
+                                         ("t5ish", "model_type 't5' is not supported")])
+def test_a_broken_or_unsupported_folder_gets_a_message(local_models, name, words):
+    for lang in ("en", "zh"):
+        at = open_page("pretrained", lang, {"pt_model": name}, timeout=120)
+        assert exceptions(at) == []
+        (warning,) = [w.value for w in at.warning]
+        assert warning.startswith(catalog(lang)["pretrained.err_model"].split("{")[0])
+        assert words in warning.replace("\\", "")
+        assert at.get("vega_lite_chart") == [] or len(at.get("vega_lite_chart")) == 0
+
+
+def test_a_model_above_the_size_limit_is_refused(local_models, monkeypatch):
+    monkeypatch.setenv("ATTENTION_APP_MAX_PARAMS", "1000")
+    at = open_page("pretrained", "en", {"pt_model": "tiny-gpt2"}, timeout=120)
+    assert exceptions(at) == []
+    (warning,) = [w.value for w in at.warning]
+    assert "above the limit" in warning
+
+
+def test_the_local_hugging_face_cache_is_read_without_a_download(tmp_path, monkeypatch):
+    pytest.importorskip("transformers")
+    snap = tmp_path / "hub" / "models--someone--tiny-gpt2" / "snapshots" / "0123abc"
+    save_gpt2(snap)
+    (tmp_path / "hub" / "models--someone--tiny-gpt2" / "refs").mkdir()
+    (tmp_path / "hub" / "models--someone--tiny-gpt2" / "refs" / "main").write_text("0123abc")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("ATTENTION_APP_HF_CACHE", "1")
+    monkeypatch.delenv("ATTENTION_APP_CHECKPOINTS", raising=False)
+    assert P.find_local_checkpoints([], P.hf_cache_dir()) == {"someone/tiny-gpt2": snap}
+    at = open_page("pretrained", "en", {"pt_model": "someone/tiny-gpt2"}, timeout=120)
+    assert exceptions(at) == []
+    _, frame = head_chart(at)
+    assert frame["query_pos"].nunique() == len(lab.sentence_run(P.load_folder(snap), DEFAULT).tokens)
