@@ -16,8 +16,10 @@ import streamlit as st
 
 from attention_core import analysis
 from attention_core import pretrained as pt
+from attention_core.functional import grouped_query_attention
 from attention_core.labs import pretrained as lab
 from attention_core.modules import MultiHeadAttention
+from attention_core.positional import apply_rotary
 from ui import anatomy, controls, presenter
 from ui import format as fmt
 from ui import multihead_charts as mc
@@ -27,7 +29,7 @@ from ui.i18n import current_lang, lesson, t
 
 NS = "pretrained"
 MINILM = "minilm"                   # the model picker's value for the shipped model
-# Local checkpoints (any BERT or GPT-2 folder with config.json, model.safetensors, tokenizer.json) are offered
+# Local checkpoints (any BERT, GPT-2 or Llama folder with config.json, model.safetensors, tokenizer.json) are offered
 # only when the deployer names their folders: a learner's URL never names a path on the server.
 FOLDERS_ENV = "ATTENTION_APP_CHECKPOINTS"       # folders, separated by os.pathsep
 CACHE_ENV = "ATTENTION_APP_HF_CACHE"            # "1": also offer the models of the local Hugging Face cache
@@ -327,9 +329,11 @@ if run is not None:
         rollout_section(run, key, row)
     with steps.step("pitfall"):
         pitfall_ran = pitfall_section(ck, key)
-    model_code = (pt.BertEncoder, pt.BertEmbeddings, pt.BertLayer, pt.post_ln_residual) if ck.family == "bert" else \
-        (pt.GPT2Model, pt.GPT2Block, pt.GPT2MLP)
-    anatomy.show_code(lab.sentence_run, pt.encode, pt.forward, *model_code, MultiHeadAttention,
+    model_code = {"bert": (pt.BertEncoder, pt.BertEmbeddings, pt.BertLayer, pt.post_ln_residual, MultiHeadAttention),
+                  "gpt2": (pt.GPT2Model, pt.GPT2Block, pt.GPT2MLP, MultiHeadAttention),
+                  "llama": (pt.LlamaModel, pt.LlamaBlock, pt.LlamaAttention, pt.RMSNorm, pt.LlamaMLP,
+                            grouped_query_attention, apply_rotary)}[ck.family]
+    anatomy.show_code(lab.sentence_run, pt.encode, pt.forward, *model_code,
                       analysis.classify_heads, analysis.attention_rollout, lab.share_to, lab.previous_token_share,
                       *((lab.padding_pitfall,) if pitfall_ran else ()))
 steps.end()

@@ -8,9 +8,12 @@ the other pages teach run inside these models; only the wiring around them diffe
 - GPT-2 (Radford et al. 2019): embeddings = word + position; each block is pre-LN and causal,
   ``x = x + Attention(LN(x))`` then ``x = x + MLP(LN(x))``, a final LayerNorm after the last block.
   Its checkpoints store ``Conv1D`` weights as (in, out): they are transposed on load into ``nn.Linear``.
+- Llama (Touvron et al. 2023): no position embeddings; each pre-norm block rotates q and k by RoPE
+  (``positional.apply_rotary``), shares K/V heads (``functional.grouped_query_attention``), RMSNorm, SwiGLU.
+  Hugging Face pairs RoPE dimensions (i, i + d/2), this library (2i, 2i + 1): q and k rows are reordered on load.
 
 Weights load from Hugging Face ``safetensors`` state dicts under their usual names (``load_bert``,
-``load_gpt2``); a file that does not fit the config raises ``CheckpointError`` naming what is wrong.
+``load_gpt2``, ``load_llama``); a file that does not fit the config raises ``CheckpointError`` naming what is wrong.
 Both models return ``PretrainedOutput(last_hidden_state, hidden_states, attentions)`` with the
 conventions of ``transformers`` (``output_hidden_states=True, output_attentions=True``): hidden
 states are the embeddings' output then every layer's, attentions are (batch, heads, n, n) per layer.
@@ -32,8 +35,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .functional import grouped_query_attention
 from .masks import causal_mask
 from .modules import MultiHeadAttention
+from .positional import apply_rotary
 from .transformer import PositionWiseFFN
 
 
@@ -248,6 +253,143 @@ class GPT2Model(nn.Module):
         return PretrainedOutput(x, tuple(hidden), tuple(attentions))
 
 
+# ============================================================================ Llama
+@dataclass
+class LlamaConfig:
+    """The fields of a Llama ``config.json`` this model uses (defaults: a tiny model, not a published size)."""
+
+    vocab_size: int = 32000
+    hidden_size: int = 256
+    intermediate_size: int = 688
+    num_hidden_layers: int = 2
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 0        # 0 / null: as many as the query heads (multi-head attention)
+    head_dim: int = 0                   # 0 / null: hidden_size / num_attention_heads
+    hidden_act: str = "silu"
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 10000.0
+    attention_bias: bool = False
+    mlp_bias: bool = False
+
+    @classmethod
+    def from_dict(cls, config: dict) -> "LlamaConfig":
+        rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
+        if not isinstance(rope, dict):
+            raise CheckpointError(f"Llama: rope_parameters should be an object, got {rope!r}")
+        kind = rope.get("rope_type", rope.get("type", "default"))
+        if kind != "default":
+            raise CheckpointError(f"Llama: RoPE scaling {kind!r} is not supported (only the plain RoPE)")
+        merged = dict(config)
+        if "rope_theta" in rope:
+            merged["rope_theta"] = rope["rope_theta"]
+        cfg = _from_dict(cls, merged, "Llama")
+        if cfg.hidden_act != "silu":
+            raise CheckpointError(f"Llama: activation {cfg.hidden_act!r} is not supported (silu)")
+        if cfg.kv_heads < 1 or cfg.num_attention_heads % cfg.kv_heads:
+            raise CheckpointError(f"Llama: {cfg.num_attention_heads} query heads cannot share "
+                                  f"{cfg.kv_heads} key/value heads")
+        if cfg.d_head % 2:
+            raise CheckpointError(f"Llama: RoPE needs an even head dimension, got {cfg.d_head}")
+        return cfg
+
+    @property
+    def kv_heads(self) -> int:
+        return self.num_key_value_heads or self.num_attention_heads
+
+    @property
+    def d_head(self) -> int:
+        return self.head_dim or self.hidden_size // self.num_attention_heads
+
+
+class RMSNorm(nn.Module):
+    """RMSNorm(x) = w * x / sqrt(mean(x^2) + eps) (Zhang & Sennrich 2019): LayerNorm without centring or bias."""
+
+    def __init__(self, d: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+
+
+class LlamaAttention(nn.Module):
+    """Grouped-query attention with rotary positions: q, k rotated by RoPE, then ``grouped_query_attention``."""
+
+    def __init__(self, cfg: LlamaConfig):
+        super().__init__()
+        self.h, self.h_kv, self.d_head, self.theta = cfg.num_attention_heads, cfg.kv_heads, cfg.d_head, cfg.rope_theta
+        bias = cfg.attention_bias
+        self.q_proj = nn.Linear(cfg.hidden_size, self.h * self.d_head, bias=bias)
+        self.k_proj = nn.Linear(cfg.hidden_size, self.h_kv * self.d_head, bias=bias)
+        self.v_proj = nn.Linear(cfg.hidden_size, self.h_kv * self.d_head, bias=bias)
+        self.o_proj = nn.Linear(self.h * self.d_head, cfg.hidden_size, bias=bias)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        b, n, _ = x.shape
+        q = self.q_proj(x).view(b, n, self.h, self.d_head).transpose(1, 2)        # (b, h, n, d_head)
+        k = self.k_proj(x).view(b, n, self.h_kv, self.d_head).transpose(1, 2)     # (b, h_kv, n, d_head)
+        v = self.v_proj(x).view(b, n, self.h_kv, self.d_head).transpose(1, 2)
+        q, k = apply_rotary(q, k, base=self.theta)                                # positions 0 .. n-1
+        out, weights = grouped_query_attention(q, k, v, mask)                     # (b, h, n, d_head), (b, h, n, n)
+        return self.o_proj(out.transpose(1, 2).reshape(b, n, self.h * self.d_head)), weights
+
+
+class LlamaMLP(nn.Module):
+    """SwiGLU (Shazeer 2020): W_down (SiLU(W_gate x) * W_up x)."""
+
+    def __init__(self, cfg: LlamaConfig):
+        super().__init__()
+        self.gate_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=cfg.mlp_bias)
+        self.up_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=cfg.mlp_bias)
+        self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=cfg.mlp_bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class LlamaBlock(nn.Module):
+    """One pre-norm causal block: x = x + Attention(RMSNorm(x)); x = x + MLP(RMSNorm(x))."""
+
+    def __init__(self, cfg: LlamaConfig):
+        super().__init__()
+        self.input_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.attention = LlamaAttention(cfg)
+        self.post_attention_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.mlp = LlamaMLP(cfg)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        attended, weights = self.attention(self.input_norm(x), mask)
+        x = x + attended
+        x = x + self.mlp(self.post_attention_norm(x))
+        return x, weights
+
+
+class LlamaModel(nn.Module):
+    """Llama without its language-model head: token embeddings (positions come from RoPE), blocks, final RMSNorm."""
+
+    def __init__(self, cfg: LlamaConfig):
+        super().__init__()
+        self.config = cfg
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.blocks = nn.ModuleList(LlamaBlock(cfg) for _ in range(cfg.num_hidden_layers))
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+
+    def forward(self, ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> PretrainedOutput:
+        mask = causal_mask(ids.size(1))                                  # (n, n)
+        if attention_mask is not None:
+            mask = mask & attention_mask.bool()[:, None, None, :]
+        x = self.embed_tokens(ids)
+        hidden, attentions = [], []
+        for block in self.blocks:
+            hidden.append(x)
+            x, w = block(x, mask)
+            attentions.append(w)
+        x = self.norm(x)
+        hidden.append(x)
+        return PretrainedOutput(x, tuple(hidden), tuple(attentions))
+
+
 # ============================================================================ loading Hugging Face state dicts
 def _strip_prefix(state: dict[str, torch.Tensor], prefixes: tuple[str, ...]) -> dict[str, torch.Tensor]:
     """BertForMaskedLM saves 'bert.encoder...', GPT2LMHeadModel 'transformer.h...': drop the wrapper's name."""
@@ -338,6 +480,47 @@ def gpt2_state_dict(cfg: GPT2Config, state: dict[str, torch.Tensor], source: str
     return out
 
 
+def _rope_pairs(w: torch.Tensor, heads: int, d_head: int) -> torch.Tensor:
+    """Reorder each head's output rows from Hugging Face's RoPE layout (dimension i pairs with i + d/2,
+    ``rotate_half``) to this library's (2i pairs with 2i + 1, ``rotary_embedding``). The same reordering of
+    q and k leaves every score q . k, and so every weight, unchanged."""
+    half = torch.arange(d_head // 2)
+    order = torch.stack((half, half + d_head // 2), dim=1).reshape(-1)         # 0, d/2, 1, d/2+1, ...
+    return w.reshape(heads, d_head, *w.shape[1:])[:, order].reshape(w.shape)
+
+
+def llama_state_dict(cfg: LlamaConfig, state: dict[str, torch.Tensor], source: str = "checkpoint") -> dict:
+    """Hugging Face LlamaModel names -> LlamaModel names; q and k rows reordered for this library's RoPE."""
+    state = _strip_prefix(state, ("model.",))
+    d, ff, hd = cfg.hidden_size, cfg.intermediate_size, cfg.d_head
+    h, h_kv = cfg.num_attention_heads, cfg.kv_heads
+
+    def take(name, *shape):
+        return _take(state, name, shape, source)
+
+    out = {"embed_tokens.weight": take("embed_tokens.weight", cfg.vocab_size, d), "norm.weight": take("norm.weight", d)}
+    for i in range(cfg.num_hidden_layers):
+        hf, me = f"layers.{i}.", f"blocks.{i}."
+        out[f"{me}input_norm.weight"] = take(f"{hf}input_layernorm.weight", d)
+        out[f"{me}post_attention_norm.weight"] = take(f"{hf}post_attention_layernorm.weight", d)
+        for name, rows, heads in (("q_proj", h * hd, h), ("k_proj", h_kv * hd, h_kv), ("v_proj", h_kv * hd, 0)):
+            w = take(f"{hf}self_attn.{name}.weight", rows, d)
+            out[f"{me}attention.{name}.weight"] = _rope_pairs(w, heads, hd) if heads else w
+            if cfg.attention_bias:
+                b = take(f"{hf}self_attn.{name}.bias", rows)
+                out[f"{me}attention.{name}.bias"] = _rope_pairs(b, heads, hd) if heads else b
+        out[f"{me}attention.o_proj.weight"] = take(f"{hf}self_attn.o_proj.weight", d, h * hd)
+        if cfg.attention_bias:
+            out[f"{me}attention.o_proj.bias"] = take(f"{hf}self_attn.o_proj.bias", d)
+        for name, shape in (("gate_proj", (ff, d)), ("up_proj", (ff, d)), ("down_proj", (d, ff))):
+            out[f"{me}mlp.{name}.weight"] = take(f"{hf}mlp.{name}.weight", *shape)
+            if cfg.mlp_bias:
+                out[f"{me}mlp.{name}.bias"] = take(f"{hf}mlp.{name}.bias", shape[0])
+    if f"layers.{cfg.num_hidden_layers}.input_layernorm.weight" in state:
+        raise CheckpointError(f"{source}: the file has more layers than num_hidden_layers={cfg.num_hidden_layers}")
+    return out
+
+
 def load_bert(config: dict, state: dict[str, torch.Tensor], source: str = "checkpoint") -> BertEncoder:
     cfg = BertConfig.from_dict(config)
     model = BertEncoder(cfg)
@@ -352,7 +535,14 @@ def load_gpt2(config: dict, state: dict[str, torch.Tensor], source: str = "check
     return model.eval().requires_grad_(False)
 
 
-LOADERS = {"bert": load_bert, "gpt2": load_gpt2}
+def load_llama(config: dict, state: dict[str, torch.Tensor], source: str = "checkpoint") -> LlamaModel:
+    cfg = LlamaConfig.from_dict(config)
+    model = LlamaModel(cfg)
+    _assign(model, llama_state_dict(cfg, state, source))
+    return model.eval().requires_grad_(False)
+
+
+LOADERS = {"bert": load_bert, "gpt2": load_gpt2, "llama": load_llama}
 
 
 # ============================================================================ checkpoints on disk
@@ -385,7 +575,7 @@ def model_family(config: dict) -> str:
     kind = config.get("model_type")
     if kind in LOADERS:
         return kind
-    raise CheckpointError(f"model_type {kind!r} is not supported by this library (it runs: bert, gpt2)")
+    raise CheckpointError(f"model_type {kind!r} is not supported by this library (it runs: bert, gpt2, llama)")
 
 
 def parameter_count(config: dict) -> int:
@@ -397,10 +587,16 @@ def parameter_count(config: dict) -> int:
         emb = (c.vocab_size + c.max_position_embeddings + c.type_vocab_size + 2) * d
         layer = 4 * (d * d + d) + 2 * d * c.intermediate_size + c.intermediate_size + d + 4 * d
         return emb + c.num_hidden_layers * layer
-    c = GPT2Config.from_dict(config)
-    d = c.n_embd
-    block = 4 * (d * d + d) + 2 * d * c.d_ff + c.d_ff + d + 4 * d
-    return (c.vocab_size + c.n_positions) * d + c.n_layer * block + 2 * d
+    if family == "gpt2":
+        c = GPT2Config.from_dict(config)
+        d = c.n_embd
+        block = 4 * (d * d + d) + 2 * d * c.d_ff + c.d_ff + d + 4 * d
+        return (c.vocab_size + c.n_positions) * d + c.n_layer * block + 2 * d
+    c = LlamaConfig.from_dict(config)
+    d, q, kv = c.hidden_size, c.num_attention_heads * c.d_head, c.kv_heads * c.d_head
+    attn = 2 * d * q + 2 * d * kv + (q + 2 * kv + d if c.attention_bias else 0)
+    mlp = 3 * d * c.intermediate_size + (2 * c.intermediate_size + d if c.mlp_bias else 0)
+    return c.vocab_size * d + c.num_hidden_layers * (attn + mlp + 2 * d) + d
 
 
 def read_safetensors(folder: pathlib.Path) -> dict[str, torch.Tensor]:
@@ -567,7 +763,7 @@ def forward(checkpoint: Checkpoint, encoded: Encoded) -> PretrainedOutput:
     with torch.no_grad():
         if checkpoint.family == "bert":
             return checkpoint.model(ids, token_type_ids=torch.tensor([encoded.type_ids]))
-        return checkpoint.model(ids)
+        return checkpoint.model(ids)                                # GPT-2, Llama: causal, no segments
 
 
 def run(checkpoint: Checkpoint, text: str, max_tokens: int) -> tuple[list[str], PretrainedOutput]:

@@ -229,6 +229,48 @@ def test_unsupported_options_are_refused():
 def test_parameter_count_from_config_equals_the_model(tmp_path):
     small_bert(tmp_path / "b")
     small_gpt2(tmp_path / "g")
-    for sub in ("b", "g"):
+    small_llama(tmp_path / "l", attention_bias=True)
+    for sub in ("b", "g", "l"):
         model = ours(tmp_path / sub)
         assert P.parameter_count(P.read_config(tmp_path / sub)) == sum(p.numel() for p in model.parameters())
+
+
+def small_llama(tmp_path, **overrides):
+    cfg = transformers.LlamaConfig(vocab_size=90, hidden_size=48, intermediate_size=72, num_hidden_layers=3,
+                                   num_attention_heads=6, num_key_value_heads=overrides.pop("num_key_value_heads", 2),
+                                   max_position_embeddings=64, **overrides)
+    torch.manual_seed(3)
+    ref = transformers.LlamaModel(cfg)
+    with torch.no_grad():
+        for name, p in ref.named_parameters():
+            if "norm" in name:
+                p.add_(0.3 * torch.randn_like(p))
+            elif "q_proj" in name or "k_proj" in name:
+                p.mul_(8.0)                      # init std 0.02 gives near-uniform attention: sharpen it
+    ref.save_pretrained(tmp_path)
+    return ref
+
+
+@pytest.mark.parametrize("kv_heads, extra", [(2, {}), (6, {"rope_theta": 500.0}), (1, {"attention_bias": True})])
+def test_small_llama_equals_transformers(tmp_path, kv_heads, extra):
+    """GQA (2 K/V heads for 6), plain MHA with another RoPE base, MQA with biases."""
+    if "rope_theta" in extra:
+        extra = {"rope_parameters": {"rope_type": "default", "rope_theta": extra["rope_theta"]}}
+    small_llama(tmp_path, num_key_value_heads=kv_heads, **extra)
+    ids = torch.randint(0, 90, (2, 21), generator=torch.Generator().manual_seed(9))
+    mine = ours(tmp_path)(ids)
+    theirs = reference(transformers.LlamaModel, tmp_path, ids)
+    att, hid = max_errors(mine, theirs)
+    assert att < ATOL and hid < ATOL, (att, hid)
+    w = mine.attentions[-1][0, 0]
+    assert w[-1].max() > 3.0 / 21 and torch.triu(w, diagonal=1).abs().max() == 0
+
+
+def test_llama_without_the_rope_reordering_is_caught(tmp_path, monkeypatch):
+    """Loading Hugging Face's q/k rows as they are (no pairing (i, i + d/2) -> (2i, 2i + 1)) changes every weight."""
+    small_llama(tmp_path)
+    ids = torch.randint(0, 90, (1, 15), generator=torch.Generator().manual_seed(10))
+    theirs = reference(transformers.LlamaModel, tmp_path, ids)
+    monkeypatch.setattr(P, "_rope_pairs", lambda w, heads, d_head: w)
+    att, hid = max_errors(ours(tmp_path)(ids), theirs)
+    assert att > 1e-3 or hid > 1e-3
