@@ -7,9 +7,6 @@ labels -> rollout and its caveat -> the pitfall of this very tokenizer file (it 
 """
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -23,18 +20,13 @@ from attention_core.positional import apply_rotary
 from ui import anatomy, controls, presenter
 from ui import format as fmt
 from ui import multihead_charts as mc
+from ui import pretrained_models as models
 from ui.cache import MB, cache_data
 from ui.charts import attention_heatmap, bars, heatmap, heatmap_height, unique_labels
 from ui.i18n import current_lang, lesson, t
+from ui.pretrained_models import MINILM
 
 NS = "pretrained"
-MINILM = "minilm"                   # the model picker's value for the shipped model
-# Local checkpoints (any BERT, GPT-2 or Llama folder with config.json, model.safetensors, tokenizer.json) are offered
-# only when the deployer names their folders: a learner's URL never names a path on the server.
-FOLDERS_ENV = "ATTENTION_APP_CHECKPOINTS"       # folders, separated by os.pathsep
-CACHE_ENV = "ATTENTION_APP_HF_CACHE"            # "1": also offer the models of the local Hugging Face cache
-MAX_PARAMS_ENV = "ATTENTION_APP_MAX_PARAMS"     # the largest model accepted (parameters); default below
-MAX_PARAMS = 200_000_000                        # 800 MB of float32 weights: the 700 MB server budget says no more
 FORMULA = (r"\begin{gathered}x^{(0)} = \mathrm{LN}\big(E_{\text{word}}[t] + E_{\text{pos}}[i] + E_{\text{type}}[s]\big)"
            r"\\[4pt] a = \mathrm{LN}\big(x + \mathrm{MultiHead}(x)\big),\quad x' = \mathrm{LN}\big(a + "
            r"\mathrm{FFN}_{\mathrm{GELU}}(a)\big)\\[4pt]"
@@ -42,47 +34,17 @@ FORMULA = (r"\begin{gathered}x^{(0)} = \mathrm{LN}\big(E_{\text{word}}[t] + E_{\
            r"384 / 12 = 32\end{gathered}")
 
 
-# ------------------------------------------------------------------ the models: loaded once per server, read-only
-
-@st.cache_resource(show_spinner=False, max_entries=4)
-def load_checkpoint(name: str, folder: str) -> pt.Checkpoint | str:
-    """The checkpoint (shared by every session, never changed: eval mode, no gradients) or the reason it cannot
-    be used. ``name`` is MINILM or a local checkpoint's name, ``folder`` its folder ("" for MINILM)."""
-    try:
-        if name == MINILM:
-            return pt.shipped_minilm()
-        return pt.load_folder(folder, max_parameters=max_parameters(), name=name)
-    except pt.CheckpointError as err:
-        return str(err)
-    except Exception as err:                # a damaged file of any kind: said on the page, never a traceback
-        return f"{type(err).__name__}: {err}"
-
-
-def max_parameters() -> int:
-    try:
-        return int(os.environ.get(MAX_PARAMS_ENV, MAX_PARAMS))
-    except ValueError:
-        return MAX_PARAMS
-
-
-@st.cache_data(show_spinner=False, ttl=60)
-def local_checkpoints(folders: str, use_cache: bool) -> dict[str, str]:
-    """name -> folder of the local checkpoints the deployer allows (``folders``: FOLDERS_ENV's value)."""
-    paths = [Path(f) for f in folders.split(os.pathsep) if f.strip()]
-    found = pt.find_local_checkpoints(paths, pt.hf_cache_dir() if use_cache else None)
-    found.pop(MINILM, None)
-    return {name: str(path) for name, path in found.items()}
-
+# ------------------------------------------------------------------ the model picker
 
 def model_choice() -> tuple[str, str]:
     """(name, folder) of the model to run: MiniLM unless the deployer offers local checkpoints."""
-    local = local_checkpoints(os.environ.get(FOLDERS_ENV, ""), os.environ.get(CACHE_ENV) == "1")
+    local = models.local_checkpoints()
     if not local:
         return MINILM, ""
     options = [MINILM] + sorted(local)
     name = st.selectbox(t(f"{NS}.model"), options, key="pt_model", bind="query-params",
                         format_func=lambda n: t(f"{NS}.model_minilm") if n == MINILM else n,
-                        help=t(f"{NS}.model_help", limit=fmt.fixed(max_parameters() / 1e6, 0)))
+                        help=t(f"{NS}.model_help", limit=fmt.fixed(models.max_parameters() / 1e6, 0)))
     name = name if name in local or name == MINILM else MINILM
     return name, local.get(name, "")
 
@@ -90,7 +52,7 @@ def model_choice() -> tuple[str, str]:
 @cache_data(max_entries=64, max_bytes=32 * MB)
 def sentence(name: str, folder: str, text: str) -> lab.SentenceRun:
     """One sentence through the model: every head's weights, labels, rollout (keyed by plain values)."""
-    return lab.sentence_run(load_checkpoint(name, folder), text)
+    return lab.sentence_run(models.load_checkpoint(name, folder), text)
 
 
 # ------------------------------------------------------------------ labels
@@ -294,7 +256,7 @@ def pitfall_section(ck: pt.Checkpoint, key: tuple[str, str, str]) -> bool:
 
 @cache_data(max_entries=32, max_bytes=1 * MB)
 def padding_share(name: str, folder: str, text: str) -> tuple[float, float]:
-    return lab.padding_pitfall(load_checkpoint(name, folder), text)
+    return lab.padding_pitfall(models.load_checkpoint(name, folder), text)
 
 
 # ------------------------------------------------------------------ the page
@@ -305,7 +267,7 @@ with steps.step("intuition"):
     anatomy.intuition(NS)
     anatomy.formula(FORMULA, t(f"{NS}.formula_caption"))
 name, folder = model_choice()
-ck = load_checkpoint(name, folder)
+ck = models.load_checkpoint(name, folder)
 if isinstance(ck, str):
     anatomy.problem(f"{NS}.err_model", reason=anatomy.md_escape(ck))
     st.stop()
