@@ -205,7 +205,7 @@ def model_chart(name: str, folder: str, text: str, lang: str):
     titles = [head_label(a, b) for a in range(L) for b in range(h)]
     return mc.small_multiples(run.weights.reshape(L * h, n, n), run.tokens, titles=titles, columns=h,
                               x_title=t("common.key"), y_title=t("common.query"), value_title=t("common.weight"),
-                              panel_title=t(f"{NS}.head"), panel_size=72, title_limit=80, labels=False, spacing=6,
+                              panel_title=t(f"{NS}.head"), panel_size=56, title_limit=64, labels=False, spacing=5,
                               legend_below=True)
 
 
