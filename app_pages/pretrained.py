@@ -99,6 +99,10 @@ def sentence_section(ck: pt.Checkpoint, name: str, folder: str) -> lab.SentenceR
 def head_controls(run: lab.SentenceRun) -> tuple[int, int]:
     L, h = run.weights.shape[:2]
     adopt_panel_click(h, L)
+    for key, top in (("pt_layer", L), ("pt_head", h)):      # kept from a model with more layers or heads
+        value = st.session_state.get(key)
+        if isinstance(value, int) and not 1 <= value <= top:
+            st.session_state[key] = min(max(value, 1), top)
     left, right = st.columns(2)
     with left:
         layer = int(st.slider(t(f"{NS}.layer"), 1, L, min(3, L), key="pt_layer", bind="query-params")) - 1
