@@ -27,11 +27,12 @@ from ui.i18n import current_lang, lesson, t
 from ui.pretrained_models import MINILM
 
 NS = "pretrained"
-FORMULA = (r"\begin{gathered}x^{(0)} = \mathrm{LN}\big(E_{\text{word}}[t] + E_{\text{pos}}[i] + E_{\text{type}}[s]\big)"
-           r"\\[4pt] a = \mathrm{LN}\big(x + \mathrm{MultiHead}(x)\big),\quad x' = \mathrm{LN}\big(a + "
-           r"\mathrm{FFN}_{\mathrm{GELU}}(a)\big)\\[4pt]"
-           r"\mathrm{head}_i = \operatorname{softmax}\!\Big(\frac{Q_iK_i^\top}{\sqrt{d_k}}\Big)V_i,\quad d_k = "
-           r"384 / 12 = 32\end{gathered}")
+PANEL = 54                  # px: a panel of the model view
+# one short line each: a phone (358 px) shows the formula without scrolling sideways
+FORMULA = (r"\begin{gathered}x^{(0)}_j = \mathrm{LN}\big(E[t_j] + P[j] + S[s_j]\big)\\[4pt]"
+           r"a = \mathrm{LN}\big(x + \mathrm{MultiHead}(x)\big)\\[4pt]"
+           r"x' = \mathrm{LN}\big(a + \mathrm{FFN}(a)\big)\\[4pt]"
+           r"\mathrm{head}_i = \operatorname{softmax}\!\Big(\frac{Q_iK_i^\top}{\sqrt{d_k}}\Big)V_i\end{gathered}")
 
 
 # ------------------------------------------------------------------ the model picker
@@ -122,7 +123,7 @@ def adopt_panel_click(h: int, L: int) -> None:
         st.session_state.pop("_pt_adopted", None)
     elif picked != st.session_state.get("_pt_adopted") and 1 <= picked <= L * h:
         st.session_state["_pt_adopted"] = picked
-        st.session_state["pt_layer"], st.session_state["pt_head"] = divmod(picked - 1, h)[0] + 1, (picked - 1) % h + 1
+        st.session_state["pt_head"], st.session_state["pt_layer"] = (picked - 1) // L + 1, (picked - 1) % L + 1
 
 
 def shares(run: lab.SentenceRun) -> dict[str, float]:
@@ -206,18 +207,24 @@ def notice_section(run: lab.SentenceRun, family: str, layer: int, head: int) -> 
 def model_chart(name: str, folder: str, text: str, lang: str):
     run = sentence(name, folder, text)
     L, h, n, _ = run.weights.shape
-    titles = [head_label(a, b) for a in range(L) for b in range(h)]
-    return mc.small_multiples(run.weights.reshape(L * h, n, n), run.tokens, titles=titles, columns=h,
-                              x_title=t("common.key"), y_title=t("common.query"), value_title=t("common.weight"),
-                              panel_title=t(f"{NS}.head"), panel_size=56, title_limit=64, labels=False, spacing=5,
-                              legend_below=True)
+    # one row per head, one column per layer: L columns of 54 px fit a phone (358 px) as well as a projector
+    titles = [head_label(a, b) for b in range(h) for a in range(L)]
+    panels = run.weights.transpose(1, 0, 2, 3).reshape(h * L, n, n)            # panel p: head p // L, layer p % L
+    return mc.small_multiples(panels, run.tokens, titles=titles, columns=L, x_title=t("common.key"),
+                              y_title=t("common.query"), value_title=t("common.weight"), panel_title=t(f"{NS}.head"),
+                              panel_size=PANEL, title_limit=PANEL + 6, labels=False, spacing=4, legend_below=True)
 
 
 def labels_table(run: lab.SentenceRun) -> pd.DataFrame:
+    """One row per pattern: how many heads follow it and which (a table that wraps on a phone)."""
     L, h = run.weights.shape[:2]
-    return pd.DataFrame([[pattern_name(run.labels[a][b]) for b in range(h)] for a in range(L)],
-                        index=[t(f"{NS}.layer_n", i=a + 1) for a in range(L)],
-                        columns=[t(f"{NS}.head_n", i=b + 1) for b in range(h)])
+    rows = []
+    for p in analysis.PATTERNS:
+        heads = [head_label(a, b) for a in range(L) for b in range(h) if run.labels[a][b] == p]
+        if heads:
+            rows.append({t(f"{NS}.col_pattern"): pattern_name(p), t(f"{NS}.col_count"): len(heads),
+                         t(f"{NS}.col_heads"): ", ".join(heads)})
+    return pd.DataFrame(rows)
 
 
 def model_section(run: lab.SentenceRun, key: tuple[str, str, str]) -> None:
@@ -225,7 +232,7 @@ def model_section(run: lab.SentenceRun, key: tuple[str, str, str]) -> None:
     st.caption(t(f"{NS}.model_caption"))
     anatomy.show_chart(model_chart(*key, current_lang()), key="pt_model_view", select=True, width="content")
     st.markdown(f"**{t(f'{NS}.labels_heading')}**")
-    st.dataframe(labels_table(run), width="stretch")
+    st.table(labels_table(run), hide_index=True)
     st.caption(t(f"{NS}.labels_caption"))
 
 

@@ -82,12 +82,24 @@ def test_the_model_view_holds_every_head():
     assert (L, h) == (6, 12)
     chart, frame = model_chart(at)
     assert frame["head"].nunique() == L * h
-    for head in (1, 14, 72):                                        # panels are numbered layer by layer
-        layer, k = divmod(head - 1, h)
-        got = as_matrix(frame[frame["head"] == head], n)
+    for panel in (1, 14, 72):                      # one row per head, one column per layer
+        k, layer = divmod(panel - 1, L)
+        got = as_matrix(frame[frame["head"] == panel], n)
         assert np.abs(got - run.weights[layer, k]).max() < 1e-6
+        assert set(frame[frame["head"] == panel]["panel"].astype(str)) == {f"L{layer + 1}·H{k + 1}"}
     assert "L6·H12" in set(frame["panel"].astype(str))
-    assert chart_spec(chart)["facet"]                                 # small multiples, one facet per head
+    assert chart_spec(chart)["facet"] and chart_spec(chart)["columns"] == L    # a phone fits 6 columns
+
+
+def test_a_click_on_a_panel_picks_its_layer_and_head():
+    at = open_page("pretrained", "en", timeout=120)
+    at.session_state["pt_model_view"] = {"selection": {"head": [{"head": 14}]}}   # panel 14: head 3, layer 2
+    at.run()
+    assert exceptions(at) == []
+    assert (at.session_state["pt_layer"], at.session_state["pt_head"]) == (2, 3)
+    run = expected(DEFAULT)
+    _, frame = head_chart(at)
+    assert np.abs(as_matrix(frame, len(run.tokens)) - run.weights[1, 2]).max() < 1e-6
 
 
 def test_the_notices_quote_the_numbers_on_screen():
