@@ -29,7 +29,7 @@ from ui.pretrained_models import MINILM
 NS = "pretrained"
 PANEL = 54                  # px: a panel of the model view
 # one short line each: a phone (358 px) shows the formula without scrolling sideways
-FORMULA = (r"\begin{gathered}x^{(0)}_j = \mathrm{LN}\big(E[t_j] + P[j] + S[s_j]\big)\\[4pt]"
+FORMULA = (r"\begin{gathered}x_j = \mathrm{LN}(E[t_j] + P[j] + S[s_j])\\[4pt]"
            r"a = \mathrm{LN}\big(x + \mathrm{MultiHead}(x)\big)\\[4pt]"
            r"x' = \mathrm{LN}\big(a + \mathrm{FFN}(a)\big)\\[4pt]"
            r"\mathrm{head}_i = \operatorname{softmax}\!\Big(\frac{Q_iK_i^\top}{\sqrt{d_k}}\Big)V_i\end{gathered}")
