@@ -69,7 +69,7 @@ def tab_labels(root: pathlib.Path) -> dict[str, dict[str, str]]:
 
 PAGES = ("home", "qkv", "scaling", "masking", "multihead", "positional", "encoder", "cross_attention", "efficiency",
          "bottleneck", "alignment", "pronoun", "analysis", "training", "summary", "glossary",
-         "kv_cache", "gqa", "attention_sinks", "long_context", "qk_norm", "induction_heads")
+         "kv_cache", "gqa", "attention_sinks", "long_context", "qk_norm", "induction_heads", "pretrained")
 
 
 def heavy_requests(root: pathlib.Path, rng: random.Random) -> list[tuple[str, dict]]:
@@ -115,6 +115,7 @@ def heavy_requests(root: pathlib.Path, rng: random.Random) -> list[tuple[str, di
                                      "Weekday, Month Dth YYYY", "YYYY年M月D日星期W"]})]
     out += [("pronoun", {"src": "type", "text": s(60), "n": "500"})]
     out += [("analysis", {"b": "512", "tau": "0.5", "mix": "both", "norm": "true", "text": s(70)})]
+    out += [("pretrained", {"pt_text": s(70), "pt_layer": "6", "pt_head": "12", "pt_pit": "true"})]   # 64 tokens
     out += [("training", {"steps": "600", "every": "5", "probe_reverse": digits[:40]})]
     out += [("glossary", {"q": s(70)[:400]}), ("summary", {})]
     # the modern section: the largest model configuration, longest inputs and most layers its controls take

@@ -25,7 +25,7 @@ def test_attention_core_is_torch_and_numpy_only():
 
 
 LIBRARY = {"__init__", "types", "functional", "masks", "modules", "efficient", "positional", "transformer",
-           "diagnostics", "analysis", "crossmodal", "text", "decoder", "latent", "streaming"}
+           "diagnostics", "analysis", "crossmodal", "text", "decoder", "latent", "streaming", "pretrained"}
 LAB_EXTRAS = {"seed_bugs", "efficiency_bench"}       # not a page: the tutorials' bugs, the benchmark CLI
 UI_AND_PLOTTING = {"streamlit", "altair", "pandas", "ui"}
 

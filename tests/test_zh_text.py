@@ -163,7 +163,7 @@ PHRASES = ("Attention is not Explanation", "Transformers are RNNs", "Long Range 
 # The first tutorial's own (English) example sentence (§5.2): quoted by the pronoun lesson, and the English
 # source sentence the cross-attention page translates into Chinese. Nowhere else.
 SEED_SENTENCE = "The animal didn't cross the street because it was too tired."
-SEED_PAGES = {"pronoun", "cross_attention"}
+SEED_PAGES = {"pronoun", "cross_attention", "pretrained"}   # pretrained: the English model reads it
 # Function names of formulas written in text (max |…|, log n, 2 sin x …) and a formula's variable names.
 MATH = {"sin", "cos", "exp", "log", "max", "min", "softmax", "argmax", "tanh", "elu", "diag", "cumsum", "Var",
         "sqrt", "ceil", "inf", "act", "base", "pos", "block", "stride", "window", "acc", "out", "logit", "ln",
@@ -339,7 +339,7 @@ def check_zh_run(at, key: str) -> dict[str, list[str]]:
     phrases = (SEED_SENTENCE,) if key in SEED_PAGES else ()
     # a text box's default value: only the cross-attention page's English source sentence is English by design
     input_extra = data_words(("source",)) if key == "cross_attention" else frozenset()
-    input_phrases = (SEED_SENTENCE,) if key == "cross_attention" else ()
+    input_phrases = (SEED_SENTENCE,) if key in ("cross_attention", "pretrained") else ()
     return {
         "exceptions": [e.value for e in at.exception],
         "english": sorted({w for text in texts for w in english_words(text, extra, phrases)}),

@@ -50,6 +50,7 @@ PAGES: tuple[PageSpec, ...] = (
     PageSpec("alignment", "learned", ":material/translate:"),
     PageSpec("pronoun", "learned", ":material/psychology:"),
     PageSpec("analysis", "learned", ":material/analytics:"),
+    PageSpec("pretrained", "learned", ":material/neurology:"),
     PageSpec("training", "learned", ":material/model_training:"),
     PageSpec("glossary", "start", ":material/menu_book:"),     # last in the list, shown under Start
     PageSpec("summary", "review", ":material/summarize:"),
