@@ -30,7 +30,8 @@ def exceptions(at: AppTest) -> list[str]:
 
 
 def charts(at: AppTest) -> list:
-    return list(at.get("vega_lite_chart"))
+    """The page's charts in drawing order, without the intuition's picture (``ui.pictures``)."""
+    return [c for c in at.get("vega_lite_chart") if '"picture": true' not in c.proto.spec]
 
 
 def chart_spec(chart) -> dict:
