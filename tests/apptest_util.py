@@ -154,12 +154,16 @@ def presenter_steps(at: AppTest) -> dict[str, list[tuple[str, str]]]:
 
 
 def kinds_in_order(at: AppTest) -> list[str]:
-    """The element types of the page's main area in document order (what a learner meets first comes first)."""
+    """The element types of the page's main area in document order (what a learner meets first comes first); the
+    intuition's picture (``ui.pictures``) is left out, as by ``charts``."""
     out = []
 
     def walk(node):
-        if getattr(node, "type", None):
-            out.append(node.type)
+        kind = getattr(node, "type", None)
+        if kind == "vega_lite_chart" and '"picture": true' in node.proto.spec:
+            return
+        if kind:
+            out.append(kind)
         for child in getattr(node, "children", {}).values():
             walk(child)
 

@@ -26,15 +26,21 @@ _LAYOUT_CSS = """<style>
 section[data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"],
 header[data-testid="stHeader"] {display: none;}
 .stMainBlockContainer {font-size: 1.35rem; max-width: 100%; padding-top: 0.6rem; padding-bottom: 2rem;}
-.stMainBlockContainer p, .stMainBlockContainer li {font-size: 1.35rem; line-height: 1.45;}
+.stMainBlockContainer p, .stMainBlockContainer li {font-size: 1.3rem; line-height: 1.4;}
 .stMainBlockContainer h1 {font-size: 1.9rem; padding: 0 0 0.1rem 0;}
+.stMainBlockContainer h2 {font-size: 1.6rem; padding: 0.2rem 0;}
+.stMainBlockContainer h3 {font-size: 1.35rem; padding: 0.1rem 0;}
 .stMainBlockContainer [data-testid="stElementContainer"]:has(h1) + [data-testid="stElementContainer"] p
   {font-size: 1rem; line-height: 1.3; color: rgba(49, 51, 63, 0.75);}
 .stMainBlockContainer [data-testid="stVerticalBlock"] {gap: 0.6rem;}
+.stMainBlockContainer [data-testid="stAlert"] p {font-size: 1.15rem; line-height: 1.35;}
+.stMainBlockContainer [data-testid="stWidgetLabel"] p {font-size: 1.05rem; line-height: 1.3;}
+[class*="st-key-present_keep_"] {zoom: 0.85;}
 [class*="st-key-present_keep_"] p, [class*="st-key-present_keep_"] label p {font-size: 1.05rem; line-height: 1.3;}
 [class*="st-key-present_keep_"] textarea {min-height: 2.6rem; height: 2.8rem;}
 [class*="st-key-present_keep_"] [data-testid="stVerticalBlock"] {gap: 0.35rem;}
 [class*="st-key-secondary_"], div[class*="st-key-"][class*="_csv"] {display: none;}
+.stMainBlockContainer [data-testid="stElementContainer"]:has(style) {display: none;}
 </style>"""
 # Only the current step is shown: from the URL's step at the start of the run, corrected by ``Lesson.end`` where
 # the page has fewer steps (a step past the last one shows the last)
@@ -52,8 +58,15 @@ def active() -> bool:
 def early_css() -> None:
     """The router's first output in presenter mode: the presenter layout and the URL's step, before the sidebar,
     the navigation and the page draw anything (so no frame shows the normal layout)."""
+    # a markdown element in the (collapsed) sidebar: st.html's CSS, and a markdown's at the top of the main area, were
+    # applied only after the page's first text was drawn (the sidebar's elements are drawn first)
     if active():
-        st.html(_LAYOUT_CSS + _STEP_CSS.replace("CURRENT", str(_current(10 ** 6))))
+        # the sidebar collapsed before any element is drawn: the CSS hiding it comes a few hundred ms later
+        st.set_page_config(initial_sidebar_state="collapsed")
+        st.session_state["_presented"] = True
+        st.sidebar.markdown(_LAYOUT_CSS + _STEP_CSS.replace("CURRENT", str(_current(10 ** 6))), unsafe_allow_html=True)
+    elif st.session_state.pop("_presented", False):     # presenter mode left: the sidebar comes back
+        st.set_page_config(initial_sidebar_state="expanded")
 
 
 def sidebar_toggle() -> None:
