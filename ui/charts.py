@@ -365,7 +365,8 @@ _THIN = re.compile(r"ceil\((\d+(?:\.\d+)?) / max\(")
 def chart_style() -> str:
     """"present" while the page is shown in presenter mode, else "" (also outside a Streamlit run)."""
     try:
-        from .presenter import active   # ui.charts stays importable and pure without a Streamlit session
+        # ui.charts stays importable and pure without a Streamlit session
+        from .presenter import active
         return "present" if active() else ""
     except Exception:                   # no session, no query parameters: the normal style
         return ""
