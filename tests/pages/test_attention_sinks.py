@@ -150,7 +150,7 @@ def test_the_questions_come_before_their_evidence():
         kind = getattr(node, "type", None)
         if kind == "radio":
             order.append(node.key)
-        elif kind == "vega_lite_chart":
+        elif kind == "vega_lite_chart" and '"picture": true' not in node.proto.spec:   # not the intuition's
             order.append(chart_title_of(node))
         for child in getattr(node, "children", {}).values():
             walk(child)

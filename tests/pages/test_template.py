@@ -6,7 +6,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from attention_core.text import embed_tokens, tokenize
-from tests.apptest_util import ROOT, chart_data, charts, exceptions
+from tests.apptest_util import ROOT, chart_data, exceptions
 from ui.i18n import catalog
 
 PAGE = str(ROOT / "app_pages" / "template.py")
@@ -50,7 +50,7 @@ def test_template_opens_and_its_chart_is_the_librarys_softmax(lang):
     at = open_template(lang, text=text, tau=str(tau))
     assert exceptions(at) == []
     assert at.title[0].value == catalog(lang)["template.title"]
-    (chart,) = charts(at)
+    (chart,) = at.get("vega_lite_chart")
     frame = next(iter(chart_data(chart).values())).sort_values(["query_pos", "key_pos"])
     got = frame["value"].to_numpy().reshape(5, 5)
     assert np.abs(got - oracle(text, tau)).max() < 1e-6
@@ -76,7 +76,7 @@ def test_template_bad_input_gets_a_message_not_a_traceback(text, charts):
     assert exceptions(at) == []
     assert len(at.warning) == 1                              # empty text, or cut to 16 tokens: said in Chinese
     assert any("\u4e00" <= ch <= "\u9fff" for ch in at.warning[0].value)
-    assert len(charts(at)) == charts
+    assert len(at.get("vega_lite_chart")) == charts
     assert all("<b>" not in md.value for md in at.markdown)  # user text is data, never markup
 
 
@@ -102,7 +102,7 @@ def test_presenter_mode_steps_through_the_template():
     labels = [b.label for b in at.button]
     assert {"Previous", "Next", "Leave presenter mode"} <= set(labels)
     (css,) = [h.proto.body for h in at.get("html")]
-    assert ":not(.st-key-present_step_2)" in css and "stSidebar" in css
+    assert ":not(.st-key-present_step_2)" in css    # the layout (no sidebar, large type): the router's early_css
     steps = at.session_state["_present_steps_template"]
     assert steps == 4 and any(f"Step 2 of {steps}" == m.value for m in at.markdown)   # the kept controls are no step
     at.button(key="present_next").click().run()
