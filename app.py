@@ -20,6 +20,7 @@ torch.set_num_threads(1)
 
 st.set_page_config(page_title="Attention, explained by running it", page_icon=str(ROOT / "assets" / "favicon.png"),
                    layout="wide")
+__import__("ui.presenter").presenter.early_css()   # presenter mode's layout before anything is drawn
 language_switch()
 sidebar_toggle()          # presenter mode: ?present=1
 declare_language()        # <html lang>, the tab's title and keyboard access in the page's language

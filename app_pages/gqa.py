@@ -62,8 +62,8 @@ def controls_section() -> Inputs:
     with left:
         heads = st.select_slider(t(f"{NS}.ctl_heads"), options=lab.QUERY_HEADS, value=8, key="heads",
                                  bind="query-params")
-    with right:
-        kv_heads = st.select_slider(t(f"{NS}.ctl_kv_heads"), options=lab.KV_HEADS, value=2, key="kv_heads",
+    with right:     # by default a ratio of 2: the exercise under these sliders asks for another (32 to 8)
+        kv_heads = st.select_slider(t(f"{NS}.ctl_kv_heads"), options=lab.KV_HEADS, value=4, key="kv_heads",
                                     bind="query-params")
     heads, kv_heads = int(heads), int(kv_heads)
     usable = lab.usable_kv_heads(heads, kv_heads)

@@ -203,7 +203,8 @@ def panel_title(r: lab.HeadsLesson, i: int, short: bool, tiny: bool = False) -> 
 def heads_section(r: lab.HeadsLesson, v: View) -> None:
     mode_banner(r, v)
     w, h, n, head, query = r.weights, v.num_heads, len(v.tokens), v.head, v.query
-    columns = h if h <= 4 else 4 if h <= 8 else 6 if h <= 18 else 8
+    # at most 3 columns up to 9 heads: panels of 108 px, legible from the back of a room (4 columns were 79 px)
+    columns = h if h <= 3 else 3 if h <= 9 else 4 if h <= 16 else 6 if h <= 18 else 8
     size = min(160, (GRID_WIDTH - GRID_GAP * (columns - 1)) // columns)    # fits a phone's column too
     show_chart(mc.small_multiples(
         w, v.tokens, columns=columns, selected=head + 1, panel_size=size, title_limit=size + GRID_GAP,

@@ -30,9 +30,9 @@ SWEEP_SEED = 0           # the gradient sweep's one fixed sample: a median over 
 TAU_GRID = tuple(2.0 ** np.linspace(-6, 10, 97))   # holds every slider temperature
 Q_LABELS = tuple(f"q{i + 1}" for i in range(N_SHOW))
 K_LABELS = tuple(f"k{j + 1}" for j in range(N_K))
+# lines that fit a phone; the variance of q·k is the first question's answer: derived after it, not stated here
 FORMULA = (r"\begin{aligned}&\operatorname{Attention}(Q,K,V)\\ &\qquad=\operatorname{softmax}\!\left(\frac{QK^\top}"
-           r"{\sqrt{d_k}\;\tau}\right)V\\ &\operatorname{Var}(q\cdot k)"
-           r"=\sum_{i=1}^{d_k}\operatorname{Var}(q_i k_i)=d_k\end{aligned}\,")      # lines that fit a phone
+           r"{\sqrt{d_k}\;\tau}\right)V\end{aligned}\,")
 
 
 class Settings(NamedTuple):

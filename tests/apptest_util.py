@@ -30,7 +30,8 @@ def exceptions(at: AppTest) -> list[str]:
 
 
 def charts(at: AppTest) -> list:
-    return list(at.get("vega_lite_chart"))
+    """The page's charts in drawing order, without the intuition's picture (``ui.pictures``)."""
+    return [c for c in at.get("vega_lite_chart") if '"picture": true' not in c.proto.spec]
 
 
 def chart_spec(chart) -> dict:
@@ -153,12 +154,16 @@ def presenter_steps(at: AppTest) -> dict[str, list[tuple[str, str]]]:
 
 
 def kinds_in_order(at: AppTest) -> list[str]:
-    """The element types of the page's main area in document order (what a learner meets first comes first)."""
+    """The element types of the page's main area in document order (what a learner meets first comes first); the
+    intuition's picture (``ui.pictures``) is left out, as by ``charts``."""
     out = []
 
     def walk(node):
-        if getattr(node, "type", None):
-            out.append(node.type)
+        kind = getattr(node, "type", None)
+        if kind == "vega_lite_chart" and '"picture": true' in node.proto.spec:
+            return
+        if kind:
+            out.append(kind)
         for child in getattr(node, "children", {}).values():
             walk(child)
 

@@ -10,7 +10,7 @@ import pytest
 
 import attention_core.models.recipes as train
 import ui.models
-from tests.apptest_util import ROOT, all_text, exceptions, open_page, shows_label
+from tests.apptest_util import ROOT, all_text, charts, exceptions, open_page, shows_label
 from ui.i18n import catalog
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -78,7 +78,7 @@ def test_a_damaged_date_model_is_reported_on_alignment_and_bottleneck_is_unaffec
     damage(assets.models / "dates.pt")
     at = open_page("alignment", "en")
     assert_says(at, "en", "damaged", "assets/models/dates.pt", "python -m attention_core.models dates")
-    assert not at.text_input and not at.get("vega_lite_chart")     # nothing of the model's is drawn
+    assert not at.text_input and not charts(at)     # nothing of the model's is drawn
     assert_fine("bottleneck")
 
 
@@ -98,7 +98,7 @@ def test_a_zero_byte_pronoun_model_is_reported_on_pronoun_and_analysis(assets, k
     at = open_page(key, "en")
     detail = assert_says(at, "en", "damaged", "assets/models/pronoun.pt", "python -m attention_core.models pronoun")
     assert detail == catalog("en")["common.why_empty"]      # was a blank red EOFError box
-    assert not at.get("vega_lite_chart")
+    assert not charts(at)
     if key == "pronoun":
         assert_fine("alignment")
 
@@ -109,7 +109,7 @@ def test_a_damaged_readout_ablation_leaves_the_pronoun_pitfall_unrecorded(assets
     record it (pronoun.pit_body_unrecorded) and the rest of the page is there."""
     (assets.models / "pronoun_ablation.json").write_bytes(content)
     at = open_page("pronoun", "en")
-    assert exceptions(at) == [] and file_messages(at) == [] and at.get("vega_lite_chart")
+    assert exceptions(at) == [] and file_messages(at) == [] and charts(at)
     assert shows_label(all_text(at), "pronoun.pit_body_unrecorded")
     assert ui.models.readout_ablation() is None and not ui.models.load("ablation").missing
 
@@ -118,7 +118,7 @@ def test_a_missing_model_without_attention_is_reported_and_alignment_still_reads
     (assets.models / "dates_noattn.pt").unlink()
     at = open_page("alignment", "en")
     assert_says(at, "en", "missing", "assets/models/dates_noattn.pt", "python -m attention_core.models dates_noattn")
-    assert at.get("vega_lite_chart")                 # the attention model's alignment is still drawn
+    assert charts(at)                 # the attention model's alignment is still drawn
 
 
 def test_the_loader_reports_missing_and_damaged_checkpoints_with_the_command(assets):
@@ -146,9 +146,9 @@ def test_an_invalid_curves_file_is_reported_on_bottleneck_and_alignment_still_ru
     (assets.models / "curves.json").write_bytes(content)
     at = open_page("bottleneck", "en")
     assert_says(at, "en", "damaged", "assets/models/curves.json", "python -m attention_core.models curves")
-    assert at.slider(key="len") is not None and at.get("vega_lite_chart")   # the rest of the page runs
+    assert at.slider(key="len") is not None and charts(at)   # the rest of the page runs
     at = open_page("alignment", "en")                    # its facts fall back to the checkpoint's own evaluation
-    assert exceptions(at) == [] and at.get("vega_lite_chart") and file_messages(at) == []
+    assert exceptions(at) == [] and charts(at) and file_messages(at) == []
     en = train.load_model("dates").meta["eval"]["by_lang"]["en"]
     assert f"{100 * en:.1f}%" in all_text(at)
 
@@ -171,7 +171,7 @@ def test_a_missing_benchmark_is_reported_on_efficiency_and_the_live_parts_still_
     assert_says(at, lang, "missing", "assets/bench/efficient.json", "python -m attention_core.labs.efficiency_bench")
     assert not at.table                                  # the recorded complexity table is not drawn
     at = open_page("efficiency", lang)                   # the first tab computes live and draws
-    assert exceptions(at) == [] and at.get("vega_lite_chart")
+    assert exceptions(at) == [] and charts(at)
     if lang == "en":
         assert_fine("alignment")
 

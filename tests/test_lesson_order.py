@@ -18,6 +18,8 @@ def sections(at) -> dict[str, list[tuple[str, str]]]:
         kind = getattr(node, "type", None)
         if kind == "tab":
             where = f"{where} › {node.label}"
+        elif kind in ("vega_lite_chart", "arrow_vega_lite_chart") and '"picture": true' in node.proto.spec:
+            pass                   # the intuition's picture (ui.pictures) illustrates the page, it answers nothing
         elif kind:
             key = getattr(node, "key", None) or ""
             value = getattr(node, "value", "")

@@ -30,8 +30,19 @@ def header(ns: str) -> None:
 
 
 def intuition(ns: str) -> None:
-    """2. The analogy of the tutorials, two or three sentences."""
-    st.info(t(f"{ns}.intuition"), icon=":material/lightbulb:")
+    """2. The analogy of the tutorials, two or three sentences, beside the page's picture (``ui.pictures``): the
+    first screen shows attention. The picture's spec is marked ``usermeta.picture``: it illustrates, it is not the
+    evidence of a question (tests/test_lesson_order.py leaves it out)."""
+    from .pictures import picture
+
+    spec = picture(ns)
+    if spec is None:
+        st.info(t(f"{ns}.intuition"), icon=":material/lightbulb:")
+        return
+    text, figure = st.columns([3, 2], vertical_alignment="center")
+    text.info(t(f"{ns}.intuition"), icon=":material/lightbulb:")
+    with figure:
+        show_chart({**spec, "usermeta": {**spec["usermeta"], "picture": True}}, key=f"picture_{ns}")
 
 
 def formula(latex: str, caption: str | None = None) -> None:

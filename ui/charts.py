@@ -289,20 +289,22 @@ class ChartKind:
         kinds = {name: _fill_kind(v) for name, v in values.items()}
         static = {**args, **{n: v for n, v in values.items() if kinds[n] == "static"}}
         holes = {n: k for n, k in kinds.items() if k != "static"}
+        style = chart_style()
         key = (self.name, key_of_values(tuple(sorted(static.items(), key=lambda kv: kv[0]))),
-               tuple(sorted(holes.items())), None if isinstance(data, pd.DataFrame) else tuple(data))
-        skeleton = SKELETONS.get_or_compute(key, lambda: self._skeleton(data, static, holes))[0]
+               tuple(sorted(holes.items())), None if isinstance(data, pd.DataFrame) else tuple(data), style)
+        skeleton = SKELETONS.get_or_compute(key, lambda: self._skeleton(data, static, holes, style))[0]
         spec = self._fill(skeleton, values)
         if VERIFY:
-            self.verify(spec, data, {**args, **values})
+            self.verify(spec, data, {**args, **values}, style)
         spec["usermeta"] = {"chart_kind": self.name}     # Vega-Lite ignores it; tests read which kind drew a chart
         accessible(spec, self.build.__name__, {n: v for n, v in {**args, **values}.items() if n.endswith("title")})
         spec["datasets"] = _datasets(data)
         return spec
 
-    def _skeleton(self, data, static: dict, holes: dict):
+    def _skeleton(self, data, static: dict, holes: dict, style: str = ""):
         placeholders = {name: _placeholder(kind, i) for i, (name, kind) in enumerate(sorted(holes.items()))}
-        text = json.dumps(_bare_spec(self.build(_named(data), **static, **placeholders)), ensure_ascii=False)
+        text = json.dumps(styled(_bare_spec(self.build(_named(data), **static, **placeholders)), style),
+                          ensure_ascii=False)
         found = {}
         for name, ph in placeholders.items():
             if isinstance(ph, list):
@@ -335,9 +337,9 @@ class ChartKind:
 
         return json.loads(skeleton.pattern.sub(write, skeleton.text))
 
-    def verify(self, spec: dict, data, args: dict) -> None:
+    def verify(self, spec: dict, data, args: dict, style: str = "") -> None:
         """The filled spec equals a fresh Altair build with the same arguments (auto-named params aside)."""
-        direct = _bare_spec(self.build(_named(data), **args))
+        direct = styled(_bare_spec(self.build(_named(data), **args)), style)
         def norm(spec: dict) -> str:
             text = json.dumps(spec, sort_keys=True, ensure_ascii=False)
             return re.sub(r'"(param|view)_[0-9a-f_]+"', '"auto"', text)
@@ -440,6 +442,87 @@ def accessible(spec: dict, kind: str = "", titles: dict | None = None) -> dict:
         section = config.setdefault(part, {})
         for key in keys:
             section.setdefault(key, CHART_TEXT)
+    return spec
+
+
+# ----------------------------------------------------------------------------- presenter style
+# In presenter mode (``?present=1``) the prose grows to ~22 px; a chart's 10-12 px axis labels and cell numbers
+# would stay unreadable from the back of a room. So every chart kind has a second skeleton per static shape, its
+# text scaled here once (cached like the first): every font size x PRESENT_SCALE and at least PRESENT_MIN_FONT px
+# (explicit sizes in marks, axes, headers and titles, and the defaults in ``config``), and the legibility rules
+# above that depend on a font size (``number_fit``, ``thin_labels``) rewritten for the larger text, so a cell
+# shows its number only where the larger number fits and dense axes keep fewer labels.
+
+PRESENT_SCALE = 1.5
+PRESENT_MIN_FONT = 18       # px at 1280x720: the smallest chart text a room reads
+_FIT = re.compile(r"bandwidth\('x'\) >= (\d+(?:\.\d+)?) && bandwidth\('y'\) >= (\d+(?:\.\d+)?)")
+_THIN = re.compile(r"ceil\((\d+(?:\.\d+)?) / max\(")
+
+
+def chart_style() -> str:
+    """"present" while the page is shown in presenter mode, else "" (also outside a Streamlit run)."""
+    try:
+        # ui.charts stays importable and pure without a Streamlit session
+        from .presenter import active
+        return "present" if active() else ""
+    except Exception:                   # no session, no query parameters: the normal style
+        return ""
+
+
+def _is_hole(value) -> bool:
+    """A number placeholder of a fill argument (it must reach the skeleton unchanged)."""
+    return value >= _INT_HOLE or _FLOAT_HOLE <= value < _FLOAT_HOLE + 1000
+
+
+def _present_font(size):
+    if isinstance(size, bool) or not isinstance(size, (int, float)) or _is_hole(size):
+        if isinstance(size, dict) and isinstance(size.get("expr"), str):      # a size the browser computes
+            return {"expr": f"max({PRESENT_MIN_FONT}, {PRESENT_SCALE:g} * ({size['expr']}))"}
+        return size
+    return max(PRESENT_MIN_FONT, round(size * PRESENT_SCALE, 1))
+
+
+def _present_expr(text: str) -> str:
+    number = PRESENT_MIN_FONT / NUMBER_FONT          # cell numbers grow from NUMBER_FONT to the minimum
+    label = PRESENT_MIN_FONT / LABEL_FONT
+    text = _FIT.sub(lambda m: f"bandwidth('x') >= {math.ceil(float(m[1]) * number)} && "
+                              f"bandwidth('y') >= {math.ceil(float(m[2]) * number)}", text)
+    return _THIN.sub(lambda m: f"ceil({math.ceil(float(m[1]) * label)} / max(", text)
+
+
+def _present_walk(node):
+    if isinstance(node, dict):
+        out = {}
+        for k, v in node.items():
+            if k == "fontSize" or k.endswith("FontSize"):
+                out[k] = _present_font(v)
+            elif k in ("labelLimit", "limit") and isinstance(v, (int, float)) and not isinstance(v, bool) and v \
+                    and not _is_hole(v):
+                out[k] = round(v * PRESENT_SCALE)
+            else:
+                out[k] = _present_walk(v)
+        return out
+    if isinstance(node, list):
+        return [_present_walk(v) for v in node]
+    if isinstance(node, str) and ("bandwidth(" in node or "ceil(" in node):
+        return _present_expr(node)
+    return node
+
+
+def styled(spec: dict, style: str) -> dict:
+    """``spec`` in the given style ("" unchanged; "present": the presenter's large text, see above)."""
+    if style != "present":
+        return spec
+    spec = _present_walk(spec)
+    config = spec.setdefault("config", {})
+    big, bigger = PRESENT_MIN_FONT, round(PRESENT_MIN_FONT * 1.1)
+    for part, sizes in (("axis", {"labelFontSize": big, "titleFontSize": bigger}),
+                        ("legend", {"labelFontSize": big, "titleFontSize": big}),
+                        ("header", {"labelFontSize": big, "titleFontSize": bigger}),
+                        ("title", {"fontSize": round(TITLE_FONT * PRESENT_SCALE), "subtitleFontSize": big}),
+                        ("text", {"fontSize": big})):
+        for name, size in sizes.items():
+            config.setdefault(part, {}).setdefault(name, size)
     return spec
 
 

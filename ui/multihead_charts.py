@@ -166,7 +166,7 @@ def small_multiples_kind(frame, *, columns: int, x_title: str, y_title: str, val
         base = base.add_params(pick)
     return base.facet(
         facet=alt.Facet("panel:N", sort=alt.EncodingSortField(field="head", op="min"), title=None,
-                        header=alt.Header(labelFontSize=12 if panel_size >= 120 else 10,
+                        header=alt.Header(labelFontSize=12 if panel_size >= 100 else 11,
                                           labelFontWeight="bold", labelLimit=title_limit)),
         columns=max(1, columns), **({} if spacing is None else {"spacing": spacing}),
     )

@@ -18,15 +18,36 @@ from .i18n import t
 PARAM, STEP_PARAM = "present", "step"
 _KEY = "present_step_{}"
 
-_CSS = """<style>
+# The presenter layout, sent by the router before anything else of a run (``early_css``): the first paint of a
+# fresh load is already the presenter's (no sidebar, no 16 px text for a second). Large prose; the title, its
+# objective and the controls kept under every step made compact, so each step's chart starts on its first screen
+# at 1280x720 (the charts' own text is scaled in ``ui.charts.styled``).
+_LAYOUT_CSS = """<style>
 section[data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"],
 header[data-testid="stHeader"] {display: none;}
-.stMainBlockContainer {font-size: 1.35rem; max-width: 100%; padding-top: 1.5rem;}
-.stMainBlockContainer p, .stMainBlockContainer li {font-size: 1.35rem; line-height: 1.5;}
-.stMainBlockContainer h1 {font-size: 2.6rem;}
+.stMainBlockContainer {font-size: 1.35rem; max-width: 100%; padding-top: 0.6rem; padding-bottom: 2rem;}
+.stMainBlockContainer p, .stMainBlockContainer li {font-size: 1.3rem; line-height: 1.4;}
+.stMainBlockContainer h1 {font-size: 1.9rem; padding: 0 0 0.1rem 0;}
+.stMainBlockContainer h2 {font-size: 1.6rem; padding: 0.2rem 0;}
+.stMainBlockContainer h3 {font-size: 1.35rem; padding: 0.1rem 0;}
+.stMainBlockContainer [data-testid="stElementContainer"]:has(h1) + [data-testid="stElementContainer"] p
+  {font-size: 1rem; line-height: 1.3; color: rgba(49, 51, 63, 0.75);}
+.stMainBlockContainer [data-testid="stVerticalBlock"] {gap: 0.6rem;}
+.stMainBlockContainer [data-testid="stAlert"] p {font-size: 1.15rem; line-height: 1.35;}
+.stMainBlockContainer [data-testid="stWidgetLabel"] p {font-size: 1.05rem; line-height: 1.3;}
+[class*="st-key-present_keep_"] {zoom: 0.85;}
+[class*="st-key-present_keep_"] p, [class*="st-key-present_keep_"] label p {font-size: 1.05rem; line-height: 1.3;}
+[class*="st-key-present_keep_"] textarea {min-height: 2.6rem; height: 2.8rem;}
+[class*="st-key-present_keep_"] [data-testid="stVerticalBlock"] {gap: 0.35rem;}
 [class*="st-key-secondary_"], div[class*="st-key-"][class*="_csv"] {display: none;}
+.stMainBlockContainer [data-testid="stElementContainer"]:has(style) {display: none;}
+</style>"""
+# Only the current step is shown: from the URL's step at the start of the run, corrected by ``Lesson.end`` where
+# the page has fewer steps (a step past the last one shows the last)
+_STEP_CSS = """<style>
 [class*="st-key-present_step_"]:not(.st-key-present_step_CURRENT) {display: none;}
 </style>"""
+_SHOW_CSS = """<style>.st-key-present_step_CURRENT {display: flex !important;}</style>"""
 
 
 def active() -> bool:
@@ -41,6 +62,20 @@ def _enter() -> None:
         st.query_params[PARAM] = "1"
         st.query_params.pop(STEP_PARAM, None)
         st.session_state["present_toggle"] = False
+
+
+def early_css() -> None:
+    """The router's first output in presenter mode: the presenter layout and the URL's step, before the sidebar,
+    the navigation and the page draw anything (so no frame shows the normal layout)."""
+    # a markdown element in the (collapsed) sidebar: st.html's CSS, and a markdown's at the top of the main area, were
+    # applied only after the page's first text was drawn (the sidebar's elements are drawn first)
+    if active():
+        # the sidebar collapsed before any element is drawn: the CSS hiding it comes a few hundred ms later
+        st.set_page_config(initial_sidebar_state="collapsed")
+        st.session_state["_presented"] = True
+        st.sidebar.markdown(_LAYOUT_CSS + _STEP_CSS.replace("CURRENT", str(_current(10 ** 6))), unsafe_allow_html=True)
+    elif st.session_state.pop("_presented", False):     # presenter mode left: the sidebar comes back
+        st.set_page_config(initial_sidebar_state="expanded")
 
 
 def sidebar_toggle() -> None:
@@ -104,4 +139,7 @@ class Lesson:
                 del st.query_params[PARAM]
                 st.query_params.pop(STEP_PARAM, None)
                 st.rerun()
-        st.html(_CSS.replace("CURRENT", str(current)))
+        css = _STEP_CSS.replace("CURRENT", str(current))
+        if current != _current(10 ** 6):             # the router hid every step but the URL's: show this one
+            css += _SHOW_CSS.replace("CURRENT", str(current))
+        st.html(css)

@@ -16,7 +16,7 @@ import pytest
 import attention_core.models.recipes as train
 from attention_core.labs import attention_sinks as lab
 from attention_core.models import attention_sinks_lm as sinks_lm
-from tests.apptest_util import ROOT, all_text, chart_data, chart_titled, exceptions, open_page, shows_label
+from tests.apptest_util import ROOT, all_text, chart_data, chart_titled, charts, exceptions, open_page, shows_label
 from tests.test_attention_sinks_lab import brute_reach
 from ui.format import fixed, sig
 from ui.i18n import catalog
@@ -134,7 +134,7 @@ def test_a_missing_or_stale_grid_gets_the_one_message(tmp_path, monkeypatch, dam
     assert len(msgs) == 1 and msgs[0].startswith(first) and lab.GRID_COMMAND in msgs[0]
     if damage == "other_checkpoint":
         assert "another checkpoint" in msgs[0]
-    titles = [json.loads(c.proto.spec).get("title") for c in at.get("vega_lite_chart")]
+    titles = [json.loads(c.proto.spec).get("title") for c in charts(at)]
     titles = [x.get("text") if isinstance(x, dict) else x for x in titles]
     assert title("en", "recorded_title", T=512) in titles               # the recorded case still shows ...
     assert title("en", "live_title", T=96, cache=16, crops=lab.GRID_CROPS) not in titles   # ... no bars of a grid
@@ -150,7 +150,7 @@ def test_the_questions_come_before_their_evidence():
         kind = getattr(node, "type", None)
         if kind == "radio":
             order.append(node.key)
-        elif kind == "vega_lite_chart":
+        elif kind == "vega_lite_chart" and '"picture": true' not in node.proto.spec:   # not the intuition's
             order.append(chart_title_of(node))
         for child in getattr(node, "children", {}).values():
             walk(child)
@@ -174,7 +174,7 @@ def test_bad_url_values_get_a_message_not_a_traceback():
     assert exceptions(at) == []
     assert at.warning and any("\u4e00" <= ch <= "\u9fff" for ch in at.warning[0].value)
     assert all("<b>" not in m.value for m in at.markdown)
-    assert len(at.get("vega_lite_chart")) >= 6
+    assert len(charts(at)) >= 6
 
 
 def test_a_missing_checkpoint_gets_a_message_and_the_windows_still_work(tmp_path, monkeypatch):
@@ -184,7 +184,7 @@ def test_a_missing_checkpoint_gets_a_message_and_the_windows_still_work(tmp_path
     at = open_page(NS, "en")
     assert exceptions(at) == []
     assert any("sinks_lm.pt" in w.value and "python -m attention_core.models sinks_lm" in w.value for w in at.warning)
-    assert len(at.get("vega_lite_chart")) == 2                # the mask and the receptive field
+    assert len(charts(at)) == 2                # the mask and the receptive field
 
 
 def test_presenter_mode_steps_through_the_lesson():

@@ -20,6 +20,7 @@ from tests.apptest_util import (
     all_text,
     chart_data,
     chart_spec,
+    charts,
     exceptions,
     kinds_in_order,
     open_page,
@@ -31,7 +32,7 @@ from ui.i18n import catalog
 
 
 def charts_of(at, kind: str) -> list:
-    return [c for c in at.get("vega_lite_chart") if chart_spec(c).get("usermeta", {}).get("chart_kind", "")
+    return [c for c in charts(at) if chart_spec(c).get("usermeta", {}).get("chart_kind", "")
             .endswith(kind)]
 
 

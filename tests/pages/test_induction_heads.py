@@ -14,7 +14,7 @@ import pytest
 from attention_core.labs import induction_heads as lab
 from attention_core.models import induction_heads_lm as ih
 from attention_core.models import recipes
-from tests.apptest_util import all_text, chart_data, chart_titled, exceptions, open_page, shows_label
+from tests.apptest_util import all_text, chart_data, chart_titled, charts, exceptions, open_page, shows_label
 from ui.format import fixed
 from ui.i18n import catalog
 
@@ -61,7 +61,7 @@ def test_the_heads_at_the_snapshot_in_the_url():
     at = open_page("induction_heads", "zh", {"train_step": str(pick.step)})
     assert exceptions(at) == []
     cat = catalog("zh")
-    grids = [c for c in at.get("vega_lite_chart") if "facet" in json.loads(c.proto.spec)]
+    grids = [c for c in charts(at) if "facet" in json.loads(c.proto.spec)]
     frame = next(iter(chart_data(grids[0]).values()))
     for layer in range(2):
         for head in range(4):
@@ -121,7 +121,7 @@ def test_bad_url_values_get_a_message_not_a_traceback():
                                              "train_seed": "<b>x</b>"})
     assert exceptions(at) == []
     assert at.warning and any("\u4e00" <= ch <= "\u9fff" for ch in at.warning[0].value)
-    assert len(at.get("vega_lite_chart")) >= 4
+    assert len(charts(at)) >= 4
     assert all("<b>" not in m.value for m in at.markdown)
 
 

@@ -9,14 +9,23 @@ import json
 import pytest
 
 from attention_core.labs import kv_cache as lab
-from tests.apptest_util import all_text, chart_data, chart_spec, exceptions, kinds_in_order, open_page, shows_label
+from tests.apptest_util import (
+    all_text,
+    chart_data,
+    chart_spec,
+    charts,
+    exceptions,
+    kinds_in_order,
+    open_page,
+    shows_label,
+)
 from ui.format import count, fixed
 from ui.i18n import catalog
 
 
 def chart(at, kind: str):
     """The first chart drawn by the chart kind ``ui.kv_cache_charts.<kind>``, and its data."""
-    for c in at.get("vega_lite_chart"):
+    for c in charts(at):
         if chart_spec(c).get("usermeta", {}).get("chart_kind", "").endswith(kind):
             return c, next(iter(chart_data(c).values()))
     raise AssertionError(f"no {kind} chart")
@@ -71,9 +80,9 @@ def test_the_size_sliders_in_the_url_give_the_formula():
 def test_the_recorded_curve_is_the_shipped_file():
     doc = lab.read_bench(lab.BENCH_FILE)
     at = open_page("kv_cache", "en")
-    charts = [c for c in at.get("vega_lite_chart") if chart_spec(c)["usermeta"]["chart_kind"].endswith("timing_lines")]
-    assert len(charts) == 2                                  # live, then recorded
-    frame = next(iter(chart_data(charts[1]).values()))
+    timing = [c for c in charts(at) if chart_spec(c)["usermeta"]["chart_kind"].endswith("timing_lines")]
+    assert len(timing) == 2                                  # live, then recorded
+    frame = next(iter(chart_data(timing[1]).values()))
     rows = sorted(doc["results"], key=lambda r: r["context"])
     assert frame["context"].tolist() == [r["context"] for r in rows] * 2
     expected = [1e3 * r["plain_s"] for r in rows] + [1e3 * r["cached_s"] for r in rows]
@@ -91,7 +100,7 @@ def test_a_missing_or_damaged_recording_gets_a_message_and_the_rest_still_works(
     assert exceptions(at) == []
     head = catalog("en")[key].split("`")[0]
     assert any(w.value.startswith(head) and "bench_kv_cache.py" in w.value for w in at.warning)
-    assert len(at.get("vega_lite_chart")) == 2               # the grid and the live timing are still drawn
+    assert len(charts(at)) == 2               # the grid and the live timing are still drawn
     assert len(at.metric) == 1
 
 
@@ -100,7 +109,7 @@ def test_bad_url_values_get_a_message_not_a_traceback():
                                       "d_head": "-3", "layers": "inf"})
     assert exceptions(at) == []
     assert at.warning and any("\u4e00" <= ch <= "\u9fff" for ch in at.warning[0].value)
-    assert len(at.get("vega_lite_chart")) >= 2
+    assert len(charts(at)) >= 2
     assert all("<b>" not in m.value for m in at.markdown)
 
 

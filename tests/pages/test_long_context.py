@@ -14,7 +14,16 @@ import torch
 from attention_core.labs import long_context as lab
 from attention_core.models import long_context_lm as lm
 from attention_core.models import recipes
-from tests.apptest_util import all_text, chart_data, chart_spec, exceptions, kinds_in_order, open_page, shows_label
+from tests.apptest_util import (
+    all_text,
+    chart_data,
+    chart_spec,
+    charts,
+    exceptions,
+    kinds_in_order,
+    open_page,
+    shows_label,
+)
 from ui.format import fixed, pct
 from ui.i18n import catalog
 
@@ -25,7 +34,7 @@ RECIPES = ("longctx_rope", "longctx_alibi", "longctx_nope", "longctx_learned")
 def charts_of(at, kind: str) -> list:
     """The (chart, data) of every chart drawn by the chart kind ``kind``, in drawing order."""
     out = []
-    for c in at.get("vega_lite_chart"):
+    for c in charts(at):
         if chart_spec(c).get("usermeta", {}).get("chart_kind", "").endswith(kind):
             out.append((c, next(iter(chart_data(c).values()))))
     return out
@@ -114,7 +123,7 @@ def test_the_logit_chart_is_the_first_layer_of_the_shipped_model():
 def test_the_alibi_bias_follows_the_head_in_the_url():
     at = open_page("long_context", "en", {"head": "2"})
     assert exceptions(at) == []
-    heat = [c for c in at.get("vega_lite_chart") if "heatmap" in chart_spec(c)["usermeta"]["chart_kind"]]
+    heat = [c for c in charts(at) if "heatmap" in chart_spec(c)["usermeta"]["chart_kind"]]
     frame = next(iter(chart_data(heat[0]).values()))
     assert recipes.load_model("longctx_alibi").config["num_heads"] == 4     # the page's ALIBI_HEADS
     visible = frame[~frame["masked"]]
@@ -134,7 +143,7 @@ def test_a_missing_checkpoint_gets_a_message_and_the_rest_still_works(tmp_path, 
     at = open_page("long_context", "en")
     assert exceptions(at) == []
     assert any("longctx_rope" in w.value for w in at.warning)
-    assert charts_of(at, "wavelength_chart") and len(at.get("vega_lite_chart")) == 3   # wavelengths, slopes, bias
+    assert charts_of(at, "wavelength_chart") and len(charts(at)) == 3   # wavelengths, slopes, bias
 
 
 def test_bad_url_values_get_a_message_not_a_traceback():

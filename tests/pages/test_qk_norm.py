@@ -13,7 +13,7 @@ import time
 import pytest
 
 from attention_core.labs import qk_norm as lab
-from tests.apptest_util import all_text, chart_data, chart_spec, exceptions, open_page, shows_label
+from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page, shows_label
 from ui import charts as ui_charts
 from ui.format import fixed, sig
 from ui.i18n import catalog
@@ -22,7 +22,7 @@ from ui.i18n import catalog
 def drawn(at, kind: str) -> list:
     """(title, data) of every chart drawn by the chart kind ``ui.qk_norm_charts.<kind>``, in order."""
     out = []
-    for c in at.get("vega_lite_chart"):
+    for c in charts(at):
         spec = chart_spec(c)
         if spec.get("usermeta", {}).get("chart_kind", "").endswith(kind):
             title = spec.get("title")
@@ -242,7 +242,7 @@ def test_another_rate_or_seed_sends_new_data_to_the_same_charts():
     for params in ({"lr": "0.01", "run_seed": "0"}, {"lr": "1", "run_seed": "2"}):
         at = open_page("qk_norm", "en", params)
         assert exceptions(at) == []
-        lines = [c for c in at.get("vega_lite_chart") if chart_spec(c)["usermeta"]["chart_kind"].endswith("step_lines")]
+        lines = [c for c in charts(at) if chart_spec(c)["usermeta"]["chart_kind"].endswith("step_lines")]
         specs.append([chart_spec(c) for c in lines])
         values.append([next(iter(chart_data(c).values()))["value"].tolist() for c in lines])
     assert len(specs[0]) == 3 and specs[0] == specs[1]

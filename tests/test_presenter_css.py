@@ -1,0 +1,43 @@
+"""Presenter mode's layout comes from the router, first (``ui.presenter.early_css``): with ``?present=1`` the first
+element of the run is the CSS (in the sidebar, which it hides) with the URL's step, and the presenter skeleton of
+every chart kind has its text at least ``PRESENT_MIN_FONT`` px; without it there is no such CSS and charts keep
+their sizes. The browser side (first paint, fonts as drawn): tests/test_presenter_browser.py."""
+import json
+
+from tests.apptest_util import chart_spec, charts, exceptions, open_page
+from ui.charts import PRESENT_MIN_FONT, styled
+
+
+def font_sizes(node) -> list:
+    out = []
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if (k == "fontSize" or k.endswith("FontSize")) and isinstance(v, (int, float)):
+                out.append(v)
+            out += font_sizes(v)
+    elif isinstance(node, list):
+        for v in node:
+            out += font_sizes(v)
+    return out
+
+
+def test_the_router_sends_the_presenter_css_first_and_charts_grow():
+    at = open_page("masking", "en", {"present": "1", "step": "3"})
+    assert exceptions(at) == []
+    first = at.sidebar.markdown[0].value
+    assert "stSidebar" in first and ":not(.st-key-present_step_3)" in first
+    sizes = [s for c in charts(at) for s in font_sizes(chart_spec(c))]
+    assert sizes and min(sizes) >= PRESENT_MIN_FONT
+    plain = open_page("masking", "en")
+    assert not any("stSidebar" in m.value for m in plain.sidebar.markdown)
+    assert min(s for c in charts(plain) for s in font_sizes(chart_spec(c))) < PRESENT_MIN_FONT
+
+
+def test_the_presenter_style_keeps_fill_placeholders_and_rescales_the_fit_rules():
+    spec = {"mark": {"type": "text", "fontSize": 11,
+                     "opacity": {"expr": "bandwidth('x') >= 30 && bandwidth('y') >= 13 ? 1 : 0"}},
+            "encoding": {"x": {"axis": {"labelExpr": "ceil(17 / max(1, 2))", "labelFontSize": 918273000}}}}
+    out = json.dumps(styled(spec, "present"))
+    assert '"fontSize": 18' in out and "918273000" in out                   # a fill placeholder stays as it is
+    assert "bandwidth('x') >= 50 && bandwidth('y') >= 22" in out and "ceil(26 / max(" in out
+    assert styled(spec, "") is spec
