@@ -7,6 +7,7 @@ replicas and Redis; run as a script it measures one server's memory with many ro
 
     python deploy/pollcheck.py                     one server (in-process rooms): 10 rooms x 60 voters, peak RSS
     python deploy/pollcheck.py --rooms 5 --voters 30
+Then one class waits for the reveal (its phones redraw every 2 s, its projector every second): the server's CPU.
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ if str(ROOT) not in sys.path:
 
 from deploy.loadcheck import Client, free_ports  # noqa: E402
 
-VOTES = re.compile(r"(\d+) (?:votes|票)")
+VOTES = re.compile(r"(?:votes cast: |已投 )(\d+)")
 
 
 class PollClient(Client):
@@ -141,7 +142,7 @@ async def student_votes(base: str, code: str, lang: str, option: int) -> tuple[P
 
 # ------------------------------------------------------------------------------------- memory, one server
 
-async def measure(base: str, pid: int, rooms: int, voters: int) -> None:
+async def measure(base: str, pid: int, rooms: int, voters: int, refresh_seconds: float = 20) -> None:
     import psutil
     proc = psutil.Process(pid)
     peak = [proc.memory_info().rss]
@@ -180,6 +181,30 @@ async def measure(base: str, pid: int, rooms: int, voters: int) -> None:
     print(f"{len(phones)} phones connected, {sum(acked)} votes acknowledged in {wall:.1f} s; projectors show "
           f"{shown}; RSS now {proc.memory_info().rss / 2**20:.0f} MB, peak {peak[0] / 2**20:.0f} MB; "
           f"errors {len(errors)} {errors[:3]}")
+    # a class waiting for the reveal: its 60 phones redraw every 2 s and the projector every second, as the
+    # fragments ask their browsers; the server's CPU and the time of one redraw
+    cls = [p for p in phones if p.query and f"room={teachers[0].room()}" in p.query][:voters]
+    times: list[float] = []
+    until = time.perf_counter() + refresh_seconds
+    proc.cpu_percent(None)
+
+    async def redraw(client: PollClient, every: float, offset: float):
+        await asyncio.sleep(offset)
+        while time.perf_counter() < until:
+            t = time.perf_counter()
+            await client.rerun(fragment=client.fragment)
+            times.append(time.perf_counter() - t)
+            await asyncio.sleep(max(0.0, every - (time.perf_counter() - t)))
+
+    await asyncio.gather(redraw(teachers[0], 1.0, 0.0),
+                         *(redraw(p, 2.0, 2.0 * i / max(len(cls), 1)) for i, p in enumerate(cls)))
+    cpu = proc.cpu_percent(None)
+    times.sort()
+    if times:
+        print(f"{len(cls)} phones and a projector redrawing for {refresh_seconds:.0f} s: {len(times)} redraws, "
+              f"{times[len(times) // 2] * 1000:.0f} ms median, {times[int(len(times) * 0.9)] * 1000:.0f} ms p90; "
+              f"server CPU {cpu:.0f} % of one core; RSS {proc.memory_info().rss / 2**20:.0f} MB, "
+              f"peak {peak[0] / 2**20:.0f} MB")
     stop.set()
     await sampler
     for c in teachers + phones:
@@ -190,12 +215,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rooms", type=int, default=10)
     parser.add_argument("--voters", type=int, default=60)
+    parser.add_argument("--refresh", type=float, default=20, help="seconds of one class redrawing (0: none)")
     args = parser.parse_args()
     from scripts.server import start_server
     os.environ.pop("REDIS_URL", None)
     proc = start_server(port=free_ports(1)[0])
     try:
-        asyncio.run(measure(proc.base, proc.pid, args.rooms, args.voters))
+        asyncio.run(measure(proc.base, proc.pid, args.rooms, args.voters, args.refresh))
     finally:
         proc.terminate()
         proc.wait(30)

@@ -173,16 +173,16 @@ def join_link(code: str) -> str:
 
 def _projector(state: poll_store.RoomState, token: str) -> None:
     lang, code = current_lang(), state.code
-    left, right = st.columns([3, 2])
+    left, right = st.columns([3, 2])      # the count beside the QR code: both on the projector's first screen
     with left:
         _question(state, lang, with_options=True)
+        _projector_live(code, token)
     with right:
         st.markdown(f"### {t('poll.room', code=poll_store.display_code(code))}")
         link = join_link(code)
         st.image(qr_png(link), width=220, alt=t("poll.qr_alt", code=poll_store.display_code(code)))
         st.caption(t("poll.join"))
         st.code(link, language=None, wrap_lines=True)
-    _projector_live(code, token)
     st.caption(t("poll.owner_note"))
     page = state.spec.get("page")
     if page in PAGE_KEYS:
