@@ -8,7 +8,7 @@ and 3 replicas: tests/test_poll_serving.py).
   once and shown on the projector; a second vote of a session refused; hide/show, close, a second round, reveal,
   each reaching the students; only the session that opened the room sees and can use the controls;
 - any ?room= value is safe input: a message in the learner's language, never a traceback, nothing as HTML.
-Runtime: about 4 minutes on a shared 2-core machine (most of it the first test, every page in both languages).
+Runtime: 4 to 8 minutes on a shared 2-core machine (half of it the first test: every page in both languages).
 """
 from __future__ import annotations
 
@@ -188,10 +188,11 @@ def test_a_teacher_and_thirty_students(monkeypatch):
     assert store.state(code).round_counts(1) == expected and store.state(code).round_counts(2) == [5, 20, 0]
 
 
-def test_the_teacher_opens_a_poll_from_an_exercise_in_a_tab_and_in_chinese(monkeypatch):
+def test_the_teacher_opens_a_poll_from_an_exercise_in_a_tab_in_presenter_mode_and_in_chinese(monkeypatch):
     monkeypatch.setattr(poll_store, "_STORE", poll_store.MemoryStore())
-    at = open_page("masking", "zh", {"tab": ZH["masking.tab_causal"]})
+    at = open_page("masking", "zh", {"tab": ZH["masking.tab_causal"], "present": "1", "step": "3"})
     code = ask(at, "mask_ex")
+    assert at.query_params["present"] in ("1", ["1"])               # presenter mode goes along
     assert ZH["masking.ex_question"] in all_text(at)
     english = student(code, "en")
     assert EN["masking.ex_question"] in all_text(english)
