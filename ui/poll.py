@@ -78,7 +78,7 @@ def open_room(key: str, question: str, options: list[str], answer: int) -> None:
     owned[code] = token
     params = {"room": code, "lang": current_lang()}
     if st.query_params.get("present"):
-        params["present"] = st.query_params.get("present")
+        params["present"] = "1"          # presenter mode goes along
     st.switch_page(POLL_PAGE.file, query_params=params)
 
 
