@@ -2,13 +2,13 @@
 redis-server (REDIS_URL), driven over Streamlit's websocket as phones and a projector drive it (deploy/pollcheck.py).
 
 - a teacher opens a room on one replica; 60 students join through the balancer (so their sessions spread over the
-  replicas, most not the teacher's), then vote: from the first click to the last acknowledged vote within 10 s; the projector, redrawn as its fragment asks (every
-  second), shows the right total within 2 s of the last acknowledged vote;
+  replicas, most not the teacher's), then vote: from the first click to the last acknowledged vote within 10 s;
+  the projector, redrawn as its fragment asks (every second), shows the right total within 2 s of the last one;
 - a second round, and a replica (not the teacher's) killed in the middle of the vote: no vote already counted is
   lost (the projector's total is Redis's, and at least every acknowledged vote); the students whose phone lost its
   replica reload (a new session on a live replica) and vote, and the total is then every student's vote, give or
   take the few whose vote was counted just before their replica died (a new session votes again: README).
-Runtime: 1 to 2 minutes on 2 cores (the replicas' start is most of it).
+Runtime: 2 to 4 minutes on 2 cores (the replicas' start, 60 joins and the kill's aftermath).
 """
 from __future__ import annotations
 

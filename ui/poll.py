@@ -199,16 +199,30 @@ def _control(code: str, token: str, action: str) -> None:
         st.session_state[FLASH] = {"forbidden": "vote_no_room", "no_room": "vote_no_room"}.get(result, result)
 
 
-@st.fragment(run_every=1)
-def _projector_live(code: str, token: str) -> None:
-    """Redrawn every second: the count (or how many voted, while hidden), the status, the controls."""
+def _live_state(code: str) -> poll_store.RoomState | None:
+    """The room now, for a redraw; None (with a message) when it closed or the store cannot be reached."""
     try:
         state = poll_store.store().state(code)
     except poll_store.Unavailable:
         anatomy.problem("poll.unavailable")
-        return
+        return None
     if state is None:
         st.warning(t("poll.vote_no_room"), icon=":material/info:")
+    return state
+
+
+def _chart(state: poll_store.RoomState, *, revealed: bool) -> None:
+    """Every round's count of each answer; the answer outlined once revealed."""
+    anatomy.show_chart(votes(state.counts, answer=state.spec["answer"] if revealed else None,
+                             option_title=t("poll.chart_option"), count_title=t("poll.chart_count"),
+                             round_title=t("poll.chart_round"), round_label=t("poll.round")), key="poll_votes")
+
+
+@st.fragment(run_every=1)
+def _projector_live(code: str, token: str) -> None:
+    """Redrawn every second: the count (or how many voted, while hidden), the status, the controls."""
+    state = _live_state(code)
+    if state is None:
         return
     _flash()
     total = state.total()
@@ -218,10 +232,7 @@ def _projector_live(code: str, token: str) -> None:
         status = t("poll.status_open" if state.open else "poll.status_closed", n=state.round)
     st.markdown(f"**{status}** {t('poll.votes', n=total)}")
     if state.show or state.revealed:
-        anatomy.show_chart(votes(state.counts, answer=state.spec["answer"] if state.revealed else None,
-                                 option_title=t("poll.chart_option"), count_title=t("poll.chart_count"),
-                                 round_title=t("poll.chart_round"), round_label=t("poll.round")),
-                           key="poll_votes")
+        _chart(state, revealed=state.revealed)
     else:
         st.info(t("poll.counts_hidden", n=total), icon=":material/visibility_off:")
     if state.revealed:
@@ -274,13 +285,8 @@ def _student(code: str) -> None:
 def _student_live(code: str) -> None:
     """Redrawn every 2 seconds: a new round, the close and the reveal reach the phone without a reload."""
     lang = current_lang()
-    try:
-        state = poll_store.store().state(code)
-    except poll_store.Unavailable:
-        anatomy.problem("poll.unavailable")
-        return
+    state = _live_state(code)
     if state is None:
-        st.warning(t("poll.vote_no_room"), icon=":material/info:")
         return
     _question(state, lang, with_options=False)
     _flash()
@@ -291,9 +297,7 @@ def _student_live(code: str) -> None:
                    icon=":material/check_circle:")
         if mine is not None:
             st.markdown(t("poll.you_right") if mine == answer else t("poll.you_other", letter=LETTERS[mine]))
-        anatomy.show_chart(votes(state.counts, answer=answer, option_title=t("poll.chart_option"),
-                                 count_title=t("poll.chart_count"), round_title=t("poll.chart_round"),
-                                 round_label=t("poll.round")), key="poll_votes")
+        _chart(state, revealed=True)
     elif mine is not None:
         st.info(t("poll.your_vote", n=state.round, letter=LETTERS[mine]), icon=":material/how_to_vote:")
     elif not state.open:

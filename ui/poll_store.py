@@ -356,7 +356,7 @@ class RedisStore(PollStore):
 
     def __init__(self, url: str, prefix: str = "poll", **bounds):
         super().__init__(**bounds)
-        import redis   # only a deployment with REDIS_URL needs the client
+        import redis  # only a deployment with REDIS_URL needs the client
 
         self._errors = (redis.RedisError, OSError)
         # sessions of a replica share a bounded pool: past 32 calls at once a call waits (up to 5 s) for a connection
