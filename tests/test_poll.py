@@ -17,6 +17,7 @@ import re
 import pytest
 
 import ui.poll as poll
+import ui.poll_room as poll_room
 from tests.apptest_util import all_text, chart_data, exceptions, open_page
 from ui import poll_store, poll_text
 from ui.i18n import catalog
@@ -145,7 +146,7 @@ def test_a_teacher_and_thirty_students(monkeypatch):
     # a session's second vote (a second click, a forged widget event) is refused and not counted
     again = phones[0]
     store = poll_store.store()
-    voter = again.session_state[poll.VOTER]
+    voter = again.session_state[poll_room.VOTER]
     assert store.vote(code, 1, voter, 2) == poll_store.ALREADY
     assert store.state(code).round_counts() == expected
     # a student's session cannot control the room: it has no token, and a made-up one is refused
