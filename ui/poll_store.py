@@ -3,8 +3,8 @@
 One interface, two stores: ``MemoryStore`` (the default: one server, e.g. Streamlit Community Cloud) keeps the
 rooms in a dict behind one lock; ``RedisStore`` (``REDIS_URL`` set: replicas behind a balancer, deploy/) keeps
 them in Redis, each change one Lua script, so a vote is checked and counted atomically whichever replica a student
-reached. ``store()`` returns the one this process uses. The poll's presentation is ``ui.poll``; this module never
-imports Streamlit.
+reached. ``store()`` returns the one this process uses. The poll's presentation is ``ui.poll`` (opening a room) and
+``ui.poll_room`` (the projector and the phones); this module never imports Streamlit.
 
 What a room holds: the exercise it asks (page key, exercise key, the catalog keys of its question and options and
 the numbers filled into them: no text a student typed), the owner's token as a SHA-256 hash, the round, whether
