@@ -12,6 +12,8 @@
 #   RUN_DIR=<temp dir>             replica logs, pid files and the generated servers.cfg
 #   PYTHON=python3                 the interpreter that has requirements.txt installed (e.g. a venv's)
 #   HAPROXY=/usr/sbin/haproxy      the balancer's executable
+#   REDIS_URL=redis://127.0.0.1:6379/0   where the replicas share the rooms of "Ask the class" (a student's
+#                                  replica is rarely the teacher's: without it each replica has rooms of its own)
 # The balancer's settings are deploy/haproxy.cfg, shared with compose.yaml; its log goes to stdout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +27,9 @@ N=${#PORTS[@]}
 RUN_DIR=${RUN_DIR:-$(mktemp -d -t attention-serve.XXXXXX)}
 export PYTHON=${PYTHON:-python3}
 mkdir -p "$RUN_DIR"
+if [[ -z ${REDIS_URL:-} ]] && ((N > 1)); then
+  echo "serve.sh: REDIS_URL is not set: \"Ask the class\" works only for students who reach the teacher's replica" >&2
+fi
 
 # Debian installs it in /usr/sbin, which is not on an ordinary user's PATH
 HAPROXY=${HAPROXY:-$(command -v haproxy || echo /usr/sbin/haproxy)}

@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from . import a11y, url_guard
+from . import a11y, poll, url_guard
 from .charts import matrix_csv
 from .format import md_escape  # noqa: F401 - re-exported: pages escape user text through anatomy
 from .i18n import label_notices, t
@@ -116,13 +116,17 @@ def exercise(key: str, question: str, options: Sequence[str], answer: int,
     ``explanation=None``: the explanation quotes numbers that a nested fragment computes (a seed's sample); the
     exercise is then drawn outside that fragment and returns the empty container its explanation goes in once the
     answer is revealed (None before), which the fragment fills on each of its reruns. A seed press then re-sends
-    one markdown, not the whole exercise (issue 13 §4)."""
+    one markdown, not the whole exercise (issue 13 §4).
+
+    Next to "Reveal", "Ask the class" opens a live poll of the question (``ui.poll``)."""
     with st.container(border=True):
         st.markdown(f"**{t('common.exercise')}** {question}")
         guess = st.radio(t("common.your_prediction"), list(range(len(options))),
                          format_func=lambda i: options[i], index=None, key=f"{key}_guess")
-        if st.button(t("common.reveal"), key=f"{key}_reveal", disabled=guess is None):
-            st.session_state[f"{key}_revealed"] = guess
+        with st.container(horizontal=True):
+            if st.button(t("common.reveal"), key=f"{key}_reveal", disabled=guess is None):
+                st.session_state[f"{key}_revealed"] = guess
+            poll.ask_button(key, question, options, answer)     # the teacher's live poll of this question
         revealed = st.session_state.get(f"{key}_revealed")
         if revealed is not None and revealed == guess:
             if guess == answer:

@@ -53,6 +53,7 @@ PAGES: tuple[PageSpec, ...] = (
     PageSpec("pretrained", "learned", ":material/neurology:"),
     PageSpec("training", "learned", ":material/model_training:"),
     PageSpec("glossary", "start", ":material/menu_book:"),     # last in the list, shown under Start
+    PageSpec("poll", "start", ":material/how_to_vote:"),       # "Ask the class": students join a room here
     PageSpec("summary", "review", ":material/summarize:"),
 )
 
