@@ -2,7 +2,8 @@
 import streamlit as st
 import torch
 
-# these four import nothing of attention_core: the pages' modules are imported below, once, in one thread
+# these five import nothing of attention_core: the pages' modules are imported below, once, in one thread
+from ui.course import footer, nav_position
 from ui.i18n import language_switch, t
 from ui.presenter import sidebar_toggle
 from ui.registry import ROOT, SECTIONS, available_pages, import_page_modules
@@ -30,5 +31,7 @@ ordered = {t(f"nav.section_{s}"): sections[t(f"nav.section_{s}")]
            for s in SECTIONS if t(f"nav.section_{s}") in sections}
 # a link can set any control to any value: what a page cannot use is ignored or clamped, and named under its title
 begin_run()
-st.navigation(ordered, expanded=True).run()
+page = st.navigation(ordered, expanded=True, position=nav_position())   # ?embed=true: one page, no sidebar
+page.run()
+footer(page)              # where the page sits in the course, and its previous / next pages
 st.sidebar.caption(t("common.footer"))
