@@ -78,8 +78,11 @@ def test_neighbours_and_core_path():
     assert course.neighbours("no_such_page") == (None, None)
     for i, spec in enumerate(pages[:-1]):
         core = course.next_core(spec.key)
-        assert core is None or (core.core and keys.index(core.key) > i)
-        assert all(not p.core for p in pages[i + 1:keys.index(core.key)] if core)
+        rest = pages[i + 1:]
+        if core is None:
+            assert not any(p.core for p in rest), spec.key
+        else:
+            assert core.core and all(not p.core for p in pages[i + 1:keys.index(core.key)]), spec.key
 
 
 def test_order_follows_the_sections_and_the_narrative():

@@ -135,8 +135,15 @@ PRINT_CSS = """<style>
   [data-testid="stElementToolbar"], [data-testid="stFullScreenFrame"] > div > button {display: none !important;}
   .stMainBlockContainer {max-width: 100% !important; padding: 0 !important;}
   .stMain, .stAppViewContainer, .stApp {overflow: visible !important; height: auto !important;}
-  h2 {break-before: page;}
-  h3, h4 {break-after: avoid;}
+  @page {size: A4; margin: 9mm 10mm;}
+  html {font-size: 13px;}
+  .stMainBlockContainer [data-testid="stVerticalBlock"] {gap: 0.25rem !important;}
+  [data-testid="stElementContainer"] {break-inside: avoid;}
+  [data-testid="stPageLink"] a {padding-top: 0 !important; padding-bottom: 0 !important; min-height: 0 !important;}
+  .katex-display {margin: 0.3em 0 !important;}
+  /* every section (a level-2 heading) after the first starts a new sheet; a heading stays with what follows */
+  [data-testid="stElementContainer"]:has(h2) ~ [data-testid="stElementContainer"]:has(h2) {break-before: page;}
+  h2, h3, h4 {break-after: avoid;}
   [data-testid="stVegaLiteChart"], [data-testid="stImage"], [data-testid="stTable"],
   [data-testid="stExpander"], [data-testid="stAlert"] {break-inside: avoid;}
 }
@@ -190,6 +197,6 @@ def stop_params(stop: Stop, lang: str) -> dict[str, str]:
 
 
 def stop_url(stop: Stop, lang: str) -> str:
-    """The stop's link relative to the app's address: ``/qkv?lang=en&present=1&step=5&seed=0``."""
-    from urllib.parse import urlencode
-    return f"/{stop.page}?{urlencode(stop_params(stop, lang))}"
+    """The stop's link relative to the app's address: ``/qkv?lang=en&present=1&step=5&seed=0`` (its values are
+    plain words and numbers: nothing to escape)."""
+    return f"/{stop.page}?" + "&".join(f"{k}={v}" for k, v in stop_params(stop, lang).items())
