@@ -19,7 +19,8 @@ pages = available_pages()
 core = [p for p in pages if p.core and p.key != "home"]
 with st.container(border=True, key="home_start"):
     st.subheader(t("home.start_here"), anchor="start-here")
-    st.markdown(t("home.start_here_body", n=len(core), hours=f"{sum(p.minutes for p in core) / 60:.0f}"))
+    minutes = sum(p.minutes for p in core)
+    st.markdown(t("home.start_here_body", n=len(core), h=minutes // 60, m=minutes % 60))
     if core:
         course.page_link(core[0], t("home.start_link", title=t(f"nav.{core[0].key}")))
     teach = spec_of("teach")
