@@ -2,12 +2,13 @@
 import streamlit as st
 import torch
 
+from ui import compat, url_guard
+
 # these five import nothing of attention_core: the pages' modules are imported below, once, in one thread
 from ui.course import footer, nav_position
 from ui.i18n import language_switch, t
 from ui.presenter import sidebar_toggle
 from ui.registry import ROOT, SECTIONS, available_pages, import_page_modules
-from ui.url_guard import begin_run
 
 # sessions starting together on a fresh server must not import the pages' modules concurrently (ImportError
 # from a partially initialised module, seen in tests/test_serving.py): the first imports them, the others wait
@@ -24,14 +25,17 @@ sidebar_toggle()          # presenter mode: ?present=1
 
 sections: dict[str, list] = {}
 for spec in available_pages():
-    page = st.Page(spec.file, title=t(f"nav.{spec.key}"), icon=spec.icon, url_path=spec.key,
+    entry = st.Page(spec.file, title=t(f"nav.{spec.key}"), icon=spec.icon, url_path=spec.key,
                    default=spec.key == "home")
-    sections.setdefault(t(f"nav.section_{spec.section}"), []).append(page)
+    sections.setdefault(t(f"nav.section_{spec.section}"), []).append(entry)
 ordered = {t(f"nav.section_{s}"): sections[t(f"nav.section_{s}")]
            for s in SECTIONS if t(f"nav.section_{s}") in sections}
-# a link can set any control to any value: what a page cannot use is ignored or clamped, and named under its title
-begin_run()
 page = st.navigation(ordered, expanded=True, position=nav_position())   # ?embed=true: one page, no sidebar
+# a link can set any control to any value, and a move between pages brings the last page's values: what a page
+# cannot use is ignored or clamped and named under its title, and another page's values never reach its controls
+url_guard.begin_run(page.url_path or "home")
 page.run()
-footer(page)              # where the page sits in the course, and its previous / next pages
+url_guard.end_run()
+footer(page)             # where the page sits in the course, and its previous / next pages
+compat.notice()          # a feature that stepped down after a Streamlit upgrade says so on every page
 st.sidebar.caption(t("common.footer"))

@@ -88,8 +88,7 @@ def _grid(path: str, stamp: tuple[int, int], train_seconds, loss):
     except FileNotFoundError:
         return models.Unavailable(GRID_SHOWN, True, lab.GRID_COMMAND)
     except Exception as err:          # damaged, or recorded on another checkpoint: JSON, UTF-8 or content errors
-        return models.Unavailable(GRID_SHOWN, False, lab.GRID_COMMAND,
-                                  models._short(f"{type(err).__name__}: {err}".rstrip(": "), lab.GRID_FILE))
+        return models.Unavailable(GRID_SHOWN, False, lab.GRID_COMMAND, models.why_of(err, lab.GRID_FILE))
 
 
 def recorded_grid(meta: dict):
@@ -110,7 +109,7 @@ def recorded(meta: dict) -> dict | None:
     if not ({"first_share", "first4_share", "uniform_first_share", "loss"} <= set(ev)
             and set(METHODS) <= set(stream.get("loss", {})) and set(METHODS) <= set(stream.get("loss_by_bin", {}))):
         models.show_unavailable(models.Unavailable(f"assets/models/{lab.RECIPE}.pt", False, COMMAND,
-                                                   "meta['eval'] lacks the recorded figures"))
+                                                   models.Why("no_eval")))
         return None
     return ev
 

@@ -195,7 +195,7 @@ def diagram_section(digits: str, res: lab.Answers) -> int:
     lesson above are drawn in the full run."""
     out = res.attention
     m = max(len(out), 1)
-    step = st.slider(t(f"{NS}.step"), 1, MAX_LEN + 5, 1, key="step", bind="query-params", help=t(f"{NS}.step_help"))
+    step = st.slider(t(f"{NS}.step"), 1, MAX_LEN + 5, 1, key="dec_step", bind="query-params", help=t(f"{NS}.step_help"))
     step = min(step, m) - 1
     hidden = model(MODELS["attention"]).config["hidden_dim"]
     common = dict(encoder_title=t(f"{NS}.encoder"), decoder_title=t(f"{NS}.decoder"),

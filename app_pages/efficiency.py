@@ -413,7 +413,7 @@ def rnn_part(inputs: lab.LabInputs, labels: list[str]) -> list:
         with c2:
             inputs = with_seed(inputs)
         i = int(c1.slider(t("efficiency.step"), 1, MAX_TOKENS if inputs.tokens is not None else N_RANDOM[1],
-                          min(4, n), key="step", bind="query-params", help=t("efficiency.step_help")))
+                          min(4, n), key="rnn_step", bind="query-params", help=t("efficiency.step_help")))
         i = min(max(i, 1), n)
     with steps.step("rnn_evidence"):
         rnn_evidence(inputs, labels, i)

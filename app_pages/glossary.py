@@ -6,26 +6,30 @@ The terms live in one file, assets/glossary.toml; the Chinese pages and lessons 
 """
 from __future__ import annotations
 
-import functools
-import tomllib
 import unicodedata
 
 import streamlit as st
 
 from ui import anatomy
 from ui.anatomy import md_escape
-from ui.i18n import current_lang, t
-from ui.registry import ROOT, available_pages
+from ui.i18n import Unreadable, current_lang, glossary, t
+from ui.registry import available_pages
 
 NS = "glossary"
 MAX_QUERY = 100
+FILE, COMMAND = "assets/glossary.toml", "git checkout -- assets/glossary.toml"
 
 
-@functools.cache
-def terms() -> tuple[dict, ...]:
-    """The entries of assets/glossary.toml, in file order (the order of the pages)."""
-    with (ROOT / "assets" / "glossary.toml").open("rb") as fh:
-        return tuple(tomllib.load(fh)["term"])
+def terms() -> tuple[dict, ...] | None:
+    """The entries of assets/glossary.toml, in file order (the order of the pages); None, with the learner's
+    message naming the file, if it is missing or damaged."""
+    try:
+        return glossary()
+    except FileNotFoundError:
+        anatomy.problem("common.file_missing", file=FILE, command=COMMAND)
+    except Unreadable as err:
+        anatomy.problem("common.file_damaged", file=FILE, command=COMMAND, detail=err.why.text())
+    return None
 
 
 def fold(text: str) -> str:
@@ -48,14 +52,17 @@ def search_and_terms() -> None:
     lang = current_lang()
     other = "zh" if lang == "en" else "en"
     pages = {spec.key: spec for spec in available_pages()}
-    shown = [term for term in terms() if matches(term, query or "")]
+    entries = terms()
+    if entries is None:
+        return
+    shown = [term for term in entries if matches(term, query or "")]
 
     if not shown:
         anatomy.problem(f"{NS}.none", q=md_escape(query))
     elif query and query.strip():
-        st.caption(t(f"{NS}.count", n=len(shown), total=len(terms())))
+        st.caption(t(f"{NS}.count", n=len(shown), total=len(entries)))
     else:
-        st.caption(t(f"{NS}.count_all", total=len(terms())))
+        st.caption(t(f"{NS}.count_all", total=len(entries)))
 
     for term in shown:
         with st.container(border=True):

@@ -3,7 +3,7 @@ it in class and at home."""
 import streamlit as st
 
 from ui import course
-from ui.i18n import lesson, t
+from ui.i18n import label_notices, lesson, t
 from ui.registry import SECTIONS, available_pages, spec_of
 
 # a card's title wraps instead of being cut at the card's edge (a long title in a narrow column)
@@ -13,6 +13,7 @@ _CARD_CSS = """<style>
 </style>"""
 
 st.title(t("home.title"))
+label_notices("home", "common", "nav")       # a label file that cannot be read is named here
 st.markdown(t("home.tagline"))
 
 pages = available_pages()

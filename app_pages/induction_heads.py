@@ -26,7 +26,7 @@ from ui.cache import MB, cache_data
 from ui.format import fixed
 from ui.i18n import t
 from ui.induction_heads_charts import curves
-from ui.models import Unavailable, _short, model, show_unavailable, unavailable
+from ui.models import Unavailable, model, show_unavailable, unavailable, why_of
 
 NS = "induction_heads"
 RECIPE = ih.RECIPE_NAME
@@ -46,8 +46,7 @@ def _recorded(path: str, stamp: tuple[int, int]):
     except FileNotFoundError:
         return Unavailable(SHOWN, True, lab.RUN_COMMAND)
     except Exception as err:          # damaged: JSON, UTF-8 or content errors
-        return Unavailable(SHOWN, False, lab.RUN_COMMAND, _short(f"{type(err).__name__}: {err}".rstrip(": "),
-                                                                  lab.RUN_FILE))
+        return Unavailable(SHOWN, False, lab.RUN_COMMAND, why_of(err, lab.RUN_FILE))
     snaps = lab.snapshots_of(record)
     facts = {k: v for k, v in record.items() if k != "snapshots"}      # the snapshots as arrays only
     return facts, snaps, lab.phase_change(snaps)
@@ -172,7 +171,7 @@ def patterns_section(doc) -> None:
     record, snaps, phase = doc
     st.subheader(t(f"{NS}.patterns_heading"))
     steps = [s.step for s in snaps if s.patterns is not None]
-    picked = st.select_slider(t(f"{NS}.ctl_step"), options=steps, value=steps[-1], key="step", bind="query-params")
+    picked = st.select_slider(t(f"{NS}.ctl_step"), options=steps, value=steps[-1], key="train_step", bind="query-params")
     snap = next(s for s in snaps if s.step == picked)
     layers, heads = snap.patterns.shape[:2]
     grid([(picked, a, b) for a in range(layers) for b in range(heads)],

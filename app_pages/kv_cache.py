@@ -21,7 +21,7 @@ from ui.cache import MB, cache_data
 from ui.format import approx, count, fixed, pct, sig
 from ui.i18n import t
 from ui.kv_cache_charts import cache_grid, grid_frame, timing_frame, timing_lines
-from ui.models import Unavailable, _short, show_unavailable
+from ui.models import Unavailable, show_unavailable, why_of
 
 NS = "kv_cache"
 PROMPTS = tuple(range(1, 17))
@@ -102,8 +102,7 @@ def _recorded(path: str, stamp: tuple[int, int]):
     except FileNotFoundError:
         return Unavailable(BENCH_SHOWN, True, BENCH_COMMAND)
     except Exception as err:       # damaged: JSON, UTF-8 or content errors
-        return Unavailable(BENCH_SHOWN, False, BENCH_COMMAND,
-                           _short(f"{type(err).__name__}: {err}".rstrip(": "), lab.BENCH_FILE))
+        return Unavailable(BENCH_SHOWN, False, BENCH_COMMAND, why_of(err, lab.BENCH_FILE))
 
 
 def recorded_curve():

@@ -22,7 +22,7 @@ from ui import format as fmt
 from ui import training_queue as tq
 from ui.cache import MB, cache_data
 from ui.i18n import t
-from ui.models import Unavailable, _short, show_unavailable
+from ui.models import Unavailable, show_unavailable, why_of
 from ui.qk_norm_charts import lr_frame, lr_sweep, saturation_frame, saturation_lines, step_frame, step_lines
 
 NS = "qk_norm"
@@ -43,8 +43,7 @@ def _recorded(path: str, stamp: tuple[int, int]):
     except FileNotFoundError:
         return Unavailable(SHOWN, True, COMMAND)
     except Exception as err:           # damaged: JSON, UTF-8 or content errors
-        return Unavailable(SHOWN, False, COMMAND, _short(f"{type(err).__name__}: {err}".rstrip(": "),
-                                                           lab.RECORD_FILE))
+        return Unavailable(SHOWN, False, COMMAND, why_of(err, lab.RECORD_FILE))
 
 
 def stamp() -> tuple[int, int] | None:

@@ -104,12 +104,12 @@ def heavy_requests(root: pathlib.Path, rng: random.Random) -> list[tuple[str, di
     out += [("efficiency", {"tab": e["cost"], "seed": seed()}),
             ("efficiency", {"tab": e["flash"], "src": "random", "n": "64", "bq": "1", "bk": "1", "fc": "true",
                             "step": "64", "tile": "4096", "seed": seed()}),
-            ("efficiency", {"tab": e["flash"], "src": "text", "text": s(40), "bq": "1", "bk": "1", "step": "32"}),
-            ("efficiency", {"tab": e["rnn"], "src": "random", "n": "64", "step": "64", "seed": seed()}),
+            ("efficiency", {"tab": e["flash"], "src": "text", "text": s(40), "bq": "1", "bk": "1", "tile": "32"}),
+            ("efficiency", {"tab": e["rnn"], "src": "random", "n": "64", "rnn_step": "64", "seed": seed()}),
             ("efficiency", {"tab": e["tips"], "ck_n": "64", "ck_L": "4", "ck_bf16": "true", "mp_gain": "8.0",
                             "seed": seed()})]
     digits = "".join(str(rng.randrange(10)) for _ in range(60))
-    out += [("bottleneck", {"own": "true", "digits": digits, "len": "60", "step": "65", "per_char": "true"})]
+    out += [("bottleneck", {"own": "true", "digits": digits, "len": "60", "dec_step": "65", "per_char": "true"})]
     out += [("alignment", {"date": f"{rng.randrange(1, 29)} March {rng.randrange(1950, 2050)} " + s(60)[:300],
                            "forms": ["Month D, YYYY", "D Mon YY", "YYYY/MM/DD", "YYYY年M月D日 · 〇一二三",
                                      "Weekday, Month Dth YYYY", "YYYY年M月D日星期W"]})]

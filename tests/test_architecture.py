@@ -123,3 +123,25 @@ def test_moved_modules_still_find_the_shipped_assets():
     from attention_core.models.recipes import MODELS_DIR
     assert MODELS_DIR == ROOT / "assets" / "models" and (MODELS_DIR / "dates.pt").exists()
     assert DEFAULT_OUT == ROOT / "assets" / "bench" / "efficient.json" and DEFAULT_OUT.exists()
+
+
+def test_no_import_cycle_among_the_ui_modules():
+    """A cycle (ui.anatomy <-> ui.url_guard was one) makes the import order matter and hides a layer mix-up. Imports
+    inside functions count: they are cycles too, only deferred."""
+    from ui.registry import imported_modules
+
+    modules = {f"ui.{p.stem}": p for p in (ROOT / "ui").glob("*.py") if p.stem != "__init__"}
+    graph = {m: {d for d in imported_modules(p, "ui") if d in modules and d != m} for m, p in modules.items()}
+    state: dict[str, int] = {}
+
+    def visit(m, trail):
+        state[m] = 1
+        for d in sorted(graph[m]):
+            assert state.get(d) != 1, "import cycle: " + " -> ".join(trail + [m, d])
+            if d not in state:
+                visit(d, trail + [m])
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m, [])

@@ -199,7 +199,7 @@ def test_hostile_values_in_every_bound_control(page):
 KINDS_APP = '''
 import datetime
 import streamlit as st
-from ui import anatomy
+from ui import anatomy, url_guard
 from ui.i18n import resolve_lang
 resolve_lang()
 anatomy.header("scaling")
@@ -219,6 +219,7 @@ st.radio("ra", ["x", "y"], key="ra", bind="query-params")
 st.segmented_control("sc", ["p", "q"], default="p", key="sc", bind="query-params")
 st.pills("pi", ["u", "v", "w"], selection_mode="multi", key="pi", bind="query-params")
 st.date_input("di", datetime.date(2020, 1, 1), key="di", bind="query-params")
+url_guard.end_run()   # what the router does after a page: name what the controls did not take
 '''
 KIND_DEFAULTS = {"ni": "0", "nf": "1", "si": "48", "sf": "0.2", "ss": "1000", "sb": "16", "tg": "false", "ti": "hi",
                  "ta": "hello", "tab": "one", "ra": "x", "sc": "p", "di": "2020-01-01"}

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import re
 import zlib
 from typing import Callable, Sequence
 
@@ -17,19 +16,14 @@ from streamlit.delta_generator import DeltaGenerator
 
 from . import url_guard
 from .charts import matrix_csv
-from .i18n import t
-
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")
-
-
-def md_escape(text: str) -> str:
-    """User text made inert for st.markdown: no Markdown, no HTML, no LaTeX."""
-    return _MD_SPECIAL.sub(r"\\\1", str(text))
+from .format import md_escape  # noqa: F401 - re-exported: pages escape user text through anatomy
+from .i18n import label_notices, t
 
 
 def header(ns: str) -> None:
     """1. Title and the one-line learning objective."""
     st.title(t(f"{ns}.title"))
+    label_notices(ns, "common", "nav")     # a label file of this page that cannot be read is named here
     st.markdown(f"**{t('common.objective')}** {t(f'{ns}.objective')}")
     url_guard.slot()   # where a link value this page cannot use is named (ui.url_guard)
 

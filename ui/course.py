@@ -116,7 +116,7 @@ def nav_position() -> str:
 
 # Embedded, the router's sidebar widgets (language, presenter mode) would still open a sidebar: the language is in
 # the link (?lang=) and an iframe is no place for presenter mode.
-_EMBED_CSS = """<style>
+EMBED_CSS = """<style>
 section[data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"] {display: none;}
 </style>"""
 
@@ -152,7 +152,7 @@ PRINT_CSS = """<style>
 
 def frame() -> None:
     """The CSS of the app's frame: the print handout always, no sidebar when embedded."""
-    st.html(PRINT_CSS + (_EMBED_CSS if embedded() else ""))
+    st.html(PRINT_CSS + (EMBED_CSS if embedded() else ""))
 
 
 # ------------------------------------------------------------------------------ lesson plans (the Teach page)

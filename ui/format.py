@@ -6,6 +6,7 @@ chart cell is in its tooltip (``ui.charts``), never rounded there.
 from __future__ import annotations
 
 import math
+import re
 
 
 def fixed(x: float, digits: int = 2) -> str:
@@ -62,6 +63,14 @@ def clip(label: str, limit: int = 10) -> str:
     """A label cut to ``limit`` characters with "…" (axis labels; the tooltip keeps the whole text)."""
     label = str(label)
     return label if len(label) <= limit else label[:limit - 1] + "…"
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")
+
+
+def md_escape(text: str) -> str:
+    """User text made inert for st.markdown: no Markdown, no HTML, no LaTeX."""
+    return _MD_SPECIAL.sub(r"\\\1", str(text))
 
 
 _SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")

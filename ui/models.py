@@ -8,7 +8,6 @@ restarting the server, and a damaged one is diagnosed once, not on every rerun.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import NamedTuple
 
@@ -18,6 +17,7 @@ import attention_core.models.recipes as train
 from attention_core.labs import efficiency_bench as bench_core
 from attention_core.models.recipes import DamagedFile, LoadedModel
 from ui.anatomy import md_escape, problem
+from ui.i18n import Unreadable, Why, why_of  # noqa: F401 (why_of: the pages' own readers use it from here)
 from ui.registry import ROOT
 
 BENCH_DIR = ROOT / "assets" / "bench"        # read at call time, so tests can point it elsewhere
@@ -25,9 +25,9 @@ BENCH_FILE, LRA_FILE = "efficient.json", "lra_table2.csv"
 # what the efficiency page quotes from the recorded benchmark (a --quick run or a cut file lacks some)
 BENCH_KEYS = ("machine", "settings", "results", "slopes", "wall_s")
 BENCH_SLOPES = ("full", "linear", "window", "sparse_masked", "linformer", "performer", "flash")
-# the sizes the page quotes are found in the data (efficiency_bench.quoted_sizes): any run with these will do
-BENCH_QUOTED = {"top": "full and linear at one n", "memory": "the peak memory of full and flash at one n",
-                "masked": "sparse_masked and window at one n", "doubling": "full and linear at some n and 2n"}
+# the sizes the page quotes are found in the data (efficiency_bench.quoted_sizes): any run with these will do;
+# a run lacking one is reported with common.why_bench_<field>
+BENCH_QUOTED = ("top", "memory", "masked", "doubling")
 
 
 class Unavailable(NamedTuple):
@@ -35,7 +35,8 @@ class Unavailable(NamedTuple):
     file: str          # where it lives in the repository, e.g. assets/models/dates.pt (never a server path)
     missing: bool      # True: not there; False: there but unreadable
     command: str       # what rebuilds (or restores) it, run in the app's folder
-    detail: str = ""   # the reader's complaint, one short line
+    detail: Why | str = ""   # why it cannot be used: a Why (said in the learner's language when shown), or a
+                             # line already in the learner's language
 
 
 def _files() -> dict[str, tuple[Path, str, str]]:
@@ -52,13 +53,6 @@ def _files() -> dict[str, tuple[Path, str, str]]:
     return out
 
 
-def _short(reason: str, path: Path) -> str:
-    """One line of the reader's complaint, without the server's paths."""
-    text = str(reason).replace(str(path), path.name).replace(str(ROOT), "…")
-    text = re.split(r"(?<=\.)\s|\n", text, maxsplit=1)[0].strip().rstrip(".")
-    return text if len(text) <= 120 else text[:119] + "…"
-
-
 def _stamp(path: Path) -> tuple[int, int] | None:
     try:
         s = path.stat()
@@ -70,23 +64,26 @@ def _stamp(path: Path) -> tuple[int, int] | None:
 def _read_bench(path: Path) -> dict:
     doc = json.loads(path.read_text(encoding="utf-8"))
     if not isinstance(doc, dict) or not all(k in doc for k in BENCH_KEYS):
-        raise ValueError(f"not a recorded benchmark (it needs {', '.join(BENCH_KEYS)})")
+        lacking = [k for k in BENCH_KEYS if not isinstance(doc, dict) or k not in doc]
+        raise Unreadable(Why("fields", (("fields", ", ".join(lacking)),)))
+    if not isinstance(doc["slopes"], dict) or not isinstance(doc["results"], list):
+        raise Unreadable(Why("content", note="slopes is not an object or results not a list"))
     lacking = [m for m in BENCH_SLOPES if not {"time_slope", "memory_slope"} <= set(doc["slopes"].get(m, {}))]
     if lacking:
-        raise ValueError(f"no fitted slopes for {', '.join(lacking)}")
+        raise Unreadable(Why("no_slopes", (("methods", ", ".join(lacking)),)))
     if not all(isinstance(r, dict) and isinstance(r.get("n"), int) for r in doc["results"]):
-        raise ValueError("a result without its size n")
+        raise Unreadable(Why("no_size"))
     sizes = bench_core.quoted_sizes(doc)
-    lacking = [what for field, what in BENCH_QUOTED.items() if getattr(sizes, field) is None]
+    lacking = [field for field in BENCH_QUOTED if getattr(sizes, field) is None]
     if lacking:
-        raise ValueError(f"no measurement of {'; '.join(lacking)}")
+        raise Unreadable(Why(f"bench_{lacking[0]}"))
     return doc
 
 
 def _read_lra(path: Path) -> list[dict]:
     rows = bench_core.lra_reference(path)
     if not rows:
-        raise ValueError("no rows")
+        raise Unreadable(Why("no_rows"))
     return rows
 
 
@@ -113,10 +110,8 @@ def _load(key: str, path: Path, shown: str, command: str):
         return train.load_model(key, path.parent)
     except FileNotFoundError:
         return Unavailable(shown, True, command)
-    except DamagedFile as err:
-        return Unavailable(shown, False, command, _short(err.reason, path))
-    except Exception as err:       # a damaged bench file: JSON, CSV or UTF-8 errors, missing columns ...
-        return Unavailable(shown, False, command, _short(f"{type(err).__name__}: {err}".rstrip(": "), path))
+    except Exception as err:       # DamagedFile; a damaged bench file: JSON, CSV or UTF-8 errors, missing columns ...
+        return Unavailable(shown, False, command, why_of(err, path))
 
 
 @st.cache_resource(show_spinner=False, max_entries=32)
@@ -139,7 +134,8 @@ def show_unavailable(u: Unavailable) -> None:
     if u.missing:
         problem("common.file_missing", file=u.file, command=u.command)
     else:
-        problem("common.file_damaged", file=u.file, command=u.command, detail=md_escape(u.detail))
+        detail = u.detail.text() if isinstance(u.detail, Why) else md_escape(u.detail)
+        problem("common.file_damaged", file=u.file, command=u.command, detail=detail)
 
 
 def unavailable(*keys: str) -> bool:
@@ -157,7 +153,8 @@ def shipped_model(name: str) -> LoadedModel:
     if isinstance(got, Unavailable):
         if got.missing:
             raise FileNotFoundError(got.file)
-        raise DamagedFile(Path(got.file), got.command, got.detail)
+        why = got.detail if isinstance(got.detail, Why) else Why("content", note=str(got.detail))
+        raise DamagedFile(Path(got.file), got.command, why.text("en"), why.code, dict(why.facts))
     return got
 
 

@@ -34,12 +34,19 @@ def active() -> bool:
     return str(st.query_params.get(PARAM, "")).lower() in ("1", "true", "yes", "on")
 
 
+def _enter() -> None:
+    """The switch's callback: it runs before the page, so the page is drawn in presenter mode at once; the switch
+    itself goes back to off (in presenter mode the sidebar is hidden and the step bar's exit button leaves)."""
+    if st.session_state.get("present_toggle"):
+        st.query_params[PARAM] = "1"
+        st.query_params.pop(STEP_PARAM, None)
+        st.session_state["present_toggle"] = False
+
+
 def sidebar_toggle() -> None:
     """The router's switch into presenter mode (it sets ``?present=1``; the bar on the page leaves it)."""
-    if st.sidebar.toggle(t("common.present_on"), value=False, key="present_toggle", help=t("common.present_help")):
-        st.query_params[PARAM] = "1"
-        st.session_state["present_toggle"] = False
-        st.rerun()
+    st.sidebar.toggle(t("common.present_on"), value=False, key="present_toggle", help=t("common.present_help"),
+                      on_change=_enter)
 
 
 def _current(n_hint: int) -> int:

@@ -1,179 +1,188 @@
-"""Any value a link can carry is used, clamped or ignored with a message: never a traceback.
+"""What an address and a move between pages can carry into a page's controls: used, clamped or ignored with a
+message, never a traceback, and never a value that belongs to another page.
 
-Every page binds its controls to the URL (``bind="query-params"``), so a shared link seeds them. Streamlit
-1.67 parses that value per widget kind when the widget is created (``SessionState._seed_widget_from_url``):
-it resets values it cannot use (out of range, unknown option, text for a number) to the default and cuts
-the rest (text beyond ``max_chars``, a multiselect beyond ``max_selections``) - silently - and one case
-raises: an integer ``st.number_input`` runs ``int(float(value))``, so ``?seed=inf`` (``-inf``, ``1e400``, a
-400-digit number) is an ``OverflowError`` on every page with a seed.
+Every page binds its controls to the URL (``bind="query-params"``), so a shared link seeds them; Streamlit parses
+each value for its widget kind and silently resets a value it cannot use or clamps it. This module works with
+Streamlit's public API only (``st.query_params``, ``st.session_state``, ``st.rerun``), in three steps of a run:
 
-This module wraps that one seeding step for every widget of every page, so no page needs its own check:
-an exception drops the value (the widget shows its default) and every value that was dropped or changed is
-recorded, and one message under the page's title (``ui.anatomy.header`` makes the slot) names those
-parameters and values, in the page's language. A value that merely spells the default (``?seed=0``) is not
-reported. The router installs the guard before any page runs (``begin_run``).
+1. **Before the page runs** (``begin_run``, from the router; ``slot`` in an app without one), on a page's first run
+   in a session: a value that no widget kind can take is dropped from the address and the page is run again
+   without it. That is a number that is not finite or beyond any control's range (``inf``, ``nan``, ``1e400``, a
+   5,000-digit number: an integer control would raise ``OverflowError`` on it) and a text longer than any control
+   accepts. What the address asked for is kept for step 3.
+2. **On a move to another page** in the same session, the controls of the page left behind are forgotten: a key
+   (``h``, ``n``, ``step`` ...) names a different control on each page, and the browser sends the previous page's
+   values with the move, so a value from one page would otherwise reach the next page's control of the same key
+   (a bandwidth slider of range 0.05..3 given 8 heads). Internal state (keys starting with ``_``: a training
+   ticket, the presenter's counters) and the router's own keys stay.
+3. **After the page ran** (``end_run``, from the router): what the controls adopted (the address Streamlit wrote
+   back, the controls' values) is compared with what the address asked for; each parameter that was dropped or
+   changed is named in one message under the page's title (``ui.anatomy.header`` makes the slot), in the page's
+   language. A value that merely spells the default (``?seed=0``) is not reported; neither is anything on a later
+   run of the same page (the address is then the app's own, e.g. a tab relabelled by a language switch).
 """
 from __future__ import annotations
 
-import functools
+import math
 import threading
 from typing import Any
 
-_SINGLE_VALUED = {"bool_value", "int_value", "double_value", "string_value"}
-_PREVIEW = 24          # characters of a rejected value quoted in the message
+import streamlit as st
 
-_local = threading.local()   # a script run happens in one thread: the notes and slot of the current run
+from .format import md_escape
+from .i18n import t
+
+ROUTER_PARAMS = frozenset({"lang", "present", "step", "embed", "embed_options"})   # read by the router, not widgets
+ROUTER_STATE = frozenset({"lang", "present_toggle"})     # session keys of the router's own widgets and settings
+MAX_NUMBER = 1e15        # beyond every control's range (and exactly representable as a float)
+MAX_TEXT = 20_000        # characters: beyond every control's max_chars
+_PREVIEW = 24            # characters of a rejected value quoted in the message
+
+_PAGE, _PENDING, _DROPPED = "_url_page", "_url_pending", "_url_dropped"
+_local = threading.local()   # a script run happens in one thread: the message slot of the current run
 
 
-def _notes() -> list[tuple[str, str, str]]:
-    if not hasattr(_local, "notes"):
-        _local.notes = []
-    return _local.notes
+def unusable(value: str) -> bool:
+    """No widget kind can take this value: a number that is not finite or beyond any range, or an endless text."""
+    if len(value) > MAX_TEXT:
+        return True
+    try:
+        number = float(value)
+    except (ValueError, OverflowError):
+        return False
+    return not math.isfinite(number) or abs(number) > MAX_NUMBER
 
 
-def _note(kind: str, key: str, url_value: Any) -> None:
-    value = url_value[-1] if isinstance(url_value, list) and url_value else url_value
-    text = str(value if value is not None else "")
-    notes = _notes()
-    if any(k == key for _, k, _ in notes):
+def _address() -> dict[str, list[str]]:
+    return {k: st.query_params.get_all(k) for k in st.query_params if k not in ROUTER_PARAMS}
+
+
+def _preview(values: list[str]) -> str:
+    text = values[-1] if values else ""
+    return text[:_PREVIEW] + ("…" if len(text) > _PREVIEW else "")
+
+
+def _forget_page_left_behind() -> None:
+    """Step 2: the previous page's controls (their values, and their parameters in the address) do not follow the
+    learner to the next page. Parameters no control of that page held pass on (a link's settings for this page)."""
+    left = [key for key in st.session_state.keys() if not key.startswith("_") and key not in ROUTER_STATE]
+    for key in left:
+        del st.session_state[key]
+    for key in left:
+        if key in st.query_params and key not in ROUTER_PARAMS:
+            try:
+                del st.query_params[key]
+            except Exception:  # noqa: BLE001 - still bound to the old page's control: Streamlit drops it itself
+                pass
+
+
+def _visit(page: str) -> None:
+    """Steps 1 and 2 on the first run of ``page`` in this session (nothing on its later runs)."""
+    state = st.session_state
+    previous = state.get(_PAGE)
+    if previous == page:
         return
-    notes.append((kind, key, text[:_PREVIEW] + ("…" if len(text) > _PREVIEW else "")))
-    _show(notes)
+    state[_PAGE] = page
+    if previous is not None:
+        _forget_page_left_behind()
+    dropped = dict(state.get(_DROPPED, {}))
+    for key, values in _address().items():
+        if any(unusable(v) for v in values):
+            dropped[key] = _preview(values)
+            try:
+                del st.query_params[key]
+            except Exception:  # noqa: BLE001 - bound already (cannot happen on a first run): Streamlit resets it
+                pass
+    state[_PENDING] = _address()
+    if dropped.keys() != state.get(_DROPPED, {}).keys():
+        state[_DROPPED] = dropped
+        st.rerun()      # run the page again without them: Streamlit seeds controls from the address a run starts with
+
+
+def begin_run(page: str = "") -> None:
+    """The router, before the page runs (``page``: its url path)."""
+    _local.slot = None
+    _visit(page)
+
+
+def slot() -> None:
+    """The place for this run's message, right under a page's title (``ui.anatomy.header``), before any control:
+    an empty placeholder, filled at the end of the run when a link value was ignored or adjusted. In an app
+    without the router this also does ``begin_run``'s work."""
+    _visit(st.session_state.get(_PAGE, ""))
+    _local.slot = st.empty()
+
+
+def _means(value: Any, sent: list[str]) -> bool:
+    """The control's value ``value`` is what the address text ``sent`` says (``5.0`` and ``5``, ``TRUE`` and True)."""
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value] == sent
+    if len(sent) != 1:
+        return False
+    text = sent[0]
+    if isinstance(value, bool):
+        return text.lower() == str(value).lower()
+    if hasattr(value, "isoformat"):
+        return value.isoformat() == text
+    try:
+        return float(text) == float(value)
+    except (TypeError, ValueError, OverflowError):
+        return str(value) == text
+
+
+def _same_text(a: list[str], b: list[str]) -> bool:
+    if a == b:
+        return True
+    try:
+        return len(a) == len(b) == 1 and float(a[0]) == float(b[0])
+    except (ValueError, OverflowError):
+        return False
+
+
+def end_run() -> None:
+    """The router, after the page ran: name what the controls did not take as the address asked (step 3)."""
+    state = st.session_state
+    notes = []
+    dropped = state.get(_DROPPED, {})
+    for key in [k for k in dropped if k in state]:   # dropped before the run: named on the page with that control
+        notes.append(("rejected", key, dropped[key]))
+    if getattr(_local, "slot", None) is not None:    # a page with a title: what no control of it read is let go
+        state[_DROPPED] = {}
+    for key, sent in (state.pop(_PENDING, None) or {}).items():
+        if sent in ([], [""]):
+            continue                          # "?k=" means "not set"
+        now = st.query_params.get_all(key) if key in st.query_params else []
+        if _same_text(now, sent):
+            continue                          # used as asked (or read by no control: Streamlit leaves it alone)
+        known = key in state
+        if not now:                           # dropped from the address: the default spelled, or not usable
+            if not (known and _means(state[key], sent)):
+                notes.append(("rejected", key, _preview(sent)))
+        elif len(sent) > 1 or not (known and _means(state[key], sent)):
+            notes.append(("adjusted", key, _preview(sent)))
+    if notes:
+        _show(notes)
 
 
 def _show(notes: list[tuple[str, str, str]]) -> None:
     """Draw (or redraw) the one message of this run in the page's slot, or as a toast on a page without one."""
-    import streamlit as st
-
     slot = getattr(_local, "slot", None)
-    try:
-        if slot is not None:
-            slot.warning(message(notes), icon=":material/link_off:")
-        else:
-            st.toast(message(notes[-1:]), icon=":material/link_off:", duration="long")
-    except Exception:  # noqa: BLE001 - e.g. no script run (bare mode): the value is still ignored
-        pass
-
-
-def _same(a: Any, b: Any) -> bool:
-    """URL-parsed value ``a`` and serialized widget value ``b`` mean the same (``5.0`` and ``5`` do)."""
-    try:
-        if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
-            return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-        return bool(a == b)
-    except Exception:  # noqa: BLE001 - comparing odd values is never worth a traceback
-        return False
-
-
-def _guarded_seed(original, self, metadata, user_key: str, widget_id: str, url_value):
-    """Streamlit's URL seeding, with every exception turned into "ignore the value" and every dropped or
-    changed value recorded for the message."""
-    from streamlit.runtime.state.query_params import parse_url_param
-
-    # a page may read the link's value itself and set the widget through st.session_state before drawing it
-    # (a label in the other language, app_pages/pronoun.py adopt_url_choice): then Streamlit's own reading of
-    # the value failing is no news for the learner
-    adopted = user_key in getattr(self, "_new_session_state", ())
-    # a control drawn anew under the same key (tabs whose labels changed with the language) is re-seeded
-    # from the URL of the previous run: not a link the learner opened
-    relabelled = getattr(_local, "relabelled", None) == (user_key, widget_id)
-    try:
-        seeded = original(self, metadata, user_key, widget_id, url_value)
-    except Exception:  # noqa: BLE001 - e.g. OverflowError from int(inf): the value is unusable
-        try:
-            self.query_params.remove_param(user_key)
-        except Exception:  # noqa: BLE001
-            pass
-        _note("rejected", user_key, url_value)
-        return False
-    try:
-        parsed = parse_url_param(url_value, metadata.value_type)
-    except Exception:  # noqa: BLE001 - not even parseable: certainly not used
-        parsed = object()
-    if not seeded:
-        if adopted or relabelled:
-            return seeded
-        # dropped: fine when the link merely spelled the default (Streamlit then drops it from the URL)
-        try:
-            default = metadata.serializer(metadata.deserializer(None))
-        except Exception:  # noqa: BLE001
-            default = object()
-        if not _same(parsed, default):
-            _note("rejected", user_key, url_value)
-        return seeded
-    try:
-        used = metadata.serializer(self[user_key])
-    except Exception:  # noqa: BLE001
-        used = parsed
-    repeated = isinstance(url_value, list) and len(url_value) > 1 and metadata.value_type in _SINGLE_VALUED
-    if repeated or not _same(parsed, used):
-        _note("adjusted", user_key, url_value)
-    return seeded
-
-
-def install() -> bool:
-    """Wrap Streamlit's URL seeding once per process; True when the guard is in place."""
-    try:
-        from streamlit.runtime.state.session_state import SessionState
-    except ImportError:  # pragma: no cover - Streamlit moved it: tests/test_hostile_urls.py fails loudly
-        return False
-    original = getattr(SessionState, "_seed_widget_from_url", None)
-    if original is None:  # pragma: no cover - same
-        return False
-    if getattr(original, "_url_guard", False):
-        return True
-
-    @functools.wraps(original)
-    def seed(self, metadata, user_key, widget_id, url_value):
-        return _guarded_seed(original, self, metadata, user_key, widget_id, url_value)
-
-    seed._url_guard = True
-    SessionState._seed_widget_from_url = seed
-
-    binding = getattr(SessionState, "_handle_query_param_binding", None)
-    if binding is not None:
-        @functools.wraps(binding)
-        def bind(self, metadata, user_key, widget_id):
-            try:   # bound in an earlier run of this page under another id: the same control, relabelled
-                old = self.query_params.get_binding_for_param(user_key)
-                _local.relabelled = (user_key, widget_id) if old is not None and old.widget_id != widget_id else None
-            except Exception:  # noqa: BLE001
-                _local.relabelled = None
-            return binding(self, metadata, user_key, widget_id)
-
-        SessionState._handle_query_param_binding = bind
-    return True
+    if slot is not None:
+        slot.warning(message(notes), icon=":material/link_off:")
+    else:
+        st.toast(message(notes), icon=":material/link_off:", duration="long")
 
 
 def message(notes: list[tuple[str, str, str]]) -> str:
     """The learner's message for the recorded notes: each parameter named with the value it had (escaped:
     a link's text is never Markdown or HTML)."""
-    from .anatomy import md_escape
-    from .i18n import t
-
-    lines = []
+    lines, seen = [], set()
     for kind in ("rejected", "adjusted"):
-        items = [t("common.url_param", name=md_escape(key), value=md_escape(value))
-                 for k, key, value in notes if k == kind]
+        items = []
+        for k, key, value in notes:
+            if k == kind and key not in seen:
+                seen.add(key)
+                items.append(t("common.url_param", name=md_escape(key), value=md_escape(value)))
         if items:
             lines.append(t(f"common.url_{kind}", params=t("common.url_list_sep").join(items)))
     return "  \n".join(lines)
-
-
-def begin_run() -> None:
-    """A new script run: forget the notes and slot of the previous one (the router calls this first)."""
-    install()
-    _notes().clear()
-    _local.slot = None
-
-
-def slot() -> None:
-    """The place for this run's message, right under a page's title (``ui.anatomy.header``), before any
-    control: an empty placeholder, filled when a link value is ignored or adjusted."""
-    import streamlit as st
-
-    begin_run()
-    _local.slot = st.empty()
-
-
-install()

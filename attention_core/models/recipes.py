@@ -28,13 +28,13 @@ import random
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
 
-from ..decoder import DecoderConfig, DecoderLM
+from ..decoder import DecoderConfig
 from .lm import LM_RECIPES, LM_TASKS, build_lm, lm_loss
 from .pronoun import (
     PronounConfig,
@@ -195,41 +195,124 @@ def save_checkpoint(model: torch.nn.Module, recipe: Recipe, src_vocab: Vocab, tg
 
 
 class DamagedFile(ValueError):
-    """A shipped file is there but cannot be read (truncated, garbage, another format); ``command``
-    rebuilds it. A missing file raises FileNotFoundError instead."""
+    """A shipped file is there but cannot be used (truncated, garbage, another format, the checkpoint of another
+    model); ``command`` rebuilds it. A missing file raises FileNotFoundError instead.
 
-    def __init__(self, path: Path, command: str, reason: BaseException | str):
+    ``reason`` is one English line for logs and the command line. ``code`` and ``facts`` say the same without
+    words, for a page to say it in the learner's language: ``code`` names the check that failed ("other_model",
+    "kind", "config", "vocab", "weights_missing", "weights_extra", "weights_shape", "format", "meta",
+    "not_object") and ``facts`` holds what it found and expected (names, numbers, shapes); ``code`` is "" when
+    the reader itself failed, and ``error`` is then the exception it raised (EOFError, UnpicklingError ...)."""
+
+    def __init__(self, path: Path, command: str, reason: BaseException | str, code: str = "",
+                 facts: dict | None = None):
         self.path, self.command = Path(path), command
+        self.error = reason if isinstance(reason, BaseException) else None
         self.reason = reason if isinstance(reason, str) else (f"{type(reason).__name__}: {reason}".rstrip(": "))
+        self.code, self.facts = code, dict(facts or {})
         super().__init__(f"{self.path} cannot be read ({self.reason}); rebuild it with `{command}`")
+
+
+class _Mismatch(Exception):
+    """One check of load_model failed: what the file holds is not what the recipe builds."""
+
+    def __init__(self, code: str, reason: str, **args):
+        super().__init__(reason)
+        self.code, self.facts = code, args
+
+
+def expected_config(recipe: Recipe) -> Seq2SeqConfig | DecoderConfig | PronounConfig:
+    """The configuration the recipe ``recipe`` builds (the vocabulary sizes come from its task)."""
+    src, tgt = vocabs_for(recipe.task)
+    if recipe.kind == "seq2seq":
+        return Seq2SeqConfig(len(src), len(tgt), **recipe.config)
+    if recipe.kind == "lm":
+        return DecoderConfig(vocab_size=len(src), **recipe.config)
+    return PronounConfig(len(src), **recipe.config)
+
+
+_CONFIG_CLASS = {"seq2seq": Seq2SeqConfig, "lm": DecoderConfig, "pronoun": PronounConfig}
+
+
+def _check_checkpoint(ckpt, recipe: Recipe) -> tuple[Vocab, Vocab | None, torch.nn.Module]:
+    """What a checkpoint holds against what the caller expects (recipe ``recipe``): its name, model kind,
+    configuration, vocabularies and every weight's name and shape. Returns the vocabularies and the model
+    built from the recipe's configuration, weights not loaded yet; raises _Mismatch naming the first difference.
+    A valid checkpoint of another model copied in this one's place fails here, not in a page."""
+    if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
+        found = ckpt.get("format") if isinstance(ckpt, dict) else type(ckpt).__name__
+        raise _Mismatch("format", f"checkpoint format {found!r}, expected {CHECKPOINT_FORMAT}",
+                        found=found, expected=CHECKPOINT_FORMAT)
+    if ckpt.get("name") != recipe.name:
+        raise _Mismatch("other_model", f"it holds the model {ckpt.get('name')!r}, not {recipe.name!r}",
+                        found=ckpt.get("name"), expected=recipe.name)
+    if ckpt.get("kind") != recipe.kind:
+        raise _Mismatch("kind", f"a {ckpt.get('kind')!r} model, expected {recipe.kind!r}",
+                        found=ckpt.get("kind"), expected=recipe.kind)
+    want = expected_config(recipe)
+    config = ckpt.get("config")
+    if not isinstance(config, dict):
+        raise _Mismatch("config", "no configuration", field="config", found=type(config).__name__,
+                        expected="dict")
+    unknown = sorted(set(config) - set(type(want).__dataclass_fields__))
+    if unknown:
+        raise _Mismatch("config", f"unknown setting {unknown[0]!r}", field=unknown[0], found=config[unknown[0]],
+                        expected="-")
+    lacking = [k for k, f in type(want).__dataclass_fields__.items()
+               if k not in config and f.default is MISSING and f.default_factory is MISSING]
+    if lacking:
+        raise _Mismatch("config", f"no setting {lacking[0]!r}", field=lacking[0], found="-",
+                        expected=getattr(want, lacking[0]))
+    have = _CONFIG_CLASS[recipe.kind](**config).to_dict()
+    for key, value in want.to_dict().items():
+        if have.get(key) != value:
+            raise _Mismatch("config", f"setting {key} is {have.get(key)!r}, the recipe's is {value!r}",
+                            field=key, found=have.get(key), expected=value)
+    src, tgt = vocabs_for(recipe.task)
+    if ckpt.get("src_vocab") != src.to_list() or ckpt.get("tgt_vocab") != (None if tgt is None else tgt.to_list()):
+        raise _Mismatch("vocab", "its vocabulary is not the task's")
+    src = CharVocab(src.to_list()) if recipe.kind == "seq2seq" else Vocab(src.to_list())
+    tgt = CharVocab(tgt.to_list()) if tgt is not None and recipe.kind == "seq2seq" else tgt
+    model = build_model(recipe, src, tgt)
+    state = ckpt.get("state_dict")
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise _Mismatch("weights_missing", "no weights", names="state_dict")
+    need = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    missing, extra = [k for k in need if k not in state], [k for k in state if k not in need]
+    if missing:
+        raise _Mismatch("weights_missing", f"it lacks the weights {', '.join(missing[:3])}",
+                        names=", ".join(missing[:3]) + (" …" if len(missing) > 3 else ""))
+    if extra:
+        raise _Mismatch("weights_extra", f"it has weights the model does not: {', '.join(extra[:3])}",
+                        names=", ".join(extra[:3]) + (" …" if len(extra) > 3 else ""))
+    for key, shape in need.items():
+        if tuple(state[key].shape) != shape:
+            raise _Mismatch("weights_shape", f"weight {key} has shape {tuple(state[key].shape)}, the model needs "
+                            f"{shape}", name=key, found=tuple(state[key].shape), expected=shape)
+    if not isinstance(ckpt.get("meta"), dict):
+        raise _Mismatch("meta", "meta is not a dict")
+    return src, tgt, model
 
 
 def load_model(name: str, models_dir: Path | str | None = None) -> LoadedModel:
     """The shipped model ``name`` (one of TASKS) in eval mode, with its vocabularies and metadata.
 
-    Raises FileNotFoundError if the checkpoint is missing and DamagedFile if it cannot be read."""
+    The file must hold what the recipe ``name`` builds (``_check_checkpoint``: name, kind, configuration,
+    vocabularies, weight names and shapes). Raises FileNotFoundError if the checkpoint is missing and
+    DamagedFile if it cannot be read or holds something else."""
     path = checkpoint_path(name, models_dir)
+    command = f"python -m attention_core.models {name}"
     if not path.exists():
-        raise FileNotFoundError(f"no checkpoint {path}; run `python -m attention_core.models {name}`")
+        raise FileNotFoundError(f"no checkpoint {path}; run `{command}`")
+    recipe = RECIPES[name]
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
-        if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
-            found = ckpt.get("format") if isinstance(ckpt, dict) else type(ckpt).__name__
-            raise ValueError(f"checkpoint format {found!r}, expected {CHECKPOINT_FORMAT}")
-        if ckpt["kind"] == "seq2seq":
-            src, tgt = CharVocab(ckpt["src_vocab"]), CharVocab(ckpt["tgt_vocab"])
-            model: torch.nn.Module = Seq2Seq(Seq2SeqConfig(**ckpt["config"]))
-        elif ckpt["kind"] == "lm":
-            src, tgt = Vocab(ckpt["src_vocab"]), None
-            model = DecoderLM(DecoderConfig(**ckpt["config"]))
-        else:
-            src, tgt = Vocab(ckpt["src_vocab"]), None
-            model = PronounResolver(PronounConfig(**ckpt["config"]))
+        src, tgt, model = _check_checkpoint(ckpt, recipe)
         model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in ckpt["state_dict"].items()})
-        if not isinstance(ckpt["meta"], dict):
-            raise ValueError("meta is not a dict")
+    except _Mismatch as err:
+        raise DamagedFile(path, command, str(err), err.code, err.facts) from err
     except Exception as err:    # whatever a damaged file makes the reader raise: EOFError, UnpicklingError, ...
-        raise DamagedFile(path, f"python -m attention_core.models {name}", err) from err
+        raise DamagedFile(path, command, err) from err
     return LoadedModel(name, model.eval(), ckpt["config"], src, tgt, ckpt["meta"])
 
 
@@ -245,7 +328,7 @@ def load_curves(models_dir: Path | str | None = None) -> dict:
     except (OSError, ValueError) as err:                     # JSONDecodeError, UnicodeDecodeError, a directory
         raise DamagedFile(path, "python -m attention_core.models curves", err) from err
     if not isinstance(data, dict):
-        raise DamagedFile(path, "python -m attention_core.models curves", "not a JSON object")
+        raise DamagedFile(path, "python -m attention_core.models curves", "not a JSON object", "not_object")
     return data
 
 

@@ -137,7 +137,7 @@ def test_check_many_strings_on_request():
         want = reverse_check(mod.model, 24, 100, 2).by_position
         assert np.allclose(pos[pos["model"] == kind].sort_values("position")["value"], want)
     assert shows_label(notices(at), "bottleneck.notice_positions")
-    at.slider(key="step").set_value(3).run()                                    # kept after another rerun
+    at.slider(key="dec_step").set_value(3).run()                                    # kept after another rerun
     assert [c for c in charts(at) if "position" in frame(c).columns]
 
 
@@ -166,7 +166,7 @@ def test_pitfall_shows_the_tutorials_batching():
 
 # ---------------------------------------------------------------- URL and bad input
 def test_url_reproduces_a_typed_string_and_a_step():
-    at = open_page("bottleneck", "zh", params={"own": "true", "digits": "9876 5432１", "step": "4"})
+    at = open_page("bottleneck", "zh", params={"own": "true", "digits": "9876 5432１", "dec_step": "4"})
     assert exceptions(at) == []
     tp = tapes(at)
     assert "".join(tp[tp["line"] == ZH["bottleneck.line_input"]].sort_values("pos")["char"]) == "987654321"
@@ -205,7 +205,7 @@ def test_sliders_at_their_extremes():
         assert len(tapes(at)[lambda f: f["line"] == EN["bottleneck.line_input"]]) == length
         outside = not 5 <= length <= 40
         assert any(label_parts("bottleneck.warn_range")[0] in w.value for w in at.warning) == outside
-    at.slider(key="step").set_value(65).run()                        # beyond the answer: clamped
+    at.slider(key="dec_step").set_value(65).run()                        # beyond the answer: clamped
     at.number_input(key="seed").set_value(9999).run()
     at.toggle(key="per_char").set_value(True).run()
     assert exceptions(at) == []
@@ -234,7 +234,7 @@ def test_chart_builders_give_valid_vega_lite(monkeypatch):
 def test_a_new_seed_changes_the_diagrams_data_not_their_spec():
     """Issue 13 §4: the browser swaps a chart's data when only the data changed, and rebuilds it when the spec
     changed. A new seed (same length, same step) must leave the tapes' and both diagrams' specs as they were."""
-    at = open_page("bottleneck", "en", params={"step": "3"})
+    at = open_page("bottleneck", "en", params={"dec_step": "3"})
     kinds = ("tapes_chart", "architecture_chart")
 
     def drawn():

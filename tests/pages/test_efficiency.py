@@ -356,7 +356,7 @@ def test_flash_first_tile_starts_from_minus_infinity():
 
 # ---------------------------------------------------------------- linear attention as an RNN
 def test_rnn_state_and_output_against_the_recurrence():
-    at = open_page("efficiency", "en", {"tab": TAB["rnn"], "step": "5"})
+    at = open_page("efficiency", "en", {"tab": TAB["rnn"], "rnn_step": "5"})
     assert exceptions(at) == []
     q, k, v = (x.double() for x in inputs())
     phi_k, phi_q = TF.elu(k) + 1, TF.elu(q) + 1
@@ -433,8 +433,8 @@ def test_bad_text_never_crashes(text, message):
     {"v": "nonsense", "m": "777", "gain": "??", "src": "??"},
     {"tab": TAB["flash"], "src": "Random vectors", "n": "64", "bq": "1", "bk": "16", "fc": "true",
      "tile": "1"},
-    {"tab": TAB["rnn"], "step": "1"},
-    {"tab": TAB["rnn"], "src": "Random vectors", "n": "64", "step": "64"},
+    {"tab": TAB["rnn"], "rnn_step": "1"},
+    {"tab": TAB["rnn"], "src": "Random vectors", "n": "64", "rnn_step": "64"},
 ], ids=["lf-n4-k64-gauss", "perf-n64-m512", "perf-m1", "strided-max", "strided-min", "block-max", "bigbird",
         "flash-b1", "exact", "garbage", "flash-b1-causal-n64", "rnn-1", "rnn-64"])
 def test_widget_extremes(params):
@@ -515,7 +515,7 @@ def test_phone_legibility_of_the_efficiency_charts():
 def test_the_seed_in_the_url_reaches_each_tab_that_reads_it():
     """The seed moved from the page's input row into each tab's fragment (beside the controls it drives): ?seed=7
     still drives the RNN tab's state and the precision table of the tips tab; the cost tab has no seed. ~3 s."""
-    at = open_page("efficiency", "en", {"tab": TAB["rnn"], "step": "5", "seed": "7"})
+    at = open_page("efficiency", "en", {"tab": TAB["rnn"], "rnn_step": "5", "seed": "7"})
     assert exceptions(at) == [] and at.number_input(key="seed").value == 7
     q, k, v = (x.double() for x in inputs(seed=7))
     S = sum(torch.outer(TF.elu(k[j]) + 1, v[j]) for j in range(5))

@@ -58,7 +58,7 @@ def test_the_heads_at_the_snapshot_in_the_url():
     record, snaps, _ = recorded()
     shown = [s for s in snaps if s.patterns is not None]
     pick = shown[len(shown) // 2]
-    at = open_page("induction_heads", "zh", {"step": str(pick.step)})
+    at = open_page("induction_heads", "zh", {"train_step": str(pick.step)})
     assert exceptions(at) == []
     cat = catalog("zh")
     grids = [c for c in at.get("vega_lite_chart") if "facet" in json.loads(c.proto.spec)]
@@ -72,7 +72,7 @@ def test_the_heads_at_the_snapshot_in_the_url():
             grid = part.pivot(index="query_pos", columns="key_pos", values="value").to_numpy()
             assert np.allclose(grid, pick.patterns[layer, head], atol=1e-6)
             assert np.allclose(grid.sum(1), 1.0, atol=0.05)                   # rows of attention (rounded to 0.01)
-    assert at.select_slider(key="step").value == pick.step
+    assert at.select_slider(key="train_step").value == pick.step
     # the two heads over training: the last row is the end of the run, the best heads of the end
     end = snaps[-1]
     over = next(iter(chart_data(grids[1]).values()))
@@ -117,7 +117,7 @@ def test_a_missing_or_damaged_recording_gets_a_message_and_the_rest_still_works(
 
 
 def test_bad_url_values_get_a_message_not_a_traceback():
-    at = open_page("induction_heads", "zh", {"step": "abc", "half": "1e400", "data_seed": "-5",
+    at = open_page("induction_heads", "zh", {"train_step": "abc", "half": "1e400", "data_seed": "-5",
                                              "train_seed": "<b>x</b>"})
     assert exceptions(at) == []
     assert at.warning and any("\u4e00" <= ch <= "\u9fff" for ch in at.warning[0].value)
