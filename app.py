@@ -2,12 +2,12 @@
 import streamlit as st
 import torch
 
+# these import nothing of attention_core: the pages' modules are imported below, once, in one thread
 from ui import compat, url_guard
-
-# these four import nothing of attention_core: the pages' modules are imported below, once, in one thread
 from ui.a11y import declare_language
+from ui.course import footer, nav_position
 from ui.i18n import language_switch, t
-from ui.presenter import sidebar_toggle
+from ui.presenter import early_css, sidebar_toggle
 from ui.registry import ROOT, SECTIONS, available_pages, import_page_modules
 
 # sessions starting together on a fresh server must not import the pages' modules concurrently (ImportError
@@ -20,7 +20,7 @@ torch.set_num_threads(1)
 
 st.set_page_config(page_title="Attention, explained by running it", page_icon=str(ROOT / "assets" / "favicon.png"),
                    layout="wide")
-__import__("ui.presenter").presenter.early_css()   # presenter mode's layout before anything is drawn
+early_css()               # presenter mode's layout before anything is drawn
 language_switch()
 sidebar_toggle()          # presenter mode: ?present=1
 declare_language()        # <html lang>, the tab's title and keyboard access in the page's language
@@ -32,11 +32,12 @@ for spec in available_pages():
     sections.setdefault(t(f"nav.section_{spec.section}"), []).append(entry)
 ordered = {t(f"nav.section_{s}"): sections[t(f"nav.section_{s}")]
            for s in SECTIONS if t(f"nav.section_{s}") in sections}
-page = st.navigation(ordered, expanded=True)
+page = st.navigation(ordered, expanded=True, position=nav_position())   # ?embed=true: one page, no sidebar
 # a link can set any control to any value, and a move between pages brings the last page's values: what a page
 # cannot use is ignored or clamped and named under its title, and another page's values never reach its controls
 url_guard.begin_run(page.url_path or "home")
 page.run()
 url_guard.end_run()
+footer(page)             # where the page sits in the course, and its previous / next pages
 compat.notice()          # a feature that stepped down after a Streamlit upgrade says so on every page
 st.sidebar.caption(t("common.footer"))

@@ -197,8 +197,7 @@ def notices(text: str, r: lab.DateReading, row: int) -> None:
     """What to notice in the learner's date: its heatmap, the clicked row, the parts, the peaks."""
     out, w = r.output, r.weights
     cols, labels = chars(text), ac.unique(list(out))
-    items = [t(f"{NS}.notice_rows", n_out=len(out), n_in=len(cols), lo=fmt.fixed(w.sum(1).min(), 6),
-               hi=fmt.fixed(w.sum(1).max(), 6))]
+    items = [t(f"{NS}.notice_rows", n_out=len(out), n_in=len(cols), err=fmt.sum_error(w.sum(1)))]
     best = int(w[row].argmax())
     items.append(t(f"{NS}.notice_row", ch=labels[row], src=anatomy.md_escape(ac.unique(cols)[best]),
                    w=fmt.fixed(w[row, best]), uniform=fmt.fixed(1 / len(cols))))

@@ -21,7 +21,7 @@ from attention_core.labs import attention_sinks as lab
 from attention_core.masks import sliding_window_mask
 from attention_core.models import attention_sinks_lm as sinks_lm
 from attention_core.streaming import StreamingCache, StreamingDecoder
-from ui import anatomy, controls, models, presenter
+from ui import anatomy, controls, course, models, presenter
 from ui.attention_sinks_charts import (
     METHOD_COLORS,
     NEVER_COLOR,
@@ -343,6 +343,7 @@ def pitfall_section(ev: dict) -> None:
     anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=t(f"{NS}.pit_code"),
                     demo=lambda: st.markdown(t(f"{NS}.pit_demo", original=fixed(loss["sinks_original"], 3),
                                                sinks=fixed(loss["sinks"], 3))))
+    course.builds_on("kv_cache")       # the pitfall's cache is the one the generation page builds
 
 
 # ------------------------------------------------------------------ the page

@@ -18,7 +18,7 @@ from attention_core.decoder import CausalSelfAttention, KVCache
 from attention_core.labs import kv_cache as lab
 from ui import anatomy, controls, presenter
 from ui.cache import MB, cache_data
-from ui.format import count, fixed, pct, sig
+from ui.format import approx, count, fixed, pct, sig
 from ui.i18n import t
 from ui.kv_cache_charts import cache_grid, grid_frame, timing_frame, timing_lines
 from ui.models import Unavailable, show_unavailable, why_of
@@ -168,8 +168,8 @@ def timing_section() -> None:
     anatomy.show_chart(timing_lines(frame, x_title=t(f"{NS}.axis_context"),
                                     y_title=t(f"{NS}.axis_ms"), method_title=t(f"{NS}.axis_method"),
                                     methods=methods, title=t(f"{NS}.live_title")), key="live")
-    st.caption(t(f"{NS}.live_caption", n=n, plain=fixed(1e3 * plain, 2), cached=fixed(1e3 * cached, 2),
-                 ratio=fixed(plain / cached, 1), n0=n0, ratio0=fixed(plain0 / cached0, 1)))
+    st.caption(t(f"{NS}.live_caption", n=n, plain=approx(1e3 * plain), cached=approx(1e3 * cached),
+                 ratio=approx(plain / cached), n0=n0, ratio0=approx(plain0 / cached0)))
     doc = recorded_curve()
     if isinstance(doc, Unavailable):
         show_unavailable(doc)
@@ -188,11 +188,11 @@ def timing_section() -> None:
                      machine.get("load_avg_1min"), (int, float)) else "?"),
                  command=BENCH_COMMAND))
     anatomy.notice([
-        t(f"{NS}.notice_recorded", n0=count(first["context"]), r0=fixed(first["plain_s"] / first["cached_s"], 1),
-          n1=count(last["context"]), r1=fixed(last["plain_s"] / last["cached_s"], 1),
-          plain=sig(1e3 * last["plain_s"]), cached=sig(1e3 * last["cached_s"])),
-        t(f"{NS}.notice_growth", grow_plain=fixed(last["plain_s"] / first["plain_s"], 1),
-          grow_cached=fixed(last["cached_s"] / first["cached_s"], 1),
+        t(f"{NS}.notice_recorded", n0=count(first["context"]), r0=approx(first["plain_s"] / first["cached_s"]),
+          n1=count(last["context"]), r1=approx(last["plain_s"] / last["cached_s"]),
+          plain=approx(1e3 * last["plain_s"]), cached=approx(1e3 * last["cached_s"])),
+        t(f"{NS}.notice_growth", grow_plain=approx(last["plain_s"] / first["plain_s"]),
+          grow_cached=approx(last["cached_s"] / first["cached_s"]),
           times=fixed(last["context"] / first["context"], 0)),
     ])
 

@@ -24,7 +24,7 @@ from attention_core.positional import (
     rope_yarn_frequencies,
     yarn_attention_factor,
 )
-from ui import anatomy, models, presenter
+from ui import anatomy, course, models, presenter
 from ui.cache import MB, cache_data
 from ui.charts import bars, heatmap
 from ui.format import fixed, pct
@@ -317,6 +317,7 @@ anatomy.header(NS)
 lesson = presenter.Lesson(NS)
 with lesson.step("intuition"):
     anatomy.intuition(NS)
+    course.builds_on("positional")     # RoPE itself is taught there
     anatomy.formula(r"q_m^\top R_{(n - m)\theta}\, k_n\;",
                     t(f"{NS}.formula_caption"))
 with lesson.step("question"):

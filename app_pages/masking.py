@@ -66,7 +66,8 @@ def pick_sentence(sentences: list[list[str]]) -> int:
 def side_control() -> str:
     side = st.segmented_control(t("masking.side"), ["right", "left"], default="right", required=True,
                                 format_func=lambda s: t(f"masking.side_{s}"), key="side",
-                                bind="query-params", help=t("masking.side_help"))
+                                bind="query-params", help=t("masking.side_help"),
+                                width="stretch", wrap=True)      # in presenter type the options wrap, never cut
     return side or "right"
 
 
@@ -132,14 +133,14 @@ def padding_weights(batch: ml.PaddedBatch, stages: ml.MaskedStages, keep: torch.
     items = []
     if n_pad:
         items.append(t("masking.notice_pad_zero", i=s + 1, real=batch.lengths[s], pads=n_pad,
-                       lo=f"{float(sums.min()):.7f}", hi=f"{float(sums.max()):.7f}",
+                       err=fmt.sum_error(sums),
                        pad_max=repr(float(weights[hidden].max())), batch_max=repr(batch_pad_max)))
         items.append(t("masking.notice_without", q=anatomy.md_escape(labels[row]),
                        share=fmt.pct(float(unmasked[row][hidden[row]].sum()), 1),
                        zero=f"{float(scores[row][hidden[row]].abs().max()):.2f}"))
         items.append(t("masking.notice_pad_rows"))
     else:
-        items.append(t("masking.notice_no_pad", i=s + 1, lo=f"{float(sums.min()):.7f}",
+        items.append(t("masking.notice_no_pad", i=s + 1, err=fmt.sum_error(sums),
                        batch_max=repr(batch_pad_max)))
     anatomy.notice(items)
 
@@ -158,7 +159,7 @@ def drill(weights: torch.Tensor, hidden: torch.Tensor, tokens: list[str], *, key
     row = controls.keep_row(f"row_{key}", picked, n, default_row)     # the clicked row, kept in the URL
     labels = unique_labels(tokens)
     st.caption(t("masking.row_caption", q=anatomy.md_escape(labels[row]),
-                 total=f"{float(weights[row].sum()):.7f}", hidden=int(hidden[row].sum())))
+                 total=fmt.approx(float(weights[row].sum()), 4), hidden=int(hidden[row].sum())))
     anatomy.show_chart(mc.row_bars(weights[row], hidden[row], tokens, value_title=t("common.weight"),
                                    label_title=t("common.key"), hidden_title=t("masking.hidden")),
                        key=f"{key}_bars")
@@ -211,7 +212,7 @@ def causal_section(sentences: Batch, side: str, seed: int, s: int) -> None:
                        back=f"{float(weights[real[0], real[-1]]):.4f}",
                        first=anatomy.md_escape(labels[real[0]]), last=anatomy.md_escape(labels[real[-1]])))
     has = used.any(-1)
-    items.append(t("masking.notice_sums", lo=f"{float(sums[has].min()):.7f}", hi=f"{float(sums[has].max()):.7f}"))
+    items.append(t("masking.notice_sums", err=fmt.sum_error(sums[has])))
     if empty:
         items.append(t("masking.notice_empty_rows", rows=", ".join(anatomy.md_escape(x) for x in empty),
                        n=len(empty)))
@@ -272,8 +273,7 @@ def custom_weights(tokens: list[str], code: str, seed: int) -> None:
     sums = weights.sum(-1)
     items = [t("masking.notice_custom_count", v=int(mask.sum()), total=n * n)]
     if has.any():
-        items.append(t("masking.notice_sums", lo=f"{float(sums[has].min()):.7f}",
-                       hi=f"{float(sums[has].max()):.7f}"))
+        items.append(t("masking.notice_sums", err=fmt.sum_error(sums[has])))
     if (~has).any():
         empty = ", ".join(anatomy.md_escape(labels[i]) for i in range(n) if not has[i])
         items.append(t("masking.notice_custom_empty", rows=empty, n=int((~has).sum()),

@@ -61,7 +61,8 @@ def controls() -> lab.RunSettings | None:
     c1, c2, c3 = st.columns([4, 2, 2])     # the three task buttons fit on one line
     task = c1.segmented_control(t(f"{NS}.task"), list(TASKS), default="dates", required=True,
                                 format_func=TASKS.get, key="task", bind="query-params", help=t(f"{NS}.task_help"),
-                                wrap=True)                  # a phone: the buttons wrap, no sideways scroll
+                                width="stretch", wrap=True)  # a phone, presenter type: the buttons wrap inside
+                                                            # the column, never cut at its edge
     task = task if task in TASKS else "dates"
     attention = c2.toggle(t(f"{NS}.attention"), value=True, key="attn", bind="query-params",
                           help=t(f"{NS}.attention_help_pronoun" if task == "pronoun" else f"{NS}.attention_help"),

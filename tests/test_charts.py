@@ -288,3 +288,9 @@ def test_a_heatmap_of_new_labels_keeps_its_spec_so_the_browser_swaps_only_the_da
     without = lambda spec: {k: v for k, v in spec.items() if k != "datasets"}  # noqa: E731
     assert without(a) == without(b)
     assert a["datasets"]["data"]["query"].tolist() != b["datasets"]["data"]["query"].tolist()
+
+
+def test_unique_labels_quote_a_repeated_sign():
+    """A repeated "-" at position 4 must not read "minus 4": the sign is quoted; words and digits are not."""
+    assert charts.unique_labels(["2", "-", "0", "-", "0", "a"]) == ["2", "“-”·1", "0·2", "“-”·3", "0·4", "a"]
+    assert charts.unique_labels(["+", "+", "the", "the"]) == ["“+”·0", "“+”·1", "the·2", "the·3"]

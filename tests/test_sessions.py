@@ -79,7 +79,7 @@ def test_typed_sentence_of_the_it_page_stays_in_its_session():
 
 
 def input_chars(at) -> dict[str, set]:
-    """The input characters every chart draws, by chart: heatmap key labels ("1₁" or "1·0" is the first "1"), the
+    """The input characters every chart draws, by chart: heatmap key labels ("1₁" or "1·0" is the first "1", “-”·4 a repeated "-"), the
     small multiples' input characters, the bottleneck page's input tape and encoder boxes."""
     found = {}
     for i, chart in enumerate(charts(at)):
@@ -88,7 +88,8 @@ def input_chars(at) -> dict[str, set]:
             if "in_char" in frame:
                 chars |= set(frame["in_char"])
             if "key" in frame and "query" in frame:
-                chars |= {re.sub("[₀-₉]+$", "", str(k).split("·")[0]) for k in frame["key"]}   # not its position
+                chars |= {re.sub("[₀-₉]+$", "", str(k).split("·")[0]).strip("“”")   # not its position,
+                          for k in frame["key"]}                                   # nor a sign's quotes
             if "char" in frame and "line" in frame:
                 chars |= set(frame.loc[frame["line"] == "input", "char"])
             if "label" in frame and "part" in frame:

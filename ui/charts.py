@@ -84,9 +84,17 @@ def as_numpy(matrix) -> np.ndarray:
 
 
 def unique_labels(tokens: Sequence[str]) -> list[str]:
-    """Axis labels that keep repeated tokens apart: "the·0", "cat", "the·4"."""
+    """Axis labels that keep repeated tokens apart: "the·0", "cat", "the·4". A repeated sign is quoted, “-”·4,
+    so that its position does not read as a number ("-·4" reads "minus 4")."""
     counts = Counter(tokens)
-    return [f"{tok}·{i}" if counts[tok] > 1 else str(tok) for i, tok in enumerate(tokens)]
+    return [f"{_quoted(str(tok))}·{i}" if counts[tok] > 1 else str(tok) for i, tok in enumerate(tokens)]
+
+
+_SIGNS = set("-+−–—±×÷*/=<>~^.,:%")
+
+
+def _quoted(tok: str) -> str:
+    return f"“{tok}”" if tok and set(tok) <= _SIGNS else tok
 
 
 def pool_factor(n: int, limit: int = MAX_CELLS_PER_AXIS) -> int:

@@ -71,3 +71,37 @@ _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$])")
 def md_escape(text: str) -> str:
     """User text made inert for st.markdown: no Markdown, no HTML, no LaTeX."""
     return _MD_SPECIAL.sub(r"\\\1", str(text))
+
+
+_SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+
+
+def approx(x: float, digits: int = 3) -> str:
+    """``digits`` significant digits, thousands separators, no trailing scientific notation above 0.001: a measured
+    ratio or time as a learner reads it ("1,150 times", "10,700 ms", "9.29 ms", "0.0421"); below 0.001 as
+    ``sci``. The minus sign is "−"."""
+    x = float(x)
+    if not math.isfinite(x) or x == 0:
+        return exact(x)
+    if abs(x) < 1e-3:
+        return sci(x, digits)
+    magnitude = math.floor(math.log10(abs(x)))
+    rounded = round(x, digits - 1 - magnitude)
+    magnitude = math.floor(math.log10(abs(rounded)))          # 9.996 rounds to 10.0: one digit fewer after the point
+    text = f"{rounded:,.{max(0, digits - 1 - magnitude)}f}"
+    return text.replace("-", "−")
+
+
+def sci(x: float, digits: int = 2) -> str:
+    """Scientific notation as printed in a textbook: 6.0 × 10⁻⁸ (``digits`` significant digits); 0 stays "0"."""
+    x = float(x)
+    if not math.isfinite(x) or x == 0:
+        return exact(x)
+    mantissa, exponent = f"{x:.{digits - 1}e}".split("e")
+    return f"{mantissa.replace('-', '−')} × 10{str(int(exponent)).translate(_SUPERSCRIPT)}"
+
+
+def sum_error(sums) -> str:
+    """How far row sums are from 1, as ``sci`` of the largest |sum − 1| (rounding in float32 leaves ~1e-7)."""
+    values = [float(s) for s in sums]
+    return sci(max((abs(v - 1.0) for v in values), default=0.0))

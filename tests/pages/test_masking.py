@@ -26,6 +26,14 @@ from ui import masking_state as ms
 from ui.i18n import catalog
 
 EN, ZH = catalog("en"), catalog("zh")
+
+
+def parse_sci(text: str) -> float:
+    """ "1.2 × 10⁻⁷" (ui.format.sci) as a float."""
+    if text == "0":
+        return 0.0
+    mantissa, power = text.split(" × 10")
+    return float(mantissa) * 10 ** int(power.translate(str.maketrans("⁻⁰¹²³⁴⁵⁶⁷⁸⁹", "-0123456789")))
 DEFAULT = [tokenize(line) for line in EN["masking.default_batch"].splitlines()]
 TAB_CAUSAL = {"en": EN["masking.tab_causal"], "zh": ZH["masking.tab_causal"]}
 TAB_CUSTOM = {"en": EN["masking.tab_custom"], "zh": ZH["masking.tab_custom"]}
@@ -96,9 +104,9 @@ def test_notice_quotes_the_numbers_of_the_chart():
     values, masked, _ = heatmap_matrix(chart_by_title(at, "Attention weights of sentence 1"))
     text = all_text(at)
     sums = values.sum(-1)
-    m = re.search(label_pattern("masking.notice_pad_zero", i="1", lo=r"[\d.]+", hi=r"[\d.]+"), text)
-    lo, hi = float(m.group("lo")), float(m.group("hi"))
-    assert abs(lo - sums.min()) < 3e-7 and abs(hi - sums.max()) < 3e-7
+    m = re.search(label_pattern("masking.notice_pad_zero", i="1", err=r"0|[\d.]+ × 10[⁻⁰-⁹¹²³]+"), text)
+    err = parse_sci(m.group("err"))               # "within float precision": the largest |sum − 1|, 1.2 × 10⁻⁷
+    assert err < 1e-6 and abs(err - np.abs(sums - 1).max()) < 3e-7
     assert float(values[masked].max()) == 0.0
     assert shows_label(text, "masking.notice_pad_zero", pad_max=repr(float(values[masked].max())))
     batch, keep, scores, _ = oracle(DEFAULT)
