@@ -7,9 +7,8 @@ Streamlit's public API only (``st.query_params``, ``st.session_state``, ``st.rer
 
 1. **Before the page runs** (``begin_run``, from the router; ``slot`` in an app without one), on a page's first run
    in a session: a value that no widget kind can take is dropped from the address and the page is run again
-   without it. That is a number that is not finite or beyond any control's range (``inf``, ``nan``, ``1e400``, a
-   5,000-digit number: an integer control would raise ``OverflowError`` on it) and a text longer than any control
-   accepts. What the address asked for is kept for step 3.
+   without it. That is a number that is not finite (``inf``, ``nan``, ``1e400``, a 5,000-digit number: an integer
+   control would raise ``OverflowError`` on it) and a text longer than any control accepts. What the address asked for is kept for step 3.
 2. **On a move to another page** in the same session, the controls of the page left behind are forgotten: a key
    (``h``, ``n``, ``step`` ...) names a different control on each page, and the browser sends the previous page's
    values with the move, so a value from one page would otherwise reach the next page's control of the same key
@@ -34,7 +33,6 @@ from .i18n import t
 
 ROUTER_PARAMS = frozenset({"lang", "present", "step", "embed", "embed_options"})   # read by the router, not widgets
 ROUTER_STATE = frozenset({"lang", "present_toggle"})     # session keys of the router's own widgets and settings
-MAX_NUMBER = 1e15        # beyond every control's range (and exactly representable as a float)
 MAX_TEXT = 20_000        # characters: beyond every control's max_chars
 _PREVIEW = 24            # characters of a rejected value quoted in the message
 
@@ -43,14 +41,17 @@ _local = threading.local()   # a script run happens in one thread: the message s
 
 
 def unusable(value: str) -> bool:
-    """No widget kind can take this value: a number that is not finite or beyond any range, or an endless text."""
+    """No widget kind can take this value: a number that is not finite (an integer control runs int(float(value)):
+    ``inf``, ``1e400`` or a 400-digit number raise OverflowError there), or a text longer than any control takes. A long
+    digit string that is a finite number is left alone: it is a fine text (a probe of 300 digits gets the page's own
+    message) and a number control clamps it or resets it."""
     if len(value) > MAX_TEXT:
         return True
     try:
         number = float(value)
     except (ValueError, OverflowError):
         return False
-    return not math.isfinite(number) or abs(number) > MAX_NUMBER
+    return not math.isfinite(number)
 
 
 def _address() -> dict[str, list[str]]:
