@@ -4,7 +4,7 @@ import torch
 
 # these import nothing of attention_core: the pages' modules are imported below, once, in one thread
 from ui import compat, url_guard
-from ui.a11y import declare_language
+from ui.a11y import declare_language, name_page
 from ui.course import footer, nav_position
 from ui.i18n import language_switch, t
 from ui.presenter import early_css, sidebar_toggle
@@ -36,6 +36,7 @@ page = st.navigation(ordered, expanded=True, position=nav_position())   # ?embed
 # a link can set any control to any value, and a move between pages brings the last page's values: what a page
 # cannot use is ignored or clamped and named under its title, and another page's values never reach its controls
 url_guard.begin_run(page.url_path or "home")
+name_page(page.url_path or "home")   # the browser tab names the page, in its language
 page.run()
 url_guard.end_run()
 footer(page)             # where the page sits in the course, and its previous / next pages

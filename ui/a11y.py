@@ -8,8 +8,8 @@ not in an iframe, and runs again when its text changes, i.e. when the language d
 app's code blocks reachable from the keyboard: a block wider than its column scrolls, and a region that scrolls
 must take focus (Tab to it, then the arrow keys scroll it; WCAG 2.1.1); ``st.code`` has no option for that.
 
-The browser tab names the page in its language: the router sets the app's name (``declare_language``), and each
-page's header its own (``name_page``), through ``st.set_page_config``, which 1.67 allows several times a run
+The browser tab names the page in its language: the router sets the app's name (``declare_language``), then the
+page's own (``name_page``, before the page runs), through ``st.set_page_config``, which 1.67 allows several times a run
 (the last call wins). Once an app has set a title, Streamlit no longer uses ``st.navigation``'s page titles for
 the tab, so the router's own title (in app.py) is overridden here rather than dropped.
 """
@@ -67,5 +67,5 @@ def with_csv_note(spec: dict) -> dict:
 
 
 def name_page(ns: str) -> None:
-    """Name page ``ns`` in the browser tab (called by ``ui.anatomy.header``)."""
+    """Name page ``ns`` in the browser tab (called by the router for every page, before the page runs)."""
     st.set_page_config(page_title=tab_title(ns))

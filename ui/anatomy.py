@@ -22,7 +22,6 @@ from .i18n import label_notices, t
 
 def header(ns: str) -> None:
     """1. Title and the one-line learning objective."""
-    a11y.name_page(ns)   # the browser tab names the page, in its language
     st.title(t(f"{ns}.title"))
     label_notices(ns, "common", "nav")     # a label file of this page that cannot be read is named here
     st.markdown(f"**{t('common.objective')}** {t(f'{ns}.objective')}")
