@@ -18,7 +18,7 @@ import torch
 from attention_core.analysis import PATTERNS, classify_heads, head_similarity, qk_geometry, synthetic_pattern
 from attention_core.labs import multihead as lab
 from attention_core.modules import HeadDivisibilityError, MultiHeadAttention
-from ui import anatomy, controls, i18n, presenter
+from ui import anatomy, controls, i18n, presenter, url_guard
 from ui import format as fmt
 from ui import multihead_charts as mc
 from ui.anatomy import md_escape, show_chart
@@ -98,19 +98,6 @@ def default_query(tokens: list[str]) -> int:
 GRID_WIDTH, GRID_GAP = 340, 8     # the small multiples fit a phone's column (358 px); hover a cell for its tokens
 PLANE = (300, 280)                # the query/key and value planes (px): side by side or stacked on a phone
 TABS = ("tab_heads", "tab_shapes", "tab_compare", "tab_gallery", "tab_geometry")
-
-
-def keep_choice_across_languages(key: str, options, prefix: str) -> None:
-    """Bound widgets store their translated label in the URL; a link made in the other language
-    (e.g. ?lang=zh&mode=Random+(untrained)) is mapped back to the option before the widget is drawn."""
-    asked = st.query_params.get(key)
-    if asked is None or key in st.session_state:
-        return
-    for lang in i18n.LANGS:
-        labels = [str(i18n.catalog(lang).get(f"{NS}.{prefix}_{o}")) for o in options]
-        if asked in labels and lang != i18n.current_lang():
-            st.session_state[key] = options[labels.index(asked)]
-            return
 
 
 # ---------------------------------------------------------------------------------------------
@@ -377,7 +364,7 @@ def model_controls() -> tuple[int, int, str]:
     num_heads = c2.slider(t(f"{NS}.num_heads"), 1, H_MAX, H_DEFAULT, step=1, key="h", bind="query-params",
                           help=t(f"{NS}.num_heads_help"))
     with c4:
-        keep_choice_across_languages("mode", lab.MODES, "mode")
+        url_guard.adopt_label("mode", lab.MODES, lambda o, lg: str(i18n.catalog(lg).get(f"{NS}.mode_{o}")))
         mode = st.segmented_control(t(f"{NS}.mode"), list(lab.MODES), default=lab.MODES[0], required=True,
                                     format_func=lambda m: t(f"{NS}.mode_{m}"), key="mode", bind="query-params",
                                     help=t(f"{NS}.mode_help")) or lab.MODES[0]

@@ -18,12 +18,12 @@ import torch
 from attention_core.labs import pronoun as lab
 from attention_core.models import pronoun as resolver
 from attention_core.models import tasks
-from ui import anatomy, controls, models, presenter
+from ui import anatomy, controls, models, presenter, url_guard
 from ui import format as fmt
 from ui import pronoun_charts as pc
 from ui.cache import MB, cache_data, shared_arrays
 from ui.charts import ROW_SELECTION, attention_heatmap
-from ui.i18n import LANGS, catalog, current_lang, lesson, t
+from ui.i18n import catalog, current_lang, lesson, t
 
 NS = "pronoun"
 TEMPLATE_IDS = tuple(tp.id for tp in tasks.PRONOUN_TEMPLATES)
@@ -111,23 +111,10 @@ def sentence_text(e: tasks.PronounExample) -> str:
     return tasks.pronoun_text(e.tokens, e.lang)
 
 
-def adopt_url_choice(key: str, options, label_of) -> None:
-    """A bound widget stores its displayed label in the URL; a link made in the other language
-    (``?lang=zh&a=animal``) is mapped back to the option before the widget is drawn."""
-    asked = st.query_params.get(key)
-    if asked is None or key in st.session_state:
-        return
-    for lang in LANGS:
-        for option in options:
-            if label_of(option, lang) == asked:
-                st.session_state[key] = option
-                return
-
-
 def choose(label: str, options: list, key: str, label_of, default=None, shown_in: str | None = None, **kwargs):
     """A URL-bound select box over language-neutral options, shown in ``shown_in`` (default: the
     page's language)."""
-    adopt_url_choice(key, options, label_of)
+    url_guard.adopt_label(key, options, label_of)
     index = options.index(default) if default in options else 0
     return st.selectbox(label, options, index=index, key=key, bind="query-params",
                         format_func=lambda o: label_of(o, shown_in or current_lang()), **kwargs)
@@ -197,7 +184,7 @@ def contrast_choice(e: tasks.PronounExample) -> tasks.PronounExample:
 def sentence_section() -> tuple[str, tasks.PronounExample | None]:
     """(how the sentence was given, the sentence or None after a message about it)."""
     st.subheader(t(f"{NS}.sentence_title"))
-    adopt_url_choice("src", list(SOURCES), lambda o, lg: str(catalog(lg).get(f"{NS}.src_{o}")))
+    url_guard.adopt_label("src", list(SOURCES), lambda o, lg: str(catalog(lg).get(f"{NS}.src_{o}")))
     source = st.segmented_control(t(f"{NS}.source"), list(SOURCES), default=SOURCES[0], required=True, key="src",
                                   bind="query-params", format_func=lambda o: t(f"{NS}.src_{o}")) or SOURCES[0]
     return source, picked_sentence() if source == "pick" else typed_sentence()

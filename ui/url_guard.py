@@ -6,9 +6,10 @@ each value for its widget kind and silently resets a value it cannot use or clam
 Streamlit's public API only (``st.query_params``, ``st.session_state``, ``st.rerun``), in three steps of a run:
 
 1. **Before the page runs** (``begin_run``, from the router; ``slot`` in an app without one), on a page's first run
-   in a session: a value that no widget kind can take is dropped from the address and the page is run again
-   without it. That is a number that is not finite (``inf``, ``nan``, ``1e400``, a 5,000-digit number: an integer
-   control would raise ``OverflowError`` on it) and a text longer than any control accepts. What the address asked for is kept for step 3.
+   in a session: a value that no widget kind can take is dropped from the address and the page is run again without
+   it. That is a number that is not finite (``inf``, ``nan``, ``1e400``, a 5,000-digit number: an integer control
+   would raise ``OverflowError`` on it) and a text longer than any control accepts. What the address asked for is
+   kept for step 3.
 2. **On a move to another page** in the same session, the controls of the page left behind are forgotten: a key
    (``h``, ``n``, ``step`` ...) names a different control on each page, and the browser sends the previous page's
    values with the move, so a value from one page would otherwise reach the next page's control of the same key
@@ -24,19 +25,19 @@ from __future__ import annotations
 
 import math
 import threading
-from typing import Any
+from typing import Any, Callable
 
 import streamlit as st
 
 from .format import md_escape
-from .i18n import t
+from .i18n import LANGS, t
 
 ROUTER_PARAMS = frozenset({"lang", "present", "step", "embed", "embed_options"})   # read by the router, not widgets
 ROUTER_STATE = frozenset({"lang", "present_toggle"})     # session keys of the router's own widgets and settings
 MAX_TEXT = 20_000        # characters: beyond every control's max_chars
 _PREVIEW = 24            # characters of a rejected value quoted in the message
 
-_PAGE, _PENDING, _DROPPED = "_url_page", "_url_pending", "_url_dropped"
+_PAGE, _PENDING, _DROPPED, _ADOPTED = "_url_page", "_url_pending", "_url_dropped", "_url_adopted"
 _local = threading.local()   # a script run happens in one thread: the message slot of the current run
 
 
@@ -114,6 +115,22 @@ def slot() -> None:
     _local.slot = st.empty()
 
 
+def adopt_label(key: str, options, label_of: Callable[[Any, str], str]) -> None:
+    """A bound control over language-neutral options stores its displayed label in the address, so a link made in
+    the other language (``?lang=zh&mode=Random+(untrained)``) names its option by that language's label. Before the
+    control is drawn, map such a label back to its option (``label_of(option, lang)``); the control then shows it in
+    the page's language, which is the link's own choice, not a value the page changed."""
+    asked = st.query_params.get(key)
+    if asked is None or key in st.session_state:
+        return
+    for lang in LANGS:
+        for option in options:
+            if label_of(option, lang) == asked:
+                st.session_state[key] = option
+                st.session_state[_ADOPTED] = [*st.session_state.get(_ADOPTED, []), key]
+                return
+
+
 def _means(value: Any, sent: list[str]) -> bool:
     """The control's value ``value`` is what the address text ``sent`` says (``5.0`` and ``5``, ``TRUE`` and True)."""
     if isinstance(value, (list, tuple)):
@@ -149,8 +166,9 @@ def end_run() -> None:
         notes.append(("rejected", key, dropped[key]))
     if getattr(_local, "slot", None) is not None:    # a page with a title: what no control of it read is let go
         state[_DROPPED] = {}
+    adopted = set(state.pop(_ADOPTED, []))
     for key, sent in (state.pop(_PENDING, None) or {}).items():
-        if sent in ([], [""]):
+        if sent in ([], [""]) or key in adopted:
             continue                          # "?k=" means "not set"
         now = st.query_params.get_all(key) if key in st.query_params else []
         if _same_text(now, sent):
