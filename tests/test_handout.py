@@ -134,7 +134,7 @@ def test_the_theme_follows_the_browser(base, browser, scheme):
             return resolved.match(/[\\d.]+/g).slice(0, 3).map(Number);
         };
         const lum = ([r, g, b]) => (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255;
-        const axis = document.querySelector('[data-testid="stVegaLiteChart"] svg text');
+        const axis = document.querySelector('[data-testid="stVegaLiteChart"] svg .role-axis-label text');
         return {app: lum(rgb(getComputedStyle(document.querySelector('.stApp')).backgroundColor)),
                 text: lum(rgb(getComputedStyle(document.querySelector('.stMainBlockContainer p')).color)),
                 axis: axis ? lum(rgb(axis.getAttribute('fill') || getComputedStyle(axis).fill)) : null};

@@ -69,3 +69,8 @@ def with_csv_note(spec: dict) -> dict:
 def name_page(ns: str) -> None:
     """Name page ``ns`` in the browser tab (called by the router for every page, before the page runs)."""
     st.set_page_config(page_title=tab_title(ns))
+
+
+def theme() -> str:
+    """The theme the learner's browser shows: "dark" or "light" (Streamlit reports it with each run)."""
+    return "dark" if getattr(st.context.theme, "type", None) == "dark" else "light"

@@ -433,8 +433,18 @@ def describe(spec: dict, kind: str = "", titles: dict | None = None) -> str:
 
 
 # Axis, legend and facet-header text: Streamlit's Vega theme draws it #808495, 3.7:1 on white, below WCAG AA's
-# 4.5:1 for text; this grey is 6.9:1. A builder's own colour is kept.
-CHART_TEXT = "#5b5a59"
+# 4.5:1 for text; this grey is 6.9:1. In the dark theme (the browser's preference or the menu's) a light grey of
+# the same contrast on Streamlit's dark background. A builder's own colour is kept.
+CHART_TEXT = {"light": "#5b5a59", "dark": "#c3c6cf"}
+
+
+def _theme() -> str:
+    """"dark" when the learner's browser shows the dark theme, else "light" (also outside a Streamlit run)."""
+    try:
+        from .a11y import theme      # ui.charts stays a pure builder, importable without a Streamlit session
+        return theme()
+    except Exception:  # noqa: BLE001 - no session: the light theme
+        return "light"
 _TEXT_COLOURS = {"axis": ("labelColor", "titleColor"), "legend": ("labelColor", "titleColor"),
                  "header": ("labelColor", "titleColor")}
 
@@ -445,11 +455,11 @@ def accessible(spec: dict, kind: str = "", titles: dict | None = None) -> dict:
     if not spec.get("description"):
         spec["description"] = describe(spec, kind, titles)
     _hide_reference_rules(spec)
-    config = spec.setdefault("config", {})
+    config, colour = spec.setdefault("config", {}), CHART_TEXT[_theme()]
     for part, keys in _TEXT_COLOURS.items():
         section = config.setdefault(part, {})
         for key in keys:
-            section.setdefault(key, CHART_TEXT)
+            section.setdefault(key, colour)
     return spec
 
 
