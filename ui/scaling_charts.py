@@ -198,13 +198,13 @@ def strip_chart(frame: pd.DataFrame, *, modes: tuple[str, str], keys: tuple[str,
         opacity=alt.when(alt.datum.is_max).then(alt.value(1.0)).otherwise(alt.value(0.45)),
         tooltip=[alt.Tooltip("d_k:Q", title=column_title), alt.Tooltip("mode:N", title=mode_title),
                  alt.Tooltip("key:N", title=key_title), alt.Tooltip("exact:N", title=weight_title)],
-    ).properties(width=112, height=60).facet(
-        # d_k down the rows, the two modes side by side: 2 x 112 px panels, the y axis and the row labels fit a
+    ).properties(width=104, height=60).facet(
+        # d_k down the rows, the two modes side by side: 2 x 104 px panels, the y axis and the row labels fit a
         # phone's 358 px (six d_k columns side by side needed 748 px); 13 px labels, read from a room
         row=alt.Row("d_k:O", title=None, header=alt.Header(labelExpr="'d_k = ' + datum.value", labelAngle=0,
                                                             labelAlign="left", labelOrient="right", labelPadding=6,
                                                             labelFontSize=13)),
-        column=alt.Column("mode:N", sort=modes, title=None, header=alt.Header(labelLimit=112, labelFontSize=13)),
+        column=alt.Column("mode:N", sort=modes, title=None, header=alt.Header(labelLimit=104, labelFontSize=13)),
         spacing=6,
     )
 
