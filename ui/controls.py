@@ -7,6 +7,7 @@ import streamlit as st
 
 from attention_core.text import tokenize
 
+from . import url_guard
 from .anatomy import problem
 from .i18n import LANGS, catalog, t
 
@@ -82,6 +83,7 @@ def tab_labels(ns: str, names: Sequence[str], key: str = "tab") -> list[str]:
             other = [str(catalog(lang).get(f"{ns}.{name}")) for name in names]
             if current in other:
                 st.session_state[key] = labels[other.index(current)]
+                url_guard.adopted(key)
                 break
     return labels
 

@@ -127,8 +127,14 @@ def adopt_label(key: str, options, label_of: Callable[[Any, str], str]) -> None:
         for option in options:
             if label_of(option, lang) == asked:
                 st.session_state[key] = option
-                st.session_state[_ADOPTED] = [*st.session_state.get(_ADOPTED, []), key]
+                adopted(key)
                 return
+
+
+def adopted(key: str) -> None:
+    """The page set control ``key`` from the address's value itself (a label of the other language mapped to its
+    option or tab): what the link asked for is used, so this run's message does not name it."""
+    st.session_state[_ADOPTED] = [*st.session_state.get(_ADOPTED, []), key]
 
 
 def _means(value: Any, sent: list[str]) -> bool:
