@@ -66,7 +66,7 @@ def test_seed_press_redraws_the_slots_in_place(browser_and_server):
         assert time.perf_counter() - t0 < 60
         expected, n_expected = reading(fresh)
         assert page.locator("[data-testid=stException]").count() == 0
-        assert n_after == n_expected == n_before == 9
+        assert n_after == n_expected == n_before == 10      # nine lesson charts and the first-screen picture
         assert after == expected            # every seeded slot holds this seed's content, once
     assert after != before                  # ... and the seed did change what the page says
     page.close()
