@@ -116,8 +116,9 @@ def choose(label: str, options: list, key: str, label_of, default=None, shown_in
     page's language)."""
     url_guard.adopt_label(key, options, label_of)
     index = options.index(default) if default in options else 0
+    lang = shown_in or current_lang()           # bound now: a label is in the language of the run that drew it
     return st.selectbox(label, options, index=index, key=key, bind="query-params",
-                        format_func=lambda o: label_of(o, shown_in or current_lang()), **kwargs)
+                        format_func=lambda o: label_of(o, lang), **kwargs)
 
 
 # ---------------------------------------------------------------------------------------------

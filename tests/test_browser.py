@@ -49,6 +49,10 @@ def browser():
         b.close()
 
 
+# the page's own charts, not the intuition's picture (ui.anatomy.intuition draws it in a container keyed picture_<ns>)
+LESSON_CHARTS = "[data-testid='stVegaLiteChart']:not([class*='st-key-picture_'] *)"
+
+
 def visit(browser, url: str, shot: str):
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     outside, console = [], []
@@ -127,7 +131,7 @@ def test_clicking_a_heatmap_cell_selects_its_query_row(server, browser):
         return label_parts("masking.row_caption", q=word)[0]                 # "Row of query “word”: ..."
 
     assert any(c.startswith(row_of("The")) for c in row_captions()), row_captions()   # the first visible row
-    chart = page.locator("[data-testid='stVegaLiteChart']").nth(1)        # the padding section's weights
+    chart = page.locator(LESSON_CHARTS).nth(1)                          # the padding section's weights
     cell = chart.locator("g.mark-rect path[aria-label*='query: sat;']").first
     cell.scroll_into_view_if_needed()
     cell.click(position={"x": 4, "y": 4})                                  # a corner: the number sits mid-cell
@@ -189,7 +193,7 @@ def test_the_layer_diagram_images_are_coloured_as_vega_colours_its_legend(server
     from ui.encoder_charts import VALUE_CLAMP
 
     page, outside, _console, _took = visit(browser, f"{server}/encoder?lang=en", "encoder_images")
-    chart = page.locator("[data-testid='stVegaLiteChart']").first
+    chart = page.locator(LESSON_CHARTS).first
     stops = chart.evaluate("c => [...c.querySelectorAll('linearGradient stop')].map("
                            "s => [+s.getAttribute('offset'), s.getAttribute('stop-color')])")
     assert len(stops) >= 5, stops
@@ -222,7 +226,7 @@ def test_kernel_dots_and_heatmap_share_one_colour_scale_read_from_the_data(serve
             page.wait_for_timeout(1500)
             legends = [c.evaluate("c => [...c.querySelectorAll('.role-legend-label text')].map(t => t.textContent)"
                                   ".filter(s => /^[0-9.]+$/.test(s))")
-                       for c in page.locator("[data-testid='stVegaLiteChart']").all()[:2]]
+                       for c in page.locator(LESSON_CHARTS).all()[:2]]
             assert legends[0] == legends[1] and legends[0][-1] == last, legends
         finally:
             page.close()

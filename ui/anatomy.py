@@ -40,8 +40,8 @@ def intuition(ns: str) -> None:
         return
     text, figure = st.columns([3, 2], vertical_alignment="center")
     text.info(t(f"{ns}.intuition"), icon=":material/lightbulb:")
-    with figure:
-        show_chart({**spec, "usermeta": {**spec["usermeta"], "picture": True}}, key=f"picture_{ns}")
+    with figure.container(key=f"picture_{ns}"):     # the key's class (st-key-picture_<ns>) marks it in the page
+        show_chart({**spec, "usermeta": {**spec["usermeta"], "picture": True}}, key=f"picture_{ns}_chart")
 
 
 def formula(latex: str, caption: str | None = None) -> None:
