@@ -16,8 +16,8 @@ import torch
 from attention_core.functional import scaled_dot_product_attention
 from attention_core.masks import causal_mask, sliding_window_mask
 
-from .charts import attention_heatmap
-from .i18n import t, tl
+from .charts import _theme, attention_heatmap, chart_style
+from .i18n import current_lang, t, tl
 
 # page -> the pattern its picture shows (a page not named here has no picture)
 PICTURES = {
@@ -48,6 +48,13 @@ def _weights(pattern: str, n_q: int, n_k: int) -> torch.Tensor:
     return scaled_dot_product_attention(q, k, torch.zeros(n_k, 1), mask).weights.double()
 
 
+@functools.lru_cache(maxsize=256)
+def _picture_for(pattern: str, lang: str, theme: str, style: str) -> dict:
+    """The spec in one language, theme and style, built once per server: every first visit of a page draws it, and
+    building a heatmap's data costs more than the rest of a page's first run (docs/performance.md)."""
+    return _picture(pattern)
+
+
 def _picture(pattern: str) -> dict:
     tokens = tl("picture.induction_tokens" if pattern == "induction" else "picture.tokens")
     keys = tl("picture.source_tokens") if pattern == "cross" else tokens
@@ -64,4 +71,10 @@ def _picture(pattern: str) -> dict:
 def picture(ns: str) -> dict | None:
     """The finished spec of page ``ns``'s picture in the current language (None: the page has none)."""
     pattern = PICTURES.get(ns)
-    return None if pattern is None else _picture(pattern)
+    if pattern is None:
+        return None
+    spec = _picture_for(pattern, current_lang(), _theme(), chart_style())
+    copy = {**spec, "usermeta": dict(spec["usermeta"])}      # the caller marks usermeta
+    if "datasets" in spec:
+        copy["datasets"] = dict(spec["datasets"])             # Streamlit takes the data sets out of what it draws
+    return copy
