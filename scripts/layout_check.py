@@ -33,6 +33,7 @@ import shutil
 import sys
 import time
 from dataclasses import asdict, dataclass, field
+from urllib.parse import urlparse
 
 TOOL_ROOT = pathlib.Path(__file__).resolve().parent.parent
 if str(TOOL_ROOT) not in sys.path:
@@ -269,6 +270,8 @@ class PageReport:
     charts: list = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     error: str = ""
+    outside: list[str] = field(default_factory=list)     # requests that left localhost (the app works offline)
+    main_text: str = ""                                  # the page's main area as first drawn (its title is in it)
 
 
 def check_page(browser, base: str, key: str, lang: str, viewport: str, shots: pathlib.Path | None = None,
@@ -280,6 +283,8 @@ def check_page(browser, base: str, key: str, lang: str, viewport: str, shots: pa
     page = ctx.new_page()
     report = PageReport(key, viewport, lang, 0.0)
     seen: dict[tuple, dict] = {}
+    page.on("request", lambda r: report.outside.append(r.url)
+            if urlparse(r.url).hostname not in ("localhost", "127.0.0.1", None) else None)
 
     def check(hscroll: bool):
         res = page.evaluate(CHECK_JS, {"maxPairs": max_pairs, "hscroll": hscroll})
@@ -294,6 +299,7 @@ def check_page(browser, base: str, key: str, lang: str, viewport: str, shots: pa
     try:
         page.goto(page_url(base, key, lang))
         wait_idle(page)
+        report.main_text = page.locator("[data-testid=stMain]").inner_text()
         if shots is not None:
             shots.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(shots / f"{key}_{lang}_{viewport}.png"), full_page=True)

@@ -1,7 +1,9 @@
-"""End to end in a real browser: `streamlit run` on a free port, every page in both languages.
+"""End to end in a real browser: `streamlit run` on a free port; what a learner clicks (the language switch, a heatmap
+cell, presenter mode's steps) and what only a browser can tell (Vega's own colours and legends).
 
-Fails on any exception shown on a page and on any request that leaves localhost (the app
-must work offline). Screenshots land in shots/ for a human to look at.
+Fails on any exception shown on a page and on any request that leaves localhost (the app must work offline).
+Screenshots land in shots/ for a human to look at. Every page in both languages at both sizes is opened once, by
+tests/test_layout.py, which checks each page's title, exceptions and requests in the visit of its layout check.
 """
 import json
 import os
@@ -72,19 +74,8 @@ def visit(browser, url: str, shot: str):
     return page, outside, console, took
 
 
-@pytest.mark.parametrize("lang", ["en", "zh"])
-@pytest.mark.parametrize("key", [p.key for p in available_pages()])
-def test_page_in_browser(server, browser, key, lang):
-    path = "" if key == "home" else key
-    page, outside, _console, took = visit(browser, f"{server}/{path}?lang={lang}", f"{key}_{lang}")
-    exceptions = page.locator("[data-testid='stException']").all_inner_texts()
-    title = catalog(lang)["home.title" if key == "home" else f"{key}.title"]
-    body = page.locator("[data-testid='stMain']").inner_text()
-    page.close()
-    assert exceptions == [], exceptions
-    assert outside == [], f"requests left localhost: {sorted(set(outside))}"
-    assert title in body
-    print(f"{key} [{lang}] loaded in {took:.2f} s")
+# Every page in both languages at both sizes is opened in tests/test_layout.py, which checks there that each page
+# draws its title, shows no exception and sends no request outside localhost, in the visit of its layout check.
 
 
 def test_language_switch_in_browser(server, browser):

@@ -114,7 +114,13 @@ def server():
 
 @pytest.mark.parametrize("key,lang,viewport", VIEWS)
 def test_no_chart_text_is_clipped_or_overlapping(server, browser, key, lang, viewport):
+    """Also the page-in-browser check, in the same visit: the page draws its title in its language, shows no
+    exception (``report.error``) and sends no request outside localhost (the app works offline)."""
+    from ui.i18n import catalog
+
     report = check_page(browser, server, key, lang, viewport, shots=SHOTS)
     assert report.error == "", report.error
+    assert report.outside == [], f"requests left localhost: {sorted(set(report.outside))}"
+    assert catalog(lang)["home.title" if key == "home" else f"{key}.title"] in report.main_text
     assert report.findings == [], f"{len(report.findings)} layout problems:\n" + "\n".join(
         f.line() for f in report.findings)
