@@ -1,4 +1,4 @@
-"""Browser redraw time of every page after a control change to a never-used value (issue 13 §4; budget 300 ms).
+"""Browser redraw time of every page after a control change to a never-used value (budget 300 ms, docs/performance.md).
 
     python scripts/bench_redraw.py                            # every page of this checkout, median of 4
     python scripts/bench_redraw.py --root /work/main --pages encoder qkv -n 6 --json redraw.json

@@ -1,4 +1,4 @@
-"""Is every chart legible at 1280x720 (projector) and 390x844 (phone)? Issue 13 §2, checked in headless Chromium.
+"""Is every chart legible at 1280x720 (projector) and 390x844 (phone)? Checked in headless Chromium.
 
     python scripts/layout_check.py                      # every page, en, both sizes, this checkout
     python scripts/layout_check.py --root /work/main --lang en zh --pages qkv encoder --json out.json --shots shots/

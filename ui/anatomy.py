@@ -99,8 +99,8 @@ def notice(items: Sequence[str]) -> None:
 
 def notice_heading() -> None:
     """The heading of ``notice``. A page whose list depends on a seed draws it with the fixed text and
-    ``notice_items`` from the seed's fragment: one message fewer per seed press (issue 13 §4)."""
-    st.subheader(t("common.notice"))
+    ``notice_items`` from the seed's fragment: one message fewer per seed press (the redraw budget,
+    docs/performance.md).""" st.subheader(t("common.notice"))
 
 
 def notice_items(items: Sequence[str]) -> None:
@@ -115,7 +115,7 @@ def exercise(key: str, question: str, options: Sequence[str], answer: int,
     ``explanation=None``: the explanation quotes numbers that a nested fragment computes (a seed's sample); the
     exercise is then drawn outside that fragment and returns the empty container its explanation goes in once the
     answer is revealed (None before), which the fragment fills on each of its reruns. A seed press then re-sends
-    one markdown, not the whole exercise (issue 13 §4).
+    one markdown, not the whole exercise (the redraw budget, docs/performance.md).
 
     Next to "Reveal", "Ask the class" opens a live poll of the question (``ui.poll``)."""
     with st.container(border=True):
@@ -144,7 +144,7 @@ def pitfall(title: str, body: str, code: str | None = None, demo: Callable[[], N
             key: str | None = None) -> bool:
     """8. A pitfall from the tutorials, with the buggy code and, where possible, a live demo. With ``key`` the
     demo sits in an expander ("Run it: watch it go wrong") that computes and draws it only while open
-    (``?<key>=true`` opens it), so a rerun of the page does not redraw it (issue 13 §4). Returns whether the
+    (``?<key>=true`` opens it), so a rerun of the page does not redraw it (the redraw budget). Returns whether the
     demo ran (a page passes the demo's functions to ``show_code`` only then)."""
     with st.container(border=True):
         st.markdown(f":warning: **{t('common.pitfall_heading', title=title)}**\n\n{body}")
@@ -178,7 +178,7 @@ def code_key(*objects) -> str:
 def show_code(*objects) -> None:
     """9. The attention_core source that produced the picture (the very functions that ran). The source is
     drawn only while the expander is open: syntax-highlighted code is thousands of DOM nodes that every rerun
-    of the page would otherwise re-render (issue 13 §4)."""
+    of the page would otherwise re-render (the redraw budget, docs/performance.md)."""
     key = code_key(*objects)
     with st.container(key=f"secondary_{key}"):   # hidden in presenter mode
         box = st.expander(t("common.show_code"), icon=":material/code:", key=key, on_change="rerun",
