@@ -1,4 +1,4 @@
-"""The parts every concept page is built from (DESIGN.md, "Page anatomy").
+"""The parts every concept page is built from (docs/architecture.md, "Page anatomy").
 
 A page reads like the lesson: header -> intuition -> formula -> controls -> charts ->
 what to notice -> exercise -> pitfall -> show the code. Texts come from the page's
