@@ -100,7 +100,8 @@ def notice(items: Sequence[str]) -> None:
 def notice_heading() -> None:
     """The heading of ``notice``. A page whose list depends on a seed draws it with the fixed text and
     ``notice_items`` from the seed's fragment: one message fewer per seed press (the redraw budget,
-    docs/performance.md).""" st.subheader(t("common.notice"))
+    docs/performance.md)."""
+    st.subheader(t("common.notice"))
 
 
 def notice_items(items: Sequence[str]) -> None:
