@@ -1,7 +1,7 @@
 """The parts every concept page is built from (docs/architecture.md, "Page anatomy").
 
-A page reads like the lesson: header -> intuition -> formula -> controls -> charts ->
-what to notice -> exercise -> pitfall -> show the code. Texts come from the page's
+A page reads like the lesson: header -> intuition -> formula -> controls -> question -> evidence
+(charts) -> what to notice -> pitfall -> show the code. Texts come from the page's
 i18n namespace, so each part exists in both languages.
 """
 from __future__ import annotations
@@ -67,7 +67,7 @@ def show_chart(spec: dict, *, key: str | None = None, select: bool = False, widt
 
 def show_matrix(spec: dict, matrix, row_labels: Sequence[str], col_labels: Sequence[str] | None = None, *,
                 key: str, selectable: bool = True, file_name: str = "matrix.csv") -> int | None:
-    """5. Draw a heatmap (``ui.charts.heatmap`` / ``attention_heatmap``) with a CSV download of the full matrix;
+    """6. Draw a heatmap (``ui.charts.heatmap`` / ``attention_heatmap``) with a CSV download of the full matrix;
     return the clicked query row."""
     spec = a11y.with_csv_note(spec)
     if selectable:
@@ -92,7 +92,7 @@ def _selected_query(event) -> int | None:
 
 
 def notice(items: Sequence[str]) -> None:
-    """6. What to notice: observations quoting the numbers now on screen."""
+    """7. What to notice: observations quoting the numbers now on screen."""
     notice_heading()
     notice_items(items)
 
@@ -111,7 +111,7 @@ def notice_items(items: Sequence[str]) -> None:
 
 def exercise(key: str, question: str, options: Sequence[str], answer: int,
              explanation: str | None) -> DeltaGenerator | None:
-    """7. Predict, then reveal, with feedback on the learner's guess.
+    """5. Predict, then reveal (before the evidence that answers it), with feedback on the learner's guess.
 
     ``explanation=None``: the explanation quotes numbers that a nested fragment computes (a seed's sample); the
     exercise is then drawn outside that fragment and returns the empty container its explanation goes in once the
