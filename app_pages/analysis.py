@@ -490,7 +490,7 @@ if models.unavailable("pronoun"):
 
 @st.fragment
 def batch_fragment(counters: tuple[int, int]) -> None:
-    """The batch's controls and the tabs they drive, as a fragment (redraw budget): a new seed, batch, τ or tab
+    """The batch's controls and the tabs they drive, as a fragment (the redraw budget): a new seed, batch, τ or tab
     reruns and redraws only this part, not the title, the intuition and the formula. A fragment rerun numbers
     its presenter steps from where the full run started it (``counters``); in presenter mode another tab reruns
     the whole page, so its lesson starts at its first step (``presenter.Lesson``)."""

@@ -104,7 +104,7 @@ class Choice(NamedTuple):
 def example_controls() -> Choice | None:
     """The own-string toggle and the typed digits (they rerun the page: a bad string stops it, with a message,
     before the sections it would feed); None after a message. The length and the seed are drawn in the same row by
-    the example's fragment (``generated_digits``): they rerun only the fragment (redraw budget)."""
+    the example's fragment (``generated_digits``): they rerun only the fragment (the redraw budget)."""
     row = st.container(horizontal=True)      # one flex row, not three columns: fewer messages per rerun
     own = row.toggle(t(f"{NS}.own"), value=False, key="own", bind="query-params", help=t(f"{NS}.own_help"))
     if not own:
@@ -302,7 +302,7 @@ class Slots(NamedTuple):
 
 @st.fragment
 def example_fragment(slots: Slots, typed: str | None, rev: dict | None) -> None:
-    """The length and the seed, and what the digit string drives, as a fragment (redraw budget): a new length, seed
+    """The length and the seed, and what the digit string drives, as a fragment (the redraw budget): a new length, seed
     or step or the check button reruns only this, and re-sends only what it writes into the sections' slots (the
     length and seed in the controls' row, the answers, the step slider and the diagrams, the check button and its
     results) and its own body (the notices' list); the headings, lessons and hints around them are not re-sent.

@@ -360,7 +360,7 @@ decoder_tab, crossmodal_tab, paths_tab = st.tabs([t(f"cross_attention.tab_{k}") 
                                                  bind="query-params")
 
 
-# Each tab's controls and what they drive run as an st.fragment (redraw budget): a control (the seed too) reruns
+# Each tab's controls and what they drive run as an st.fragment (the redraw budget): a control (the seed too) reruns
 # and redraws only that part of the tab; the tab's heading and lesson text stay outside it and are not re-sent.
 # A fragment rerun numbers its presenter steps from where the full run started it (``counters``).
 @st.fragment

@@ -434,7 +434,7 @@ with lesson.step("intuition"):
 @st.fragment
 def page_body(lesson: presenter.Lesson, counters: tuple[int, int]) -> None:
     """The controls, the open tab and its code as one fragment: a control (the seed, the sentence ...) reruns and
-    redraws only this part, not the title, intuition and formula above it nor the sidebar (redraw budget). The
+    redraws only this part, not the title, intuition and formula above it nor the sidebar (the redraw budget). The
     tabs' own controls rerun only their tab (nested fragments)."""
     lesson.count, lesson.kept = counters
     with lesson.step("controls", keep=True):

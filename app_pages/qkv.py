@@ -71,7 +71,7 @@ class KernelChoice(NamedTuple):
 
 
 def kernel_data_controls() -> tuple[float, int, float]:
-    """The data and the bandwidth: one flex row (not four columns: fewer messages per rerun: the redraw budget)."""
+    """The data and the bandwidth: one flex row (not four columns: fewer messages per rerun, the redraw budget)."""
     with st.container(horizontal=True):
         h = st.slider(t("qkv.k_bandwidth"), 0.05, 3.0, 0.4, 0.05, key="h", bind="query-params")
         n_train = st.slider(t("qkv.k_n_train"), 2, 100, 40, key="n", bind="query-params")
@@ -466,7 +466,7 @@ tabs = st.tabs(controls.tab_labels(NS, TABS), key="tab", bind="query-params",
 @st.fragment
 def tab_body(body, lesson: presenter.Lesson, count: int, kept: int) -> bool:
     """A tab's controls and what they drive as a fragment: a control inside the tab reruns (and redraws) only
-    this part, not the page nor the tab's static intro and code (redraw budget). A fragment rerun numbers its
+    this part, not the page nor the tab's static intro and code (the redraw budget). A fragment rerun numbers its
     presenter steps from where the full run started it (``count``, ``kept``). Returns whether the tab's lesson
     ran (in a full run), so "Show the code" shows only code that ran."""
     lesson.count, lesson.kept = count, kept
