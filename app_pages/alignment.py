@@ -5,7 +5,7 @@ First tutorial, sections 3.2 and 4.1 (additive attention, v^T tanh(W_q q + W_k k
 Seq2Seq decoder of section 2. Order: the question (where does the model look for the century?) -> the
 learner's date (or the gallery of supported forms) -> the answer, checked -> the alignment heatmap (click a
 row) -> what to notice -> one date in several forms side by side -> the padding pitfall. The date and what it
-drives are one st.fragment: a new date redraws only them (issue 13 §4).
+drives are one st.fragment: a new date redraws only them (the redraw budget, docs/performance.md).
 """
 from __future__ import annotations
 
@@ -262,7 +262,7 @@ def pitfall_demo(text: str | None) -> None:
 @st.fragment
 def date_fragment(lesson: presenter.Lesson, counters: tuple[int, int]) -> None:
     """The learner's date and everything it drives (answer, alignment, row, what to notice), as a fragment
-    (issue 13 §4): a new date reruns and redraws only this part. A fragment rerun numbers its presenter steps
+    (the redraw budget): a new date reruns and redraws only this part. A fragment rerun numbers its presenter steps
     from where the full run started it (``counters``). The pitfall's demo batches this date too: while it is open
     (it ran with another date), a new date reruns the whole page so the demo follows."""
     lesson.count, lesson.kept = counters

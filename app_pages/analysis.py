@@ -126,7 +126,7 @@ def pattern_name(p: str) -> str:
 
 def batch_controls() -> lab.Batch:
     """The five controls in one wrapping row (a horizontal container: one element where columns were eight, each
-    re-sent on every rerun of the fragment, issue 13 §4); a phone wraps them one under the other."""
+    re-sent on every rerun of the fragment: the redraw budget); a phone wraps them one under the other."""
     with st.container(horizontal=True, vertical_alignment="bottom", gap="medium"):
         b = int(st.slider(t(f"{NS}.batch"), B_MIN, B_MAX, B_DEFAULT, key="b", bind="query-params",
                           help=t(f"{NS}.batch_help"), width=300))
@@ -408,7 +408,7 @@ def compare_chart(c: lab.Batch, kind: str, lang: str):
 
 def seed_pitfall(c: lab.Batch) -> None:
     """The tutorial's analyser on the same batch; its comparison charts are drawn only while the demo is open
-    (``?an_pit=true``), so a new seed does not redraw them (issue 13 §4)."""
+    (``?an_pit=true``), so a new seed does not redraw them (the redraw budget, docs/performance.md)."""
     s_, tau = batch_stats(c), c.tau
 
     def demo():
@@ -490,7 +490,7 @@ if models.unavailable("pronoun"):
 
 @st.fragment
 def batch_fragment(counters: tuple[int, int]) -> None:
-    """The batch's controls and the tabs they drive, as a fragment (issue 13 §4): a new seed, batch, τ or tab
+    """The batch's controls and the tabs they drive, as a fragment (the redraw budget): a new seed, batch, τ or tab
     reruns and redraws only this part, not the title, the intuition and the formula. A fragment rerun numbers
     its presenter steps from where the full run started it (``counters``); in presenter mode another tab reruns
     the whole page, so its lesson starts at its first step (``presenter.Lesson``)."""

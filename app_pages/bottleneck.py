@@ -6,7 +6,8 @@ accuracy against input length (recorded curves of the shipped models) -> the lea
 through both models, with the alignment -> the diagram of what the decoder sees -> accuracy by output
 position -> what to notice -> the padding pitfall. The length, the seed and what they drive are one st.fragment
 that writes into slots left in each section after its static heading and lesson: a new seed, length or step
-re-sends only what changes (issue 13 §4); the own-string toggle and a typed string rerun the page.
+re-sends only what changes (the redraw budget, docs/performance.md); the own-string toggle and a typed string rerun the
+page.
 """
 from __future__ import annotations
 
@@ -103,8 +104,8 @@ class Choice(NamedTuple):
 def example_controls() -> Choice | None:
     """The own-string toggle and the typed digits (they rerun the page: a bad string stops it, with a message,
     before the sections it would feed); None after a message. The length and the seed are drawn in the same row by
-    the example's fragment (``generated_digits``): they rerun only the fragment (issue 13 §4)."""
-    row = st.container(horizontal=True)      # one flex row, not three columns: fewer messages per rerun (issue 13 §4)
+    the example's fragment (``generated_digits``): they rerun only the fragment (the redraw budget)."""
+    row = st.container(horizontal=True)      # one flex row, not three columns: fewer messages per rerun
     own = row.toggle(t(f"{NS}.own"), value=False, key="own", bind="query-params", help=t(f"{NS}.own_help"))
     if not own:
         return Choice(row, None)
@@ -206,7 +207,7 @@ def diagram_section(digits: str, res: lab.Answers) -> int:
                        key="arch_no")
     weights = res.alignment[step] if len(out) else None
     # the title stays the same for every new string of this length (the character written is in the caption):
-    # the browser then swaps the diagram's data instead of rebuilding the chart (issue 13 §4)
+    # the browser then swaps the diagram's data instead of rebuilding the chart (the redraw budget, docs/performance.md)
     anatomy.show_chart(bc.architecture(digits, out, step, weights, **common,
                                        title=title_lines(t(f"{NS}.arch_at", t=step + 1,
                                                            big=fmt.count(len(digits) * hidden)))), key="arch_at")
@@ -301,7 +302,7 @@ class Slots(NamedTuple):
 
 @st.fragment
 def example_fragment(slots: Slots, typed: str | None, rev: dict | None) -> None:
-    """The length and the seed, and what the digit string drives, as a fragment (issue 13 §4): a new length, seed
+    """The length and the seed, and what the digit string drives, as a fragment (the redraw budget): a new length, seed
     or step or the check button reruns only this, and re-sends only what it writes into the sections' slots (the
     length and seed in the controls' row, the answers, the step slider and the diagrams, the check button and its
     results) and its own body (the notices' list); the headings, lessons and hints around them are not re-sent.

@@ -360,7 +360,7 @@ decoder_tab, crossmodal_tab, paths_tab = st.tabs([t(f"cross_attention.tab_{k}") 
                                                  bind="query-params")
 
 
-# Each tab's controls and what they drive run as an st.fragment (issue 13 §4): a control (the seed too) reruns
+# Each tab's controls and what they drive run as an st.fragment (the redraw budget): a control (the seed too) reruns
 # and redraws only that part of the tab; the tab's heading and lesson text stay outside it and are not re-sent.
 # A fragment rerun numbers its presenter steps from where the full run started it (``counters``).
 @st.fragment
@@ -419,7 +419,7 @@ def paths_tab_body() -> None:
     paths_part((lesson.count, lesson.kept))
 
 
-# lazy tabs (issue 13 §4): only the open tab runs and draws, so a new seed redraws two charts, not five
+# lazy tabs (the redraw budget): only the open tab runs and draws, so a new seed redraws two charts, not five
 CODE = {decoder_tab_body: (lab.decoder_cross_attention, modules.MultiHeadAttention.forward),
         crossmodal_tab_body: (crossmodal.CrossModalAttention.forward, crossmodal.grounded_features),
         paths_tab_body: (lab.layer_connections, lab.path_lengths, lab.table1)}

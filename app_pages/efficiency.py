@@ -118,7 +118,7 @@ def with_seed(inputs: lab.LabInputs) -> lab.LabInputs:
     return inputs._replace(seed=controls.seed())
 
 
-# Each tab's controls and what they drive run as an st.fragment (issue 13 §4): a control (the seed too) reruns and
+# Each tab's controls and what they drive run as an st.fragment (the redraw budget): a control (the seed too) reruns and
 # redraws only that part; the tab's lesson, question and pitfalls stay outside and are not re-sent. A fragment
 # rerun numbers its presenter steps from where the full run started it (``counters``). Something outside a fragment
 # that follows one of its controls asks for a rerun of the whole page when that control changes (``follows``).

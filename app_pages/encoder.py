@@ -166,7 +166,7 @@ def ffn_notice(hidden: np.ndarray, act: str, dff: int) -> str:
 # ------------------------------------------------------------------ sections
 def controls_section() -> Choice | None:
     tokens = controls.sentence(max_tokens=MAX_TOKENS, min_tokens=2)
-    # one flex row, not six columns: each column is a message of its own in every rerun (issue 13 §4)
+    # one flex row, not six columns: each column is a message of its own in every rerun (the redraw budget)
     with st.container(horizontal=True, vertical_alignment="bottom", gap="xsmall"):
         variant = st.segmented_control(t("encoder.variant"), list(lab.VARIANTS), default="post", required=True,
                                        format_func=lambda v: t(f"encoder.variant_{v}"), key="ln",
@@ -434,7 +434,7 @@ with lesson.step("intuition"):
 @st.fragment
 def page_body(lesson: presenter.Lesson, counters: tuple[int, int]) -> None:
     """The controls, the open tab and its code as one fragment: a control (the seed, the sentence ...) reruns and
-    redraws only this part, not the title, intuition and formula above it nor the sidebar (issue 13 §4). The
+    redraws only this part, not the title, intuition and formula above it nor the sidebar (the redraw budget). The
     tabs' own controls rerun only their tab (nested fragments)."""
     lesson.count, lesson.kept = counters
     with lesson.step("controls", keep=True):

@@ -46,7 +46,7 @@ def matches(term: dict, query: str) -> bool:
 @st.fragment
 def search_and_terms() -> None:
     """The search box and the terms it finds, as a fragment: typing reruns (and redraws) only this, not the page
-    (issue 13 §4)."""
+    (the redraw budget, docs/performance.md)."""
     query = st.text_input(t(f"{NS}.search"), key="q", bind="query-params", max_chars=MAX_QUERY,
                           help=t(f"{NS}.search_help"))
     lang = current_lang()

@@ -202,7 +202,7 @@ def pitfall_section() -> None:
 @st.fragment
 def sharing_body(steps: presenter.Lesson, count: int, kept: int) -> None:
     """The two head sliders, the question and the picture they drive, as a fragment: a slider change reruns and
-    re-sends only this, not the intuition above or the quality, MLA and pitfall sections below (issue 13 §4). A
+    re-sends only this, not the intuition above or the quality, MLA and pitfall sections below (the redraw budget). A
     fragment rerun numbers its presenter steps from where the full run started it (``count``, ``kept``)."""
     steps.count, steps.kept = count, kept
     with steps.step("controls", keep=True):

@@ -256,9 +256,9 @@ def pitfall_section() -> None:
 
 
 # ------------------------------------------------------------------ the page
-# Fragments (issue 13 §4): a control redraws only the part it drives. The generation's controls (prompt, new
-# tokens, seed) rerun only the grid and its notice; the size sliders only the metric and its sentence. A fragment
-# rerun numbers its presenter steps from where the full run started it (``counters``).
+# Fragments (the redraw budget, docs/performance.md): a control redraws only the part it drives. The generation's
+# controls (prompt, new tokens, seed) rerun only the grid and its notice; the size sliders only the metric and its
+# sentence. A fragment rerun numbers its presenter steps from where the full run started it (``counters``).
 @st.fragment
 def generation_part(lesson: presenter.Lesson, counters: tuple[int, int]) -> None:
     lesson.count, lesson.kept = counters

@@ -347,9 +347,9 @@ def convention_run(sentences: Batch, side: str, seed: int, s: int) -> None:
 @st.fragment
 def lesson_body(steps: presenter.Lesson, count: int, kept: int, tab_at_full_run) -> None:
     """The controls and everything they drive (tabs, pitfalls, the code that ran), as a fragment: a control
-    change reruns (and redraws) only this, not the router, the header, the intuition and the formula (issue 13
-    §4). The seed and what it drives are a fragment nested in it (``seeded``). A fragment rerun numbers its
-    presenter steps from where the full run started it (``count``, ``kept``)."""
+    change reruns (and redraws) only this, not the router, the header, the intuition and the formula (the
+    redraw budget, docs/performance.md). The seed and what it drives are a fragment nested in it (``seeded``). A
+    fragment rerun numbers its presenter steps from where the full run started it (``count``, ``kept``)."""
     steps.count, steps.kept = count, kept
     with steps.step("controls", keep=True):
         left, right = st.columns([3, 2])

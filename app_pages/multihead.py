@@ -402,7 +402,7 @@ def open_tabs() -> list[tuple]:
 @st.fragment
 def lesson_body(lesson: presenter.Lesson, count: int, kept: int) -> None:
     """The controls and everything they drive, as a fragment: a control change reruns (and redraws) only this,
-    not the router, the header, the intuition and the formula (issue 13 §4). The seed and what it drives (the
+    not the router, the header, the intuition and the formula (the redraw budget). The seed and what it drives (the
     open tab's body, the notice's list) are a fragment nested in it that writes into the open tab and into the
     notice's step, both drawn here: a new seed re-sends neither the controls, the question, the tab bar, the
     pitfalls nor the code. A fragment rerun numbers its presenter steps from where the full run started it

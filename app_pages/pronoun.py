@@ -7,7 +7,7 @@ from the grammar's word lists or typed) -> the question (how often does the reso
 referent on held-out sentences?) -> the answer -> attention from "it" in every layer and head, the
 resolving head marked, next to the same sentence with the other adjective -> one head in full -> fresh
 sentences of a seed: which head points at the referent, and how often (with what to notice: one
-st.fragment, so a new seed redraws only them, issue 13 §4) -> why the readout matters.
+st.fragment, so a new seed redraws only them: docs/performance.md) -> why the readout matters.
 """
 from __future__ import annotations
 
@@ -312,7 +312,7 @@ def fresh_section() -> lab.FreshFigures:
 
 @st.fragment
 def fresh_fragment(steps: presenter.Lesson, counters: tuple[int, int], sentence: dict) -> None:
-    """The fresh sentences and what to notice (which quotes them), as a fragment (issue 13 §4): a new seed or
+    """The fresh sentences and what to notice (which quotes them), as a fragment (the redraw budget): a new seed or
     number of sentences reruns and redraws only this part of the page. A fragment rerun numbers its presenter
     steps from where the full run started it (``counters``); ``sentence``: the facts of the sentence above."""
     steps.count, steps.kept = counters
@@ -332,7 +332,7 @@ def layer_facts(agree: np.ndarray, adjective: np.ndarray) -> dict:
 
 def heldout_facts() -> dict:
     """The numbers the exercise quotes: the evaluation at training time (the checkpoint's meta, held-out
-    sentences), the same whatever the seed of the fresh sentences below (issue 13 §4: a new seed reruns only
+    sentences), the same whatever the seed of the fresh sentences below (a new seed reruns only
     the fresh sentences' section)."""
     best, ev = resolving_head(), shipped_model().meta["eval"]
     return {"best_head": head_label(best.layer, best.head), "meta_frac": fmt.pct(best.fraction, 1),

@@ -458,7 +458,7 @@ def code_that_ran() -> list:
 
 
 # ------------------------------------------------------------------ fragments: a control reruns only its part
-# (issue 13 §4: elements outside a fragment are not re-sent). A fragment rerun numbers its presenter steps from
+# (elements outside a fragment are not re-sent: the redraw budget). A fragment rerun numbers its presenter steps from
 # where the full run started it (``counters``), so every step keeps its place.
 @st.fragment
 def recorded_sections(lesson: presenter.Lesson, counters: tuple[int, int], doc) -> tuple[float, int]:

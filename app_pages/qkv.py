@@ -71,7 +71,7 @@ class KernelChoice(NamedTuple):
 
 
 def kernel_data_controls() -> tuple[float, int, float]:
-    """The data and the bandwidth: one flex row (not four columns: fewer messages per rerun, issue 13 §4)."""
+    """The data and the bandwidth: one flex row (not four columns: fewer messages per rerun, the redraw budget)."""
     with st.container(horizontal=True):
         h = st.slider(t("qkv.k_bandwidth"), 0.05, 3.0, 0.4, 0.05, key="h", bind="query-params")
         n_train = st.slider(t("qkv.k_n_train"), 2, 100, 40, key="n", bind="query-params")
@@ -141,7 +141,8 @@ def kernel_tab(lesson: presenter.Lesson) -> bool:
 def kernel_seeded(why, h: float, n_train: int, noise: float) -> None:
     """The seed and the query, and what they drive, as a fragment inside the tab's: the seed, the query or a click on
     the heatmap rerun (and re-send) only this, not the bandwidth / points / noise sliders nor the question above
-    (issue 13 §4). ``why``: the revealed exercise's explanation slot (None before), filled with this sample's mean."""
+    (the redraw budget). ``why``: the revealed exercise's explanation slot (None before), filled with this sample's
+    mean."""
     chosen = kernel_query_controls(h, n_train, noise)
     if why is not None:
         with why:
@@ -465,7 +466,7 @@ tabs = st.tabs(controls.tab_labels(NS, TABS), key="tab", bind="query-params",
 @st.fragment
 def tab_body(body, lesson: presenter.Lesson, count: int, kept: int) -> bool:
     """A tab's controls and what they drive as a fragment: a control inside the tab reruns (and redraws) only
-    this part, not the page nor the tab's static intro and code (issue 13 §4). A fragment rerun numbers its
+    this part, not the page nor the tab's static intro and code (the redraw budget). A fragment rerun numbers its
     presenter steps from where the full run started it (``count``, ``kept``). Returns whether the tab's lesson
     ran (in a full run), so "Show the code" shows only code that ran."""
     lesson.count, lesson.kept = count, kept

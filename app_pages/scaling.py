@@ -26,7 +26,7 @@ N_SHOW = 8               # queries drawn in the heatmap (the first 8 of the 256)
 N_PAIRS = 2048           # independent (q, k) pairs per d_k for the histogram and the variance
 D_MODEL, HEADS = 512, 8  # the "which d?" pitfall: the original Transformer's sizes
 SWEEP_SEED = 0           # the gradient sweep's one fixed sample: a median over N_Q queries hardly moves with the
-                         # sample, so the seed does not redraw its three charts (said in its caption; issue 13 §4)
+                         # sample, so the seed does not redraw its three charts (said in its caption; the redraw budget)
 TAU_GRID = tuple(2.0 ** np.linspace(-6, 10, 97))   # holds every slider temperature
 Q_LABELS = tuple(f"q{i + 1}" for i in range(N_SHOW))
 K_LABELS = tuple(f"k{j + 1}" for j in range(N_K))
@@ -117,7 +117,7 @@ class Slots(NamedTuple):
     """Containers the controls fragment leaves between the page's fixed text (headings, lessons, the temperature
     question, the pitfall, captions that do not depend on the seed); the seeded fragment fills them. A fragment may
     write into containers made outside it, widgets included, and its writes are replaced in place on each of its
-    reruns (Streamlit >= 1.67): a seed press re-sends only these, not the text around them (issue 13 §4)."""
+    reruns (Streamlit >= 1.67): a seed press re-sends only these, not the text around them (the redraw budget)."""
     ex_var: DeltaGenerator | None     # the exercise's explanation, once revealed (it quotes the measured variance)
     hist: DeltaGenerator
     var: DeltaGenerator
@@ -324,7 +324,7 @@ def pitfall_demo(cfg: Settings) -> None:
 @st.fragment
 def lesson_body(steps: presenter.Lesson, count: int, kept: int) -> None:
     """The controls and everything they drive, as a fragment: a control change reruns (and redraws) only this,
-    not the router, the header, the intuition and the formula (issue 13 §4). It draws the text that does not
+    not the router, the header, the intuition and the formula (the redraw budget). It draws the text that does not
     depend on the seed and leaves slots (``Slots``) between it; the seed and what it drives are a fragment nested
     in it that fills those slots, so a new seed re-sends neither the other controls nor that text. A fragment
     rerun numbers its presenter steps from where the full run started it (``count``, ``kept``)."""

@@ -1,8 +1,8 @@
 """TEMPLATE: copy this file to start a concept page (README, "Adding a concept page").
 
 Not in the navigation; tests/pages/test_template.py keeps it working. It teaches one small idea, self-attention
-weights on a typed sentence with a temperature, so that every part of the page anatomy (DESIGN.md) is shown once:
-header, intuition, formula, URL-bound controls, the question BEFORE the evidence, one chart, what to notice
+weights on a typed sentence with a temperature, so that every part of the page anatomy (docs/architecture.md) is
+shown once: header, intuition, formula, URL-bound controls, the question BEFORE the evidence, one chart, what to notice
 (quoting the numbers on screen), a pitfall, and the code that ran. The page is composition only:
 - maths: the library (attention_core) or the page's lab, attention_core/labs/<key>.py (no Streamlit there);
 - drawing: ui.charts (attention_heatmap, or a @chart_kind in ui/<key>_charts.py), shown with ui.anatomy;

@@ -427,7 +427,7 @@ def code_that_ran() -> list:
             seed_bugs.weight_decay_effect]
 
 
-# The run's settings, the question they set and the Train button run as an st.fragment (issue 13 §4): a control (the
+# The run's settings, the question they set and the Train button run as an st.fragment (redraw budget): a control (the
 # seed too) redraws only this part, not the lesson, the kept runs or the pitfalls. What lies outside and depends on
 # the fragment asks for a rerun of the whole page: a run that has finished (the kept runs, the code that ran) and a
 # new step count (the schedule pitfall draws it).

@@ -98,7 +98,7 @@ __all__ = [
     "PATTERNS", "synthetic_pattern", "classify_head", "classify_heads", "head_entropy", "head_sparsity",
     "js_distance", "head_similarity", "attention_rollout", "pca_2d", "qk_geometry",
     "attention_entropy", "max_weight", "softmax_jacobian_norm", "sparsity",
-    # modern LLM attention (issue 14)
+    # modern LLM attention
     "grouped_query_attention", "sliding_window_mask", "KVCache", "CausalSelfAttention",
     "alibi_slopes", "alibi_bias", "rotary_frequencies", "rotary_angles", "ROPE_SCALINGS",
     "rope_linear_frequencies", "rope_ntk_base", "rope_ntk_frequencies", "yarn_ramp", "rope_yarn_frequencies",

@@ -1,4 +1,4 @@
-"""Peak memory of one real server under a class (DESIGN.md, "Memory": <= 700 MB RSS at every moment).
+"""Peak memory of one real server under a class (docs/performance.md, "Memory": <= 700 MB RSS at every moment).
 
     python scripts/bench_memory.py                      # the four scenarios, one server, this checkout
     python scripts/bench_memory.py --root /tmp/old      # the same against another checkout (before / after)

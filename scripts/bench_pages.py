@@ -1,4 +1,4 @@
-"""Measure every page against the budgets of DESIGN.md.
+"""Measure every page against the budgets of docs/performance.md.
 
     python scripts/bench_pages.py              # script time per rerun (AppTest) + peak RSS
     python scripts/bench_pages.py --server     # also: real server, first-page time, RSS with 1 and 10 sessions

@@ -1,4 +1,4 @@
-"""The pretrained page's time budgets, measured (not asserted): reported in the issue, not a unit test.
+"""The pretrained page's time budgets, measured (not asserted): figures in docs/performance.md, not a unit test.
 
     python scripts/bench_pretrained.py            # load, 32-token forward, page reruns (AppTest), 5 repeats
 

@@ -1,7 +1,7 @@
-"""Browser redraw time of every page after a control change to a never-used value (issue 13 §4; budget 300 ms).
+"""Browser redraw time of every page after a control change to a never-used value (budget 300 ms, docs/performance.md).
 
     python scripts/bench_redraw.py                            # every page of this checkout, median of 4
-    python scripts/bench_redraw.py --root /work/main --pages encoder qkv -n 6 --json redraw.json
+    python scripts/bench_redraw.py --root /tmp/old --pages encoder qkv -n 6 --json redraw.json
 
 What is measured, in headless Chromium (1280x720) against a real ``streamlit run`` of ``--root``:
 

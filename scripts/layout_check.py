@@ -1,7 +1,7 @@
-"""Is every chart legible at 1280x720 (projector) and 390x844 (phone)? Issue 13 §2, checked in headless Chromium.
+"""Is every chart legible at 1280x720 (projector) and 390x844 (phone)? Checked in headless Chromium.
 
     python scripts/layout_check.py                      # every page, en, both sizes, this checkout
-    python scripts/layout_check.py --root /work/main --lang en zh --pages qkv encoder --json out.json --shots shots/
+    python scripts/layout_check.py --root /tmp/old --lang en zh --pages qkv encoder --json out.json --shots shots/
 
 Each page is opened on a fresh server of ``--root``; every expander is opened and every tab visited (nested tabs
 too), and each Vega chart that is visible is read from its SVG (the app's charts render to SVG). A problem is one of:

@@ -1,6 +1,7 @@
 """The layout shows the architecture: keep the layers honest."""
 import ast
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -145,3 +146,42 @@ def test_no_import_cycle_among_the_ui_modules():
     for m in sorted(graph):
         if m not in state:
             visit(m, [])
+
+
+# what a comment or a doc cites must be readable in this repository: the reason itself, or a file of the repository.
+# The patterns are built from parts so that this file's own text does not match them.
+CITED_ISSUE = re.compile(r"\b[Ii]ssues?" + r" \d+")
+OUTSIDE_PATHS = ("DESIGN" + ".md", "../" + "shared")
+CITING_SCOPE = ("app_pages", "ui", "attention_core", "scripts", "deploy", "cloud", "tests", "docs", ".streamlit",
+                "app.py", "README.md")
+
+
+def scoped_text_files():
+    for name in CITING_SCOPE:
+        top = ROOT / name
+        for path in ([top] if top.is_file() else sorted(top.rglob("*"))):
+            if path.is_file() and "__pycache__" not in path.parts:
+                try:
+                    yield path, path.read_text(encoding="utf-8")
+                except UnicodeDecodeError:
+                    continue                      # images, checkpoints: nothing to cite
+
+
+def test_no_file_cites_an_issue_number_or_a_path_outside_the_repository():
+    """A reader of the repository has neither the issue tracker's numbering nor the files beside the checkout: a
+    comment says why (the redraw budget, a phone's width, the crash it prevents) and points at docs/ for more."""
+    found = []
+    for path, text in scoped_text_files():
+        for number, line in enumerate(text.splitlines(), 1):
+            if CITED_ISSUE.search(line) or any(p in line for p in OUTSIDE_PATHS):
+                found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()[:100]}")
+    read = {path.relative_to(ROOT).as_posix() for path, _ in scoped_text_files()}
+    assert len(read) > 200 and {"app.py", "README.md", "docs/architecture.md", "ui/anatomy.py"} <= read
+    assert not found, "\n".join(found)
+
+
+def test_the_citation_check_sees_what_it_looks_for():
+    assert CITED_ISSUE.search("as issue" + " 13 §4 says") and CITED_ISSUE.search("Issues" + " 10 and 11")
+    assert not CITED_ISSUE.search("the issue's reproduction") and not CITED_ISSUE.search("tissue" + " 3")
+    assert any(p in "see " + "DESIGN" + ".md" for p in OUTSIDE_PATHS)
+    assert any(p in "Both tutorials (" + "../" + "shared/seeds/)" for p in OUTSIDE_PATHS)

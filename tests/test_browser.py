@@ -134,7 +134,7 @@ def test_clicking_a_heatmap_cell_selects_its_query_row(server, browser):
 
 
 def test_presenter_mode_steps_through_a_page(server, browser):
-    """?present=1 in a real browser (issue 13 §3): the sidebar is hidden, only the current step is shown (the
+    """?present=1 in a real browser (a page shown to a room): the sidebar is hidden, only the current step is shown (the
     scaling page's question alone at step 2, its variance charts at step 3), and a clicker's PageDown / PageUp and
     the Next button move the step in the URL."""
     def idle(page):

@@ -1,4 +1,5 @@
-"""The byte-budgeted caches of ui/cache.py and the bounded-memory head classifier (issue 10, section 3).
+"""The byte-budgeted caches of ui/cache.py and the bounded-memory head classifier (one server within 700 MB,
+docs/performance.md).
 
 Runtime: about 5 s (one subprocess measures the classifier's peak memory at 32 heads x 64 tokens).
 """

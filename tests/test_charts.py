@@ -117,7 +117,7 @@ def test_show_matrix_renders_arrow_data_and_csv_button():
     assert at.get("download_button")[0].proto.label == "下载矩阵（CSV）"
 
 
-# ----------------------------------------------------------------------------- legible at any width (issue 13 §2)
+# ----------------------------------------------------------------- legible at 1280x720 and on a 390 px phone
 def _axis(spec, channel):
     return spec["layer"][0]["encoding"][channel]["axis"]
 
@@ -202,8 +202,8 @@ show_chart(charts.bars(rng.random(6), words[:6], title="Attention weights under 
 
 
 def test_shared_chart_kinds_are_legible_in_a_browser_at_1280_and_390_px(tmp_path):
-    """Headless Chromium, the layout checker of issue 13 §2: 7 heatmaps (5x5 to 40x40, numbers in 12x12 cells
-    that fit at 1280 px and not at 390 px) and 6 bar rows: no overlap, clipping or truncation at either size, and
+    """Headless Chromium, the layout checker of scripts/layout_check.py: 7 heatmaps (5x5 to 40x40, numbers in 12x12
+    cells that fit at 1280 px and not at 390 px) and 6 bar rows: no overlap, clipping or truncation at either size, and
     the numbers of a 12 x 12 heatmap are shown on the projector; long titles shrink instead of being cut.
     About 45 s on a loaded 2-core machine."""
     import pathlib
@@ -260,9 +260,9 @@ def test_scheme_rgb_is_vegas_blueorange_clamped_with_grey_for_nan():
 
 
 def test_heatmap_data_travels_in_small_types_and_large_heatmaps_carry_no_aria_label_per_cell():
-    """Issue 13 §4: a 30 x 30 heatmap shipped 8-byte positions and a string per label and cell (54 KB per redraw);
-    positions are int16 and labels categorical now, in the axis order, and the values keep float64. Above
-    MAX_ARIA_CELLS cells Vega writes no ARIA label per cell (the tooltip and CSV keep every value)."""
+    """Less to send per redraw (docs/performance.md): a 30 x 30 heatmap shipped 8-byte positions and a string per label
+    and cell (54 KB per redraw); positions are int16 and labels categorical now, in the axis order, and the values keep
+    float64. Above MAX_ARIA_CELLS cells Vega writes no ARIA label per cell (the tooltip and CSV keep every value)."""
     labels = [f"t{i}" for i in range(30)]
     m = np.random.default_rng(0).random((30, 30))
     frame, _ = charts.heatmap_frame(m, labels, labels)
@@ -280,8 +280,9 @@ def test_heatmap_data_travels_in_small_types_and_large_heatmaps_carry_no_aria_la
 
 
 def test_a_heatmap_of_new_labels_keeps_its_spec_so_the_browser_swaps_only_the_data():
-    """Issue 13 §4: the axes are sorted by position, so a new sentence or digit string of the same length gives the
-    same spec (Streamlit then replaces the data instead of rebuilding the chart); only the data differ."""
+    """A swap, not a rebuild, per redraw: the axes are sorted by position, so a new sentence or digit string of the same
+    length gives the same spec (Streamlit then replaces the data instead of rebuilding the chart); only the data
+    differ."""
     m = np.random.default_rng(1).random((30, 30))
     a = charts.heatmap(m, [f"{d}{i}" for i, d in enumerate("123456789012345678901234567890")])
     b = charts.heatmap(m[::-1], [f"{d}{i}" for i, d in enumerate("987654321098765432109876543210")])

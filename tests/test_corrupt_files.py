@@ -1,4 +1,4 @@
-"""Missing or damaged shipped files (issue 10, section 6): the page that needs the file says which file, that it
+"""Missing or damaged shipped files: the page that needs the file says which file, that it
 is missing or damaged, and the command that rebuilds it, in the learner's language, with no traceback; the
 other pages are unaffected. Every case works on a copy of assets/models and assets/bench in a temporary
 folder (attention_core.models.recipes.MODELS_DIR and ui.models.BENCH_DIR point there), never on the real files."""

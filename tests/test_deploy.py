@@ -1,5 +1,5 @@
 """The deployed entry point (cloud/streamlit_app.py) hides error details; app.py, as run locally and in the
-tests, shows them in full (issue 10, section 7). About 6 s."""
+tests, shows them in full (a learner never sees server paths or a traceback). About 6 s."""
 import pytest
 from streamlit import config
 from streamlit.testing.v1 import AppTest

@@ -1,8 +1,8 @@
 """In a real browser (AppTest runs the whole script on every change, so it cannot see an st.fragment): the pages
-whose controls redraw only their fragment (issue 13 §4) still keep what lies outside it right. A block size changed
-in efficiency's approximations fragment reruns the page so the sparse pitfalls below follow it; a step count changed
-in training's settings fragment reruns the page so the schedule pitfall follows it; a new seed on the KV-cache page
-re-sends only its fragment (the whole page was 72 messages). Runtime: about 30-60 s on the
+whose controls redraw only their fragment (the redraw budget) still keep what lies outside it right. A block size
+changed in efficiency's approximations fragment reruns the page so the sparse pitfalls below follow it; a step count
+changed in training's settings fragment reruns the page so the schedule pitfall follows it; a new seed on the KV-cache
+page re-sends only its fragment (the whole page was 72 messages). Runtime: about 30-60 s on the
 shared 2-core machine (one server, three pages)."""
 import re
 import shutil

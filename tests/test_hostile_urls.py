@@ -9,9 +9,9 @@ this file.
 Runtime: 57-75 s wall, 28 s CPU on the shared 2-core machine (load 7-10). Each page gets ``RUNS`` runs in English
 (or one per tab) and one in Chinese; each run sets every bound key at once, key i to hostile class
 (i + offset + 5 r), so the classes rotate over a page's keys and runs; the first run gives every number input a
-number beyond any integer (the crash of issue 10). ``HOSTILE_URLS=all`` gives every key every class (a sweep
-for finding bugs: 13 pages pass it, 170 s wall, 64 s CPU). On the code before ui.url_guard, 12 of the 13 pages raise
-and the 13th (alignment) drops ``?day=abc`` without a message.
+number beyond any integer (it used to crash the page: OverflowError). ``HOSTILE_URLS=all`` gives every key every class
+(a sweep for finding bugs: 13 pages pass it, 170 s wall, 64 s CPU). On the code before ui.url_guard, 12 of the 13 pages
+raise and the 13th (alignment) drops ``?day=abc`` without a message.
 """
 from __future__ import annotations
 
@@ -132,7 +132,7 @@ def plan(info: Page) -> list[tuple[str, dict]]:
     out = []
     for r in runs:
         params = {k: HOSTILE[(i + offset + r * 5) % len(HOSTILE)][1] for i, k in enumerate(keys)}
-        if r == 0:   # the crash of issue 10: number inputs given a number beyond any integer
+        if r == 0:   # number inputs given a number beyond any integer used to crash the page
             params.update({k: OVERFLOW[i % len(OVERFLOW)] for i, k in enumerate(keys)
                            if info.kinds.get(k) == "NumberInput"})
         if info.tab_key:
@@ -261,7 +261,7 @@ def test_every_widget_kind_survives_every_value_class(kinds_app, name, value):
             continue   # the link spelled the default
         if kept != sent and value != "":
             assert named_in(warnings, key, "en"), f"?{key}={str(value)[:20]!r} -> {kept!r}, no message"
-    if name == "inf":   # the crash of issue 10: an integer number_input given inf
+    if name == "inf":   # an integer number_input given inf used to crash the page
         assert named_in(warnings, "ni", "en")
     if name == "many":  # Streamlit keeps the first max_selections: the learner is told
         assert at.multiselect(key="ms").value == ["a", "b", "c"] and named_in(warnings, "ms", "en")

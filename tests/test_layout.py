@@ -1,5 +1,5 @@
 """Every chart legible at 1280x720 (projector) and 390x844 (phone): no chart text clipped, truncated, overlapping or
-dropped while the page quotes it, and nothing scrolling sideways on a phone (issue 13 §2; the checks are defined in
+dropped while the page quotes it, and nothing scrolling sideways on a phone (the checks are defined in
 scripts/layout_check.py, which also prints the full list for a checkout).
 
 By default every registered page is checked in both languages at both sizes (one server, one browser). ``LAYOUT=subset``

@@ -1,4 +1,4 @@
-"""The question comes before the answer (DESIGN.md, page anatomy 5; issue 13 §1): on every page, in every
+"""The question comes before the answer (docs/architecture.md, page anatomy 5): on every page, in every
 section that poses an exercise (each tab, or the page outside tabs), no chart, metric or "What to notice" list is
 drawn before the exercise. A teacher can pose the question without scrolling past its answer."""
 import pytest

@@ -1,4 +1,4 @@
-"""Modern LLM attention (issue 14): GQA, sliding windows with sinks, ALiBi, RoPE scaling, the KV cache.
+"""Modern LLM attention: GQA, sliding windows with sinks, ALiBi, RoPE scaling, the KV cache.
 
 Every function against an independent oracle: torch's scaled_dot_product_attention(enable_gqa=True),
 explicit Python loops over the papers' formulas, the ALiBi reference code's get_slopes written out

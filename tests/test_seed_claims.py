@@ -1,4 +1,4 @@
-"""What the pages say about the tutorials' code is true, where a number is involved (issue 11, section 1):
+"""What the pages say about the tutorials' code is true, where a number is involved (a wrong number teaches wrong):
 computed here from the same code the pages run, and compared with the text the page shows."""
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def test_positional_recipes_name_the_init_and_show_its_numbers(lang):
     assert abs(ratio[cat["positional.recipe_default_init"]] - 1 / math.sqrt(2 * d)) < 0.03
 
 
-# --- issue 23: statements about the tutorials (and the literature) that involve a number ----------------------
+# --- more statements about the tutorials (and the literature) that involve a number ----------------------
 
 def test_mla_caches_2_25_times_mqa_with_deepseek_v2s_shapes():
     """DeepSeek-V2 (config.json): kv_lora_rank 512 + qk_rope_head_dim 64 = 576 numbers per token and layer for

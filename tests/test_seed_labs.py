@@ -1,4 +1,4 @@
-"""Oracles for the labs of the seed content added for issue 11 §2: performance tips (labs.efficiency)."""
+"""Oracles for the labs of the tutorials' content: performance tips (labs.efficiency)."""
 import math
 
 import pytest

@@ -1,4 +1,4 @@
-""""Show the code" shows code that ran (issue 12 §5).
+""""Show the code" shows code that ran (never code the page did not run).
 
 Each page runs once at its default URL and once more per other tab (one AppTest per page, every cache
 emptied before each run so no result is served from an earlier one). During each run the test records every
@@ -143,7 +143,7 @@ def test_show_code_shows_only_code_that_ran(key, shown):
 
 def test_the_code_is_drawn_only_when_its_expander_is_open(monkeypatch):
     """Closed (the default), "Show the code" draws no source: highlighted code is thousands of DOM nodes that
-    every rerun would re-render (issue 13 §4). Opened (``?code_…=true``, the expander's bound key), it draws the
+    every rerun would re-render (the redraw budget). Opened (``?code_…=true``, the expander's bound key), it draws the
     source of each object passed, under the object's name."""
     shown = []
     original = ui.anatomy.show_code

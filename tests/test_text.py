@@ -32,7 +32,7 @@ def test_projection_is_seeded_and_scaled():
     assert abs(w.std().item() - 1 / 16) < 0.01
 
 
-# ---- the one language decision for a typed sentence (issue 10): NFKC first, CJK letters decide ----
+# ---- one language decision for a typed sentence (input-method spaces and stops): NFKC first, CJK letters decide
 PROBE_EN = "The animal didn't cross the street because it was too tired."
 
 

@@ -127,14 +127,14 @@ def test_zh_files_use_chinese_commas_and_brackets():
 
 
 def test_the_checks_catch_what_they_look_for():
-    """The two checks above are not vacuous: they flag the kinds of text issue 11 found."""
+    """The two checks above are not vacuous: they flag the kinds of text a review found."""
     assert variants_used("编码器块") and variants_used("注意力 rollout 的每一行")
     assert variants_used("几乎成了 one-hot。")
     assert not variants_used("注意力展开（rollout）与独热（one-hot）的编码器层")
     assert punctuation_faults('每个词找到的"搭档"还是那几个') and punctuation_faults("给了«5»")
     assert punctuation_faults("避坑: 整行都被遮住") and punctuation_faults("**避坑:** 整行")
     assert not punctuation_faults("“搭档”：`mask == 0` 与 $a:b$，d_model = 64 (10:40)")
-    # the kinds of text issue 23 found: a sliding-window word for the running max, log-odds for logit, a cache
+    # the kinds of text a later review found: a sliding-window word for the running max, log-odds for logit, a cache
     # for SRAM, glossary variants, ASCII commas and brackets
     assert variants_used("m：滑动最大值；l：滑动和") == ["滑动最大值 (use 运行最大值)", "滑动和 (use 运行和)"]
     assert variants_used("把对数几率乘以 2") and variants_used("外加片上高速缓存里的一个分块")
@@ -361,7 +361,7 @@ def test_zh_page_shows_no_english_and_chinese_punctuation(key):
 
 
 def test_the_page_scan_sees_lazy_tabs_tables_and_text_boxes():
-    """The scan is not blind where issue 11's review found it blind: the efficiency page's lazy tabs are
+    """The scan is not blind where a review found it blind: the efficiency page's lazy tabs are
     opened and read, dataframes/tables are read, text box values are read, and the seed sentence as a text
     box's value is English outside the cross-attention page."""
     at = open_page("efficiency", "zh")

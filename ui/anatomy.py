@@ -1,7 +1,7 @@
-"""The parts every concept page is built from (DESIGN.md, "Page anatomy").
+"""The parts every concept page is built from (docs/architecture.md, "Page anatomy").
 
-A page reads like the lesson: header -> intuition -> formula -> controls -> charts ->
-what to notice -> exercise -> pitfall -> show the code. Texts come from the page's
+A page reads like the lesson: header -> intuition -> formula -> controls -> question -> evidence
+(charts) -> what to notice -> pitfall -> show the code. Texts come from the page's
 i18n namespace, so each part exists in both languages.
 """
 from __future__ import annotations
@@ -67,7 +67,7 @@ def show_chart(spec: dict, *, key: str | None = None, select: bool = False, widt
 
 def show_matrix(spec: dict, matrix, row_labels: Sequence[str], col_labels: Sequence[str] | None = None, *,
                 key: str, selectable: bool = True, file_name: str = "matrix.csv") -> int | None:
-    """5. Draw a heatmap (``ui.charts.heatmap`` / ``attention_heatmap``) with a CSV download of the full matrix;
+    """6. Draw a heatmap (``ui.charts.heatmap`` / ``attention_heatmap``) with a CSV download of the full matrix;
     return the clicked query row."""
     spec = a11y.with_csv_note(spec)
     if selectable:
@@ -92,14 +92,15 @@ def _selected_query(event) -> int | None:
 
 
 def notice(items: Sequence[str]) -> None:
-    """6. What to notice: observations quoting the numbers now on screen."""
+    """7. What to notice: observations quoting the numbers now on screen."""
     notice_heading()
     notice_items(items)
 
 
 def notice_heading() -> None:
     """The heading of ``notice``. A page whose list depends on a seed draws it with the fixed text and
-    ``notice_items`` from the seed's fragment: one message fewer per seed press (issue 13 §4)."""
+    ``notice_items`` from the seed's fragment: one message fewer per seed press (the redraw budget,
+    docs/performance.md)."""
     st.subheader(t("common.notice"))
 
 
@@ -110,12 +111,12 @@ def notice_items(items: Sequence[str]) -> None:
 
 def exercise(key: str, question: str, options: Sequence[str], answer: int,
              explanation: str | None) -> DeltaGenerator | None:
-    """7. Predict, then reveal, with feedback on the learner's guess.
+    """5. Predict, then reveal (before the evidence that answers it), with feedback on the learner's guess.
 
     ``explanation=None``: the explanation quotes numbers that a nested fragment computes (a seed's sample); the
     exercise is then drawn outside that fragment and returns the empty container its explanation goes in once the
     answer is revealed (None before), which the fragment fills on each of its reruns. A seed press then re-sends
-    one markdown, not the whole exercise (issue 13 §4).
+    one markdown, not the whole exercise (the redraw budget, docs/performance.md).
 
     Next to "Reveal", "Ask the class" opens a live poll of the question (``ui.poll``)."""
     with st.container(border=True):
@@ -144,7 +145,7 @@ def pitfall(title: str, body: str, code: str | None = None, demo: Callable[[], N
             key: str | None = None) -> bool:
     """8. A pitfall from the tutorials, with the buggy code and, where possible, a live demo. With ``key`` the
     demo sits in an expander ("Run it: watch it go wrong") that computes and draws it only while open
-    (``?<key>=true`` opens it), so a rerun of the page does not redraw it (issue 13 §4). Returns whether the
+    (``?<key>=true`` opens it), so a rerun of the page does not redraw it (the redraw budget). Returns whether the
     demo ran (a page passes the demo's functions to ``show_code`` only then)."""
     with st.container(border=True):
         st.markdown(f":warning: **{t('common.pitfall_heading', title=title)}**\n\n{body}")
@@ -178,7 +179,7 @@ def code_key(*objects) -> str:
 def show_code(*objects) -> None:
     """9. The attention_core source that produced the picture (the very functions that ran). The source is
     drawn only while the expander is open: syntax-highlighted code is thousands of DOM nodes that every rerun
-    of the page would otherwise re-render (issue 13 §4)."""
+    of the page would otherwise re-render (the redraw budget, docs/performance.md)."""
     key = code_key(*objects)
     with st.container(key=f"secondary_{key}"):   # hidden in presenter mode
         box = st.expander(t("common.show_code"), icon=":material/code:", key=key, on_change="rerun",

@@ -116,8 +116,8 @@ def tapes_chart(frame, *, lines: list[str], status_names: list[str], font: int, 
     """Answers as rows of cells, one character per cell, coloured right / wrong against the first row.
     ``status_names``: the legend names of reference, right, wrong and missing.
 
-    Cheap to redraw (issue 13 §4): the letters' colour is a column (no expression per cell), no ARIA label
-    per mark (one per character, each costing the browser time on every redraw)."""
+    Cheap to redraw (the redraw budget, docs/performance.md): the letters' colour is a column (no expression per cell),
+    no ARIA label per mark (one per character, each costing the browser time on every redraw)."""
     colour = alt.Color("status_name:N", title=None, sort=status_names,
                        scale=alt.Scale(domain=status_names, range=[REFERENCE, RIGHT, WRONG, "#ffffff"]),
                        legend=alt.Legend(orient="bottom", columns=2, labelLimit=0))     # 2 a row: fits a phone
@@ -224,7 +224,7 @@ def architecture_frame(source: str, output: str, step: int, weights=None, *, enc
     cols = list(zip(*rows))
     text = lambda i: _category(cols[i])                               # noqa: E731
     number = lambda i, kind=np.float32: np.array(cols[i], dtype=kind)  # noqa: E731
-    # small types: less to send and to decode on every redraw (issue 13 §4)
+    # small types: less to send and to decode on every redraw (the redraw budget, docs/performance.md)
     return pd.DataFrame({"part": text(0), "x": number(1), "y": number(2), "x2": number(3), "y2": number(4),
                          "label": text(5), "pos": number(6, np.int16), "weight": number(7), "fill": text(8),
                          "edge": text(9), "ink": text(10)})

@@ -1,4 +1,4 @@
-"""Caches with a byte budget, shared by every session of the server (DESIGN.md, "Memory").
+"""Caches with a byte budget, shared by every session of the server (docs/performance.md, "Memory").
 
 Streamlit's ``st.cache_data`` / ``st.cache_resource`` bound a cache by its number of entries, not by its
 size: 32 entries of 2 KB and 32 entries of 40 MB count the same. Here every cache has a budget in bytes,

@@ -634,8 +634,8 @@ def heatmap_chart(frame, *, kind: str, show_numbers: bool, fine: bool, many: boo
     ``overlap_x`` / ``overlap_y``: thin the axis's labels to those that fit (``thin_labels``).
     The axes are in position order (``query_pos``, ``key_pos``), not given as label lists: the spec then stays the
     same for new labels (a new sentence, a new digit string), and Streamlit swaps the data instead of rebuilding
-    the chart (issue 13 §4). Masked cells get their grey only when some cell is masked (``any_masked``): the
-    condition is an expression Vega evaluates per cell."""
+    the chart (far cheaper, docs/performance.md). Masked cells get their grey only when some cell is masked
+    (``any_masked``): the condition is an expression Vega evaluates per cell."""
     rows_in_order = alt.EncodingSortField(field="query_pos", op="min")
     cols_in_order = alt.EncodingSortField(field="key_pos", op="min")
     if kind == "weights" and domain is None:      # 0 .. the largest value, found by Vega in the data

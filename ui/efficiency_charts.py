@@ -634,8 +634,9 @@ def approx_metrics(view, n: int) -> list[tuple[str, str, str]]:
 def metric_table(items: list[tuple[str, str, str]]) -> tuple[str, str]:
     """(label, value, help) items as one Markdown table (a header of labels, a row of values) and the help of
     every column for the table's tooltip: one element to re-send on a rerun instead of a block and a metric each
-    (issue 13 §4). A "|" in a label (max |W·V − output|) is escaped: it would end the cell. The tooltip's icon
-    needs a paragraph after the table (Streamlit puts none after a table): a line that says what it holds."""
+    (the redraw budget, docs/performance.md). A "|" in a label (max |W·V − output|) is escaped: it would end the cell.
+    The tooltip's icon needs a paragraph after the table (Streamlit puts none after a table): a line that says what it
+    holds."""
     cell = lambda text: str(text).replace("|", "\\|")        # noqa: E731
     head = "| " + " | ".join(cell(label) for label, _, _ in items) + " |"
     rule = "|" + " --- |" * len(items)

@@ -63,7 +63,7 @@ def layer_diagram_frame(steps: Sequence[DiagramStep], tokens: Sequence[str],
     x in units: the heatmaps share the width right of the boxes, known only in the browser (a phone's column or a
     projector's), so the chart's x scale maps 0..units onto it; a d_model column is 2 units, a d_ff column 1
     (half that width vs all of it). "legend": the colour scale's ends (its legend).
-    One image per step, not a rect per cell: 4,000+ SVG rects took 150-250 ms to redraw (issue 13 §4).
+    One image per step, not a rect per cell: 4,000+ SVG rects are too slow to redraw (docs/performance.md).
     """
     n, S = len(tokens), len(steps)
     h = _row_height(n)

@@ -18,9 +18,9 @@ RULE_COLOR = "#444444"
 def lines_frame(x: Sequence[float], series: dict[str, Sequence[float | None]], rules: Sequence[float] = ()
                 ) -> pd.DataFrame:
     """Long form: x, y, series, part ("line" or "rule"); a None y leaves a gap (no point). ``rules``: x positions
-    of vertical rules (e.g. the training length). Compact for the browser (issue 13 §4): x and y float32 (the
-    tooltip formats y), series and part categorical (sent once per chart, not once per row); built from numpy
-    arrays in one go (a frame per series and a concat cost more than the chart's data)."""
+    of vertical rules (e.g. the training length). Compact for the browser (less to send on every redraw): x and y
+    float32 (the tooltip formats y), series and part categorical (sent once per chart, not once per row); built from
+    numpy arrays in one go (a frame per series and a concat cost more than the chart's data)."""
     xs = np.asarray(x, np.float32)
     cols, ys, codes = [], [], []
     for i, values in enumerate(series.values()):

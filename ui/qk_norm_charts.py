@@ -16,8 +16,8 @@ SAT_COLORS = ("#3b528b", "#e66101")                          # the largest weigh
 
 def step_frame(series: Sequence[tuple[str, str, Sequence[int], Sequence[float]]]) -> pd.DataFrame:
     """Long form of (run label, layer label, steps, values) series: step, value, run, layer. Compact for the
-    browser (issue 13 §4): value float32 (the tooltip formats it), run and layer categorical (sent once per
-    chart, not once per row); built from numpy arrays in one go."""
+    browser (less to send on every redraw): value float32 (the tooltip formats it), run and layer categorical (sent once
+    per chart, not once per row); built from numpy arrays in one go."""
     runs = list(dict.fromkeys(run for run, _, _, _ in series))
     layers = list(dict.fromkeys(layer for _, layer, _, _ in series))
     lengths = [len(values) for _, _, _, values in series]

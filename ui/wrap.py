@@ -1,4 +1,4 @@
-"""Chart titles that fit a phone (issue 13 §2): a long title becomes a few short lines instead of being cut with "…".
+"""Chart titles that fit a 390 px phone: a long title becomes a few short lines instead of being cut with "…".
 
 Vega cuts a chart title to the chart's width; on a 390 px phone that is about 40 Latin or 20 Chinese characters.
 ``title_lines`` breaks a title into lines of at most ``limit`` characters (a Chinese character counts two) at

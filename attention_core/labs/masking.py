@@ -1,7 +1,7 @@
 """Masking, run on a small batch: padding, the decoder's look-ahead mask, custom masks, and the
 tutorials' masking pitfalls reproduced on purpose.
 
-Both tutorials (../shared/seeds/) mask with ``scores.masked_fill(mask == 0, float('-inf'))`` (or
+Both tutorials mask with ``scores.masked_fill(mask == 0, float('-inf'))`` (or
 ``-1e9``) followed by ``softmax``. That line is right for most rows and wrong in three ways this
 module makes visible:
 

@@ -213,7 +213,7 @@ def test_pitfall_batches_the_learners_date_the_tutorials_way():
 
 
 def test_more_forms_than_the_multiselect_allows_are_cut_with_a_message():
-    """Issue 10: a client sending all 17 forms (the multiselect allows 6) raised
+    """A crash once: a client sending all 17 forms (the multiselect allows 6) raised
     StreamlitSelectionCountExceedsMaxError in the session; now the first 6 are used and the learner is told. 4 s."""
     at = au.open_page("alignment", "en")
     box = at.multiselect(key="forms")
@@ -227,7 +227,7 @@ def test_more_forms_than_the_multiselect_allows_are_cut_with_a_message():
 
 
 def test_the_open_pitfall_demo_follows_a_new_date():
-    """The date sits in a fragment (issue 13 §4); while the pitfall's demo is open, a new date reruns the page
+    """The date sits in a fragment (the redraw budget); while the pitfall's demo is open, a new date reruns the page
     once so the demo batches the new date (a full run, as AppTest runs, must not rerun again and again). 3 s."""
     at = au.open_page("alignment", "en", params={"al_pit": "true"})
     at.text_input(key="date").set_value("12 jan 99").run(timeout=20)

@@ -316,7 +316,7 @@ def test_compare_chart_is_valid_vega_lite(monkeypatch):
 
 
 def test_every_head_grid_fits_a_phone_and_hides_no_label():
-    """Issue 13 §2 (fast, no page): two columns of panels (2 x 132 px for 12 tokens, within a phone's 358 px with
+    """Legible on a phone (fast, no page): two columns of panels (2 x 132 px for 12 tokens, within a phone's 358 px with
     the labels), vertical key labels 11 px apart, none hidden for overlap, the legend below."""
     from ui.analysis_charts import heads_grid
     tokens = "The animal didn't cross the street because it was too tired .".split()

@@ -242,7 +242,7 @@ def test_chart_builders_give_valid_vega_lite(monkeypatch):
 
 
 def test_a_new_seed_changes_the_diagrams_data_not_their_spec():
-    """Issue 13 §4: the browser swaps a chart's data when only the data changed, and rebuilds it when the spec
+    """The redraw budget: the browser swaps a chart's data when only the data changed, and rebuilds it when the spec
     changed. A new seed (same length, same step) must leave the tapes' and both diagrams' specs as they were."""
     at = open_page("bottleneck", "en", params={"dec_step": "3"})
     kinds = ("tapes_chart", "architecture_chart")
@@ -262,7 +262,7 @@ def test_a_new_seed_changes_the_diagrams_data_not_their_spec():
 
 
 def test_presenter_steps_hold_each_section_of_the_example():
-    """?present=1: the example's fragment writes into slots left in the sections' steps (issue 13 §4), so each
+    """?present=1: the example's fragment writes into slots left in the sections' steps (the redraw budget), so each
     step holds its static heading first, then what the digit string drives: the controls (kept under every step),
     the answers, the diagram, the check, the notices; the question comes before all of them."""
     at = open_page("bottleneck", "en", {"present": "1", "step": "1"})

@@ -260,7 +260,7 @@ def test_a_clicked_row_is_kept_in_the_url():
 
 
 def test_row_bars_keep_every_source_label(en):
-    """Issue 13 §2: the drilled row is horizontal bars, one label per source token, none hidden for overlap (the
+    """Legible on a phone: the drilled row is horizontal bars, one label per source token, none hidden for overlap (the
     notices quote source tokens; a phone hid "animal" and "it" when they were rotated labels under vertical bars)."""
     spec = chart_spec(by_name(en)["xa_row"])
     y = spec["encoding"]["y"]

@@ -389,7 +389,7 @@ def test_pitfalls_quote_live_numbers():
 
 
 def test_each_tab_carries_its_own_exercise_and_pitfalls():
-    """Issue 13 §5: an exercise and the pitfalls of a tab appear under that tab only (no SparseAttention
+    """A tab is one lesson: an exercise and the pitfalls of a tab appear under that tab only (no SparseAttention
     pitfall under the flash tab, no doubling question under the approximations)."""
     own = {"approx": ("approx_ex", ("pit2_title", "pit1_title", "pit_bm_title")), "cost": ("eff_ex", ("pit3_title",)),
            "flash": ("flash_ex", ()), "rnn": ("rnn_ex", ("pit_lin_title",))}
@@ -492,8 +492,8 @@ def test_show_code_shows_only_functions_that_ran(params, monkeypatch):
 
 
 def test_phone_legibility_of_the_efficiency_charts():
-    """Issue 13 §2 (fast, no page): flash's three greys differ clearly in lightness, tile and pair labels are never
-    hidden for overlap (thinned evenly instead), legends list one entry a row so nothing is cut."""
+    """Legible on a phone (fast, no page): flash's three greys differ clearly in lightness, tile and pair labels are
+    never hidden for overlap (thinned evenly instead), legends list one entry a row so nothing is cut."""
     from ui import efficiency_charts as ec
 
     def lightness(hex_colour: str) -> float:          # CIE L* of an sRGB colour
@@ -513,7 +513,7 @@ def test_phone_legibility_of_the_efficiency_charts():
     assert pair["encoding"]["y"]["field"] == "label" and pair["encoding"]["y"]["axis"]["labelOverlap"] is False
 
 
-# ---------------------------------------------------------------- the seed, read in each tab (issue 13 §4)
+# ---------------------------------------------------------------- the seed, read in each tab (the redraw budget)
 def test_the_seed_in_the_url_reaches_each_tab_that_reads_it():
     """The seed moved from the page's input row into each tab's fragment (beside the controls it drives): ?seed=7
     still drives the RNN tab's state and the precision table of the tips tab; the cost tab has no seed. ~3 s."""

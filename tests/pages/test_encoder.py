@@ -381,7 +381,7 @@ def test_a_clicked_tile_and_rollout_row_are_kept_in_the_url():
 
 @pytest.mark.parametrize("text, p", [("a b", "0.9"), ("a b c", "0.9")])
 def test_a_draw_that_drops_every_weight_is_explained_not_a_crash(text, p):
-    """Issue 10: with 2-3 tokens and p = 0.8-0.9 a draw can zero all n² weights; the notice then had no
+    """A crash once: with 2-3 tokens and p = 0.8-0.9 a draw can zero all n² weights; the notice then had no
     survivor to quote (argmax of an empty sequence). 2 s."""
     at = open_page("encoder", "en", {"text": text, "p": p} | tab("dropout"))
     assert exceptions(at) == []
@@ -395,7 +395,7 @@ def test_a_draw_that_drops_every_weight_is_explained_not_a_crash(text, p):
 
 
 
-# ---------------------------------------------------------------- issue 13 §2/§4: payload, lazy tabs, a phone
+# ---------------------------------------------------------------- redraw budget: payload, lazy tabs, a phone
 def test_only_the_open_tab_runs_and_the_layer_diagram_ships_one_image_per_step(en_page):
     """The layer tab draws one chart (the other tabs run only when opened); the diagram's thousands of cells
     travel as one small PNG per step (one pixel per cell: 4,000+ SVG rects took 150-250 ms to redraw), placed

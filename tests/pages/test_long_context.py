@@ -177,8 +177,8 @@ def test_the_live_chart_is_the_shipped_model_measured_now_with_the_chosen_method
 
 
 def test_the_pitfall_demo_runs_only_when_opened_and_measures_pi_on_short_inputs():
-    """Closed (the default) the demo computes and draws nothing (a rerun of the page does not redraw it, issue 13
-    §4); opened (?pit_run=true) it shows near accuracy at the training length, plain and with PI at s = 4."""
+    """Closed (the default) the demo computes and draws nothing (a rerun of the page does not redraw it: the
+    redraw budget); opened (?pit_run=true) it shows near accuracy at the training length, plain and with PI at s = 4."""
     closed = open_page("long_context", "en")
     assert exceptions(closed) == []
     assert "(the training length)" not in all_text(closed)       # the demo's sentence
@@ -195,7 +195,7 @@ def test_the_pitfall_demo_runs_only_when_opened_and_measures_pi_on_short_inputs(
 
 def test_a_change_of_method_or_length_sends_new_data_to_the_same_charts():
     """The browser re-embeds a chart whose spec changed (Vega parses and lays it out anew) and only swaps the
-    data of one whose spec stayed the same (issue 13 §4): the three charts the method and length drive keep their
+    data of one whose spec stayed the same (the redraw budget): the three charts the method and length drive keep their
     spec, titles included (the length and the method are in the captions and notices)."""
     specs, rows = [], []
     for params in ({"method": "RoPE", "n": "128"}, {"method": "RoPE+YaRN", "n": "256"}):

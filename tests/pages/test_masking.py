@@ -156,9 +156,10 @@ def test_decoder_weights_hide_padding_and_the_future(side):
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_the_causal_tab_asks_before_it_shows(lang):
-    """Issue 13 §1 on the tab that holds the exercise (tests/test_lesson_order.py opens the first tab only): with
-    left padding the decoder's notice says the empty rows give NaN, so the question must come before the mask
-    panels, the weights and that notice — and the first tab, whose evidence does not answer it, holds none. ~2 s."""
+    """The question before the answer, on the tab that holds the exercise (tests/test_lesson_order.py opens the first
+    tab only): with left padding the decoder's notice says the empty rows give NaN, so the question must come before the
+    mask panels, the weights and that notice — and the first tab, whose evidence does not answer it, holds none. ~2
+    s."""
     at = open_page("masking", lang, {"tab": TAB_CAUSAL[lang], "side": catalog(lang)["masking.side_left"]})
     assert exceptions(at) == []
 
@@ -328,8 +329,8 @@ def test_a_clicked_row_is_kept_in_the_url():
 
 
 def test_phone_layout_properties():
-    """Issue 13 §2: the three mask panels wrap one per row when side by side they would not fit a phone (3 x 9
-    tokens x 22 px), three short tokens stay side by side; no axis lets Vega hide a token the page quotes; the
+    """Legible on a 390 px phone: the three mask panels wrap one per row when side by side they would not fit a phone (3
+    x 9 tokens x 22 px), three short tokens stay side by side; no axis lets Vega hide a token the page quotes; the
     formula is split into lines and the NaN table is a static table (it wraps)."""
     at = open_page("masking", "en", {"tab": TAB_CAUSAL["en"], "nanx": "true", "fp16x": "true"})
     panels = chart_spec(charts(at)[0])

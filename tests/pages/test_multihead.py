@@ -389,7 +389,7 @@ def test_presenter_steps_with_heads_not_dividing_d_model():
     assert not any(key.endswith("_guess") for items in steps.values() for _, key in items)
 
 
-# ---------------------------------------------------------------- issue 13 §2: a phone's column (358 px)
+# ---------------------------------------------------------------- legible on a phone's column (358 px)
 @pytest.mark.parametrize("h", ["1", "4", "8", "16", "32"])
 def test_head_grid_fits_a_phone_and_hides_no_quoted_label(h):
     """The small multiples are laid out for 340 px whatever h (columns x panel + gaps), with no token labels

@@ -243,7 +243,7 @@ def test_other_shapes_draw_verified_chart_kinds(params, monkeypatch):
 
 @pytest.mark.parametrize("n, row", [("4", None), ("2", None), ("16", "15")])
 def test_the_offset_notice_quotes_two_real_dot_products(n, row):
-    """Issue 10: /positional?n=4 printed PE[3]·PE[3+1] = nan (the second reference had no position k
+    """A bug once: /positional?n=4 printed PE[3]·PE[3+1] = nan (the second reference had no position k
     further on). Whatever n and clicked reference, the notice quotes one offset k both positions can take,
     and the two dot products it quotes equal the formula's. About 4 s."""
     params = {"n": n} if row is None else {"n": n, "row_pe": row}
@@ -261,7 +261,7 @@ def test_the_offset_notice_quotes_two_real_dot_products(n, row):
         assert float(dot) == pytest.approx(pe[p] @ pe[p + k], abs=1e-3)
 
 
-# ------------------------------------------------------------------ issue 13 §2: honest bars, legends, a phone
+# ------------------------------------------------------------------ legible: honest bars, legends, a phone
 def test_gap_bars_are_linear_and_the_rope_legend_shows_the_dashes(en):
     """The gap bars are on a linear axis from 0 (a log axis made 2.4e-07 of rounding look 60 % as long as a
     real gap), the exact number next to each bar; the rotation's legend shows which arrows are dashed

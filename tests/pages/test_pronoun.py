@@ -330,7 +330,7 @@ def test_full_width_latin_is_read_as_english():
 @pytest.mark.parametrize("text", ["The animal didn't cross the street because it was too tired。",
                                   "The animal\u3000didn't cross the street because it was too tired\ufe52"])
 def test_an_english_sentence_typed_with_a_chinese_input_method_stays_english(lm, text):
-    """Issue 10: the page's own language check counted the Chinese full stop (U+3002) as Chinese and
+    """A bug once: the page's own language check counted the Chinese full stop (U+3002) as Chinese and
     tokenised the English words as unknown Chinese; one decision now (attention_core.text.sentence_language).
     3 s."""
     at = open_page("pronoun", "zh", {"src": EN["pronoun.src_type"], "text": text})

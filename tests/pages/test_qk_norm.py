@@ -218,7 +218,7 @@ def test_presenter_mode_steps_through_the_lesson():
 
 
 def test_the_pitfall_demo_runs_only_when_opened_and_lists_the_recorded_gains():
-    """Closed (the default) the demo draws nothing (a rerun of the page does not redraw it, issue 13 §4); opened
+    """Closed (the default) the demo draws nothing (a rerun of the page does not redraw it: redraw budget); opened
     (?pit_run=true) it lists, per learning rate, the recorded QK-norm run's bound, largest logit and final loss."""
     closed = open_page("qk_norm", "en")
     assert exceptions(closed) == []
@@ -237,7 +237,7 @@ def test_the_pitfall_demo_runs_only_when_opened_and_lists_the_recorded_gains():
 
 def test_another_rate_or_seed_sends_new_data_to_the_same_charts():
     """The browser re-embeds a chart whose spec changed and only swaps the data of one whose spec stayed the same
-    (issue 13 §4): the recorded curves keep their spec, titles included, when the rate and the seed change."""
+    (the redraw budget): the recorded curves keep their spec, titles included, when the rate and the seed change."""
     specs, values = [], []
     for params in ({"lr": "0.01", "run_seed": "0"}, {"lr": "1", "run_seed": "2"}):
         at = open_page("qk_norm", "en", params)

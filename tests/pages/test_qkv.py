@@ -97,7 +97,7 @@ def tokens_en():
 @pytest.mark.parametrize("tab,n_charts", [(0, 2), (1, 4), (2, 7), (3, 3)])
 def test_every_tab_opens_in_both_languages(lang, tab, n_charts):
     """n_charts with the pitfall demos open (?qkv_norm_demo=true: the tokens tab's pitfall bars); closed, the
-    demo is not drawn (issue 13 §4: a rerun does not redraw it)."""
+    demo is not drawn (a rerun does not redraw it: the redraw budget)."""
     cat = catalog(lang)
     demos = {"qkv_norm_demo": "true", "qkv_add_demo": "true"}
     if tab == 2:
@@ -148,7 +148,7 @@ def test_kernel_heatmap_is_the_gaussian_kernel_average(kernel_en):
 def test_kernel_charts_keep_their_spec_for_a_new_sample():
     """The colour scales end at the sample's largest weight without the spec naming it (the heatmap's domain is
     Vega's 0 .. max of its data; the dots read ``top`` from the query's data set): a new seed keeps both specs, so
-    Streamlit swaps the data instead of rebuilding the two charts (issue 13 §4). The dots' colour scale ends where
+    Streamlit swaps the data instead of rebuilding the two charts (the redraw budget). The dots' colour scale ends where
     the heatmap's does."""
     def kernel_specs(seed):
         at = open_page("qkv", "en", params={"kseed": str(seed)})
@@ -189,7 +189,7 @@ def test_kernel_url_reproduces_bandwidth_and_query():
 
 
 def test_kernel_exercise_explanation_quotes_this_samples_mean():
-    """The question sits outside the seed's fragment (issue 13 §4); revealed, its explanation is written by the
+    """The question sits outside the seed's fragment (the redraw budget); revealed, its explanation is written by the
     fragment into the exercise's slot, once, with the mean of the sample now on screen (a new seed: a new mean)."""
     at = open_page("qkv", "en", params={"n": "20", "noise": "0.8", "kseed": "3"})
     at.radio(key="qkv_ex_kernel_guess").set_value(1).run()
@@ -504,7 +504,7 @@ def test_presenter_steps_ask_before_they_show(tab):
     assert shows_evidence(steps[names[questions[1] + 1]])     # the step after the tab's question answers it
 
 
-# --- legible at 1280 and 390 px (issue 13 §2): properties of what the page sends --------------------------------
+# --- legible at 1280 and 390 px: properties of what the page sends --------------------------------
 
 def test_phone_layout_properties(tokens_en):
     """Every key of the pitfall bars stays labelled (thinned by width, never hidden by Vega's labelOverlap), legends

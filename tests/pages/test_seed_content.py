@@ -1,4 +1,4 @@
-"""AppTest of the seed content added for issue 11 §2, in both languages: the sections are there, nothing
+"""AppTest of the tutorials' content, in both languages: the sections are there, nothing
 raises, and the numbers on screen are those attention_core computes."""
 import re
 
@@ -211,7 +211,7 @@ def test_analysis_maps_every_row_of_the_tutorials_pattern_table(lang):
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_analysis_pattern_table_asks_first_and_quotes_the_batch(lang):
-    """Review of issue 11, item 6: the tutorial's pattern table comes with a predict-first question, and its
+    """The tutorial's pattern table comes with a predict-first question, and its
     notice quotes the batch's label shares, which agree with the page's own pattern chart (per-head shares,
     every head labelled once per sentence), and 1/n for the batch's shortest sentence. About 4 s."""
     from attention_core.analysis import PATTERNS

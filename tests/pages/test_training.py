@@ -287,7 +287,7 @@ def test_chart_builders_give_valid_vega_lite(monkeypatch):
 @pytest.mark.parametrize("probe", ["The animal\u3000didn't cross the street because it was too tired\ufe52",
                                    "The animal didn't cross the street because it was too tired\ufe50"])
 def test_input_method_spaces_and_small_stops_keep_an_english_probe_english(probe):
-    """Issue 10: an ideographic space (U+3000) made this page read an English probe as Chinese ("unknown
+    """A bug once: an ideographic space (U+3000) made this page read an English probe as Chinese ("unknown
     word"), and a small full stop (U+FE52) passed here but failed in train.live_run; one decision now
     (attention_core.text.sentence_language, NFKC first) and the train button is offered. 3 s."""
     at = open_page("training", "zh", params={"task": PRONOUN_TASK, "probe_pronoun": probe})
