@@ -25,7 +25,7 @@ What is measured, in headless Chromium (1280x720) against a real ``streamlit run
    and bytes of websocket frames the browser received from the server from the click to the end of the quiet
    window (the rerun's deltas, chart specs and data), per press, median.
 
-The bare floor (``/work/shared/reference/bare_floor_app.py`` or ``--floor PATH``: one 12x12 heatmap with numbers,
+The bare floor (``scripts/floor/bare_floor_app.py`` or ``--floor PATH``: one 12x12 heatmap with numbers,
 three bar charts) is measured the same way in the same run, and each page's median is reported as a ratio to it.
 Run on an idle machine if you can: figures on a loaded 2-core box are noisy (the load average is printed).
 """
@@ -49,7 +49,7 @@ from scripts.layout_check import launch_browser, page_keys, page_url, wait_idle 
 from scripts.server import start_server  # noqa: E402
 
 BUDGET_MS = 300
-FLOOR = pathlib.Path("/work/shared/reference/bare_floor_app.py")
+FLOOR = pathlib.Path(__file__).resolve().parent / "floor" / "bare_floor_app.py"
 QUIET_MS = 600
 # the values typed into a text input (a page whose only control is text, e.g. alignment's date): new dates
 TEXT_VALUES = [f"{m} {d}, {y}" for m, d, y in zip(["June", "March", "October", "July", "May", "August", "April",
