@@ -34,3 +34,19 @@ def _seed_torch():
     import torch
     torch.manual_seed(0)
     yield
+
+
+# Tiers: `-m "not browser and not serving"` leaves out what starts a real server with Chromium (browser) or a
+# school of replicas (serving); the README names the command. A module here is marked as a whole; a single test
+# elsewhere carries its own @pytest.mark.browser.
+BROWSER_MODULES = {"test_a11y", "test_browser", "test_fragments_follow", "test_handout", "test_layout",
+                   "test_presenter_browser", "test_router_browser", "test_scaling_browser"}
+SERVING_MODULES = {"test_serving", "test_poll_serving", "test_fresh_server"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.path.stem in BROWSER_MODULES:
+            item.add_marker(pytest.mark.browser)
+        if item.path.stem in SERVING_MODULES:
+            item.add_marker(pytest.mark.serving)

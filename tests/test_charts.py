@@ -201,6 +201,7 @@ show_chart(charts.bars(rng.random(6), words[:6], title="Attention weights under 
 '''
 
 
+@pytest.mark.browser
 def test_shared_chart_kinds_are_legible_in_a_browser_at_1280_and_390_px(tmp_path):
     """Headless Chromium, the layout checker of scripts/layout_check.py: 7 heatmaps (5x5 to 40x40, numbers in 12x12
     cells that fit at 1280 px and not at 390 px) and 6 bar rows: no overlap, clipping or truncation at either size, and
