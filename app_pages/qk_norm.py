@@ -346,7 +346,7 @@ def job(spec: lab.RunSpec) -> live_run.Job:
 
 
 LIVE = live_run.LiveRun(NS, "_qk_ticket", job, keep, draw_live, progress=progress_text,
-                        again=lambda spec: any(r["spec"] == spec for r in live_runs()))   # trained anew
+                        again=lambda spec: any(r["spec"] == spec for r in live_runs()))   # kept already: train anew
 
 
 def live_section(seed: int) -> None:
