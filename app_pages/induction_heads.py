@@ -18,11 +18,11 @@ import streamlit as st
 from attention_core.labs import induction_heads as lab
 from attention_core.models import induction_heads_lm as ih
 from attention_core.models import recipes
-from ui import anatomy, presenter
+from ui import anatomy, live_run, presenter
 from ui import multihead_charts as mc
-from ui.charts import MAX_ARIA_CELLS
 from ui import training_queue as tq
 from ui.cache import MB, cache_data
+from ui.charts import MAX_ARIA_CELLS
 from ui.format import fixed
 from ui.i18n import t
 from ui.induction_heads_charts import curves
@@ -30,7 +30,6 @@ from ui.models import Unavailable, model, show_unavailable, unavailable, why_of
 
 NS = "induction_heads"
 RECIPE = ih.RECIPE_NAME
-POLL = 1.0                       # seconds between two looks at a queued or running live run
 PANEL = 110                      # px: one head's pattern in the small multiples
 HALVES = tuple(range(ih.HALVES[0], ih.HALVES[1] + 1))
 REMOVE = ("none", "previous", "all_previous", "control", "induction", "all_induction")
@@ -263,57 +262,12 @@ def live_key(seed: int) -> tuple:
     return ("induction_heads", seed, lab.LIVE_STEPS, tq.TIME_CAP)
 
 
-def pending():
-    return st.session_state.get("_ih_ticket")
-
-
-def start(seed: int) -> None:
-    held = pending()
-    if held is not None:
-        tq.QUEUE.release(held[0])
-        del st.session_state["_ih_ticket"]
-    ticket = tq.QUEUE.submit(live_key(seed), "curves", live_work(seed, lab.LIVE_STEPS), alive=tq.session_alive())
-    if ticket is None:
-        anatomy.problem(f"{NS}.err_queue_full", n=tq.QUEUE.max_waiting)
-        return
-    st.session_state["_ih_ticket"] = (ticket, seed)
-
-
-def harvest() -> None:
-    held = pending()
-    if held is None:
-        return
-    ticket, seed = held
-    status = tq.QUEUE.status(ticket)
-    if status.state in ("queued", "running"):
-        return
-    del st.session_state["_ih_ticket"]
-    tq.QUEUE.release(ticket)
-    if status.state != "done" or not status.result or not status.result["losses"]:
-        anatomy.problem(f"{NS}.err_stopped")
-        return
+def keep(seed: int, status: tq.Status) -> None:
     st.session_state["_ih_run"] = (seed, status.result)
 
 
-@st.fragment(run_every=POLL)
-def live_panel() -> None:
-    held = pending()
-    if held is None:
-        return
-    ticket, seed = held
-    status = tq.QUEUE.status(ticket)
-    if status.state not in ("queued", "running"):
-        st.rerun()
-    if status.state == "queued":
-        st.info(t(f"{NS}.queue_position", pos=status.position, s=fixed(status.wait_bound, 0),
-                  cap=fixed(tq.WALL_CAP, 0)), icon=":material/hourglass_top:")
-        return
+def draw_live(seed: int, status: tq.Status) -> None:
     p = status.progress
-    if not p.get("step"):
-        st.progress(0.0, text=t(f"{NS}.progress_start"))
-        return
-    st.progress(min(p["step"] / p["steps"], 1.0), text=t(f"{NS}.progress", step=p["step"], steps=p["steps"],
-                                                            s=fixed(p.get("elapsed", 0.0), 1)))
     snaps = list(p["snaps"])
     if len(snaps) > 1:
         anatomy.show_chart(loss_chart(snaps, None, t(f"{NS}.live_loss_title", seed=seed), p["steps"],
@@ -321,22 +275,18 @@ def live_panel() -> None:
         anatomy.show_chart(score_chart(snaps, None, t(f"{NS}.live_score_title", seed=seed), p["steps"]))
 
 
+LIVE = live_run.LiveRun(NS, "_ih_ticket", lambda seed: (live_key(seed), "curves", live_work(seed, lab.LIVE_STEPS)),
+                        keep, draw_live)
+
+
 def live_section() -> None:
     st.subheader(t(f"{NS}.live_heading"))
     st.markdown(t(f"{NS}.live_intro", steps=lab.LIVE_STEPS, cap=fixed(tq.TIME_CAP, 0)))
     seed = seed_input("train_seed", f"{NS}.ctl_train_seed")
-    harvest()
-    if st.button(t(f"{NS}.train"), key="train", type="primary", icon=":material/play_arrow:",
-                 disabled=pending() is not None):
-        start(seed)
-        harvest()
-        if pending() is not None:
-            st.rerun()
-    if pending() is not None:
-        live_panel()
+    LIVE.button(seed, label=t(f"{NS}.train"), key="train")
     kept = st.session_state.get("_ih_run")
     if kept is None:
-        if pending() is None:
+        if LIVE.pending() is None:
             st.info(t(f"{NS}.press"), icon=":material/play_circle:")
         return
     run_seed, result = kept

@@ -17,7 +17,7 @@ import streamlit as st
 
 from attention_core.decoder import CausalSelfAttention
 from attention_core.labs import qk_norm as lab
-from ui import anatomy, presenter
+from ui import anatomy, live_run, presenter
 from ui import format as fmt
 from ui import training_queue as tq
 from ui.cache import MB, cache_data
@@ -30,7 +30,6 @@ SHOWN, COMMAND = "assets/models/qk_norm_runs.json", lab.RECORD_COMMAND
 EX_LR = 0.3                          # the rate of the exercise (and the page's default)
 FACTORS = (1, 2, 3, 5, 10, 20, 30)   # how much W_Q and W_K grew
 LIVE_LRS = (0.01, 0.03, 0.1, 0.3, 1.0)
-POLL = 1.0                           # s between two looks at a queued or running live run
 KEEP_RUNS = 4                        # live runs kept in the session
 FAILED = 0.5                         # a final loss above this fraction of the chance loss: the run did not learn
 
@@ -294,10 +293,6 @@ def live_runs() -> list[dict]:
     return st.session_state.setdefault("_qk_runs", [])
 
 
-def pending():
-    return st.session_state.get("_qk_ticket")        # (ticket, spec)
-
-
 def live_work(spec: lab.RunSpec, wall_cap: float):
     """The queue's job: one train_run, its curves published in ``ctx.progress`` at every look."""
     def work(ctx: tq.JobContext) -> dict:
@@ -316,38 +311,12 @@ def live_work(spec: lab.RunSpec, wall_cap: float):
     return work
 
 
-def start_live(spec: lab.RunSpec) -> None:
-    held = pending()
-    if held is not None:
-        tq.QUEUE.release(held[0])
-        del st.session_state["_qk_ticket"]
-    again = any(r["spec"] == spec for r in live_runs())
-    ticket = tq.QUEUE.submit(("qk_norm", spec), "curves", live_work(spec, tq.QUEUE.wall_cap),
-                             alive=tq.session_alive(), reuse_done=not again)
-    if ticket is None:
-        anatomy.problem(f"{NS}.err_queue_full", n=tq.QUEUE.max_waiting, s=fmt.fixed(tq.WALL_CAP, 0))
-        return
-    st.session_state["_qk_ticket"] = (ticket, spec)
-
-
 def live_name(spec: lab.RunSpec, number: int) -> str:
     return t(f"{NS}.live_name", n=number, run=t(f"{NS}.live_on") if spec.qk_norm else t(f"{NS}.live_off"),
              lr=fmt.exact(spec.lr))
 
 
-def harvest() -> None:
-    held = pending()
-    if held is None:
-        return
-    ticket, spec = held
-    status = tq.QUEUE.status(ticket)
-    if status.state in ("queued", "running"):
-        return
-    del st.session_state["_qk_ticket"]
-    tq.QUEUE.release(ticket)
-    if status.state != "done" or not status.result or not status.result["losses"]:
-        anatomy.problem(f"{NS}.err_stopped" if status.state == "cancelled" else f"{NS}.err_failed")
-        return
+def keep(spec: lab.RunSpec, status: tq.Status) -> None:
     number = st.session_state.get("_qk_count", 0) + 1
     st.session_state["_qk_count"] = number
     kept = live_runs()
@@ -360,29 +329,24 @@ def live_frames(runs: list[tuple[str, dict]]) -> dict[str, pd.DataFrame]:
     return {m: step_frame(series(runs, m, layers)) for m in ("loss", "max_logit", "entropy")}
 
 
-@st.fragment(run_every=POLL)
-def live_panel() -> None:
-    held = pending()
-    if held is None:
-        return
-    ticket, spec = held
-    status = tq.QUEUE.status(ticket)
-    if status.state not in ("queued", "running"):
-        st.rerun()
-    if status.state == "queued":
-        st.info(t(f"{NS}.queue_position", pos=status.position, s=fmt.fixed(status.wait_bound, 0),
-                  cap=fmt.fixed(tq.WALL_CAP, 0), workers=tq.QUEUE.workers), icon=":material/hourglass_top:")
-        return
+def progress_text(spec: lab.RunSpec, p: dict) -> str:
+    return t(f"{NS}.progress", step=p["step"], steps=p["steps"], loss=fmt.fixed(p["losses"][-1], 3),
+             logit=fmt.sig(max(p["probes"][-1][1])), s=fmt.fixed(p.get("elapsed", 0.0), 1))
+
+
+def draw_live(spec: lab.RunSpec, status: tq.Status) -> None:
     p = status.progress
-    if not p.get("probes"):
-        st.progress(0.0, text=t(f"{NS}.progress_start"))
-        return
-    st.progress(min(p["step"] / p["steps"], 1.0),
-                text=t(f"{NS}.progress", step=p["step"], steps=p["steps"], loss=fmt.fixed(p["losses"][-1], 3),
-                       logit=fmt.sig(max(p["probes"][-1][1])), s=fmt.fixed(p.get("elapsed", 0.0), 1)))
     name = live_name(spec, st.session_state.get("_qk_count", 0) + 1)
     run = {"losses": p["losses"], "probes": [[q.step, list(q.max_logit), list(q.entropy)] for q in p["probes"]]}
     curve_charts(live_frames([(name, run)]), [name], "live_now")
+
+
+def job(spec: lab.RunSpec) -> live_run.Job:
+    return ("qk_norm", spec), "curves", live_work(spec, tq.QUEUE.wall_cap)
+
+
+LIVE = live_run.LiveRun(NS, "_qk_ticket", job, keep, draw_live, progress=progress_text,
+                        again=lambda spec: any(r["spec"] == spec for r in live_runs()))   # kept already: train anew
 
 
 def live_section(seed: int) -> None:
@@ -395,18 +359,10 @@ def live_section(seed: int) -> None:
         lr = st.select_slider(t(f"{NS}.ctl_live_lr"), options=LIVE_LRS, value=EX_LR, key="live_lr",
                               bind="query-params", format_func=lambda v: f"{v:g}")
     spec = lab.RunSpec(float(lr), bool(qk), seed, lab.STEPS)
-    harvest()
-    if st.button(t(f"{NS}.train"), key="qk_train", type="primary", icon=":material/play_arrow:",
-                 disabled=pending() is not None):
-        start_live(spec)
-        harvest()
-        if pending() is not None:
-            st.rerun()
-    if pending() is not None:
-        live_panel()
+    LIVE.button(spec, label=t(f"{NS}.train"), key="qk_train")
     kept = live_runs()
     if not kept:
-        if pending() is None:
+        if LIVE.pending() is None:
             st.info(t(f"{NS}.press"), icon=":material/play_circle:")
         return
     names = [r["name"] for r in kept]

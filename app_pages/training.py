@@ -18,7 +18,7 @@ from attention_core.labs.bottleneck import clean_digits
 from attention_core.models import recipes, tasks, trainer
 from attention_core.models.pronoun import pronoun_loss
 from attention_core.models.seq2seq import seq2seq_loss
-from ui import anatomy, presenter
+from ui import anatomy, live_run, presenter
 from ui import format as fmt
 from ui import pronoun_charts as pc
 from ui import training_charts as tc
@@ -34,7 +34,6 @@ NS = "training"
 TASKS = {"dates": "march 5, 2017 → 2017-03-05", "reverse": "12345 → 54321",     # same label in both languages
          "pronoun": "it / 它 → ?"}
 TIME_CAP = tq.TIME_CAP    # seconds of training: the run stops here whatever the step count (2-core machine)
-POLL = 1.0                # seconds between two looks at a queued or running run
 STEPS = (10, 600, 250)    # min, max, default
 EVERY = (5, 100, 25)
 MAX_REVERSE_PROBE = 20
@@ -153,27 +152,6 @@ def job_of(cfg: lab.RunSettings) -> tuple[tq.TrainingSpec, tq.View]:
             tq.View(cfg.probe, cfg.every))
 
 
-def pending() -> tuple[tq.Ticket, lab.RunSettings] | None:
-    return st.session_state.get("_train_ticket")          # (the queue's ticket, the settings it trains)
-
-
-def start(cfg: lab.RunSettings) -> None:
-    """Queue the run (or join the same one another session started); the live panel shows where it is."""
-    spec, view = job_of(cfg)
-    held = pending()
-    if held is not None:                   # one place in the queue per session: a new press replaces it
-        tq.QUEUE.release(held[0])
-        del st.session_state["_train_ticket"]
-    # a run this session already has is trained again (pressing twice shows that a seeded run is reproducible);
-    # a run another session finished is shared
-    again = any(job_of(r.settings)[0] == spec for r in runs())
-    ticket = tq.submit_training(spec, view, alive=tq.session_alive(), reuse_done=not again)
-    if ticket is None:
-        anatomy.problem(f"{NS}.err_queue_full", n=tq.QUEUE.max_waiting, s=fmt.fixed(tq.WALL_CAP, 0))
-        return
-    st.session_state["_train_ticket"] = (ticket, cfg)
-
-
 def labels(task: str, record: dict, heads: tuple[int, int] | None) -> tuple[str, list[str], list[str] | None]:
     """(the probe as shown, the snapshot's column labels, its row labels or None for output characters)."""
     if task == "pronoun":
@@ -183,23 +161,10 @@ def labels(task: str, record: dict, heads: tuple[int, int] | None) -> tuple[str,
     return record["probe"], visible_chars(record["probe"]), None
 
 
-def harvest() -> None:
-    """A finished ticket of this session becomes one of its kept runs (or a message if it was stopped)."""
-    held = pending()
-    if held is None:
-        return
-    ticket, cfg = held
-    status = tq.QUEUE.status(ticket)
-    if status.state in ("queued", "running"):
-        return
-    del st.session_state["_train_ticket"]
-    tq.QUEUE.release(ticket)
-    record = status.record or {}
-    if status.state != "done" or "snaps" not in record or not status.result["losses"]:
-        anatomy.problem(f"{NS}.err_stopped" if status.state == "cancelled" else f"{NS}.err_failed")
-        return
+def keep(cfg: lab.RunSettings, status: tq.Status) -> None:
+    """A finished run of this session becomes one of its kept runs."""
     number = st.session_state.get("_train_count", 0) + 1
-    result = status.result
+    result, record = status.result, status.record
     shown, cols, rows = labels(cfg.task, record, result["heads"])
     kept = runs()
     kept.append(lab.KeptRun(cfg, run_name(cfg, number), list(result["losses"]), list(result["lrs"]),
@@ -212,29 +177,14 @@ def harvest() -> None:
     st.caption(t(f"{NS}.progress_done", steps=len(result["losses"]), s=fmt.fixed(result["seconds"], 1)))
 
 
-@st.fragment(run_every=POLL)
-def live_panel() -> None:
-    """Where this session's run is, redrawn every POLL s: its place in the queue and an upper bound of the
-    wait, or the shared run's progress, loss so far and the latest snapshot of this session's probe."""
-    held = pending()
-    if held is None:
-        return
-    ticket, cfg = held
-    status = tq.QUEUE.status(ticket)
-    if status.state not in ("queued", "running"):
-        st.rerun()                                            # the whole page: harvest() keeps the run
-    if status.state == "queued":
-        st.info(t(f"{NS}.queue_position", pos=status.position, s=fmt.fixed(status.wait_bound, 0),
-                  cap=fmt.fixed(tq.WALL_CAP, 0), workers=tq.QUEUE.workers), icon=":material/hourglass_top:")
-        return
+def progress_text(cfg: lab.RunSettings, p: dict) -> str:
+    return t(f"{NS}.progress", step=p["step"], steps=p["steps"], loss=fmt.fixed(p["loss"], 3),
+             s=fmt.fixed(p["elapsed"], 1))
+
+
+def draw_live(cfg: lab.RunSettings, status: tq.Status) -> None:
+    """The shared run's loss so far and the latest snapshot of this session's probe."""
     p = status.progress
-    if status.watchers > 1:
-        st.caption(t(f"{NS}.queue_shared", n=status.watchers - 1))
-    if not p.get("step"):
-        st.progress(0.0, text=t(f"{NS}.progress_start"))
-        return
-    st.progress(min(p["step"] / p["steps"], 1.0), text=t(f"{NS}.progress", step=p["step"], steps=p["steps"],
-                                                            loss=fmt.fixed(p["loss"], 3), s=fmt.fixed(p["elapsed"], 1)))
     name = run_name(cfg, st.session_state.get("_train_count", 0) + 1)
     anatomy.show_chart(loss_curves([(name, list(p["losses"]))], t(f"{NS}.loss_live"), cfg.steps))
     record = status.record or {}
@@ -248,6 +198,26 @@ def live_panel() -> None:
                                             height=320))
     else:
         st.caption(t(f"{NS}.snap_plain", step=step, out=anatomy.md_escape(out) or "—"))
+
+
+def job(cfg: lab.RunSettings) -> live_run.Job:
+    spec, view = job_of(cfg)
+    return spec, view, tq.training_work(spec, wall_cap=tq.QUEUE.wall_cap)
+
+
+def trained_before(cfg: lab.RunSettings) -> bool:
+    """A run this session already has is trained again (pressing twice shows that a seeded run is
+    reproducible); a run another session finished is shared."""
+    spec = job_of(cfg)[0]
+    return any(job_of(r.settings)[0] == spec for r in runs())
+
+
+def has_snapshots(status: tq.Status) -> bool:
+    return live_run.has_losses(status) and "snaps" in (status.record or {})
+
+
+LIVE = live_run.LiveRun(NS, "_train_ticket", job, keep, draw_live, progress=progress_text, usable=has_snapshots,
+                        again=trained_before)
 
 
 # ------------------------------------------------------------------ results (from the session: cheap)
@@ -326,7 +296,7 @@ def results_section() -> None:
     """The kept runs: the loss curves of all, the snapshots and notices of the one picked."""
     kept = runs()
     if not kept:
-        if pending() is None:
+        if LIVE.pending() is None:
             st.info(t(f"{NS}.press"), icon=":material/play_circle:")
         return
     names = [r.name for r in kept]
@@ -343,15 +313,7 @@ def results_section() -> None:
 
 
 def train_section(cfg: lab.RunSettings | None) -> None:
-    harvest()                    # before the button: a finished run enables it again
-    if cfg is not None and st.button(t(f"{NS}.train"), key="train", type="primary", icon=":material/play_arrow:",
-                                     disabled=pending() is not None):
-        start(cfg)
-        if pending() is not None:
-            st.rerun()           # the whole page: the button drawn disabled while the run is queued or running;
-            #                      a run another session has finished is kept at once (harvest, above)
-    if pending() is not None:    # only then: the panel's timer stops with the run
-        live_panel()
+    LIVE.button(cfg, label=t(f"{NS}.train"), key="train")
 
 
 def start_exercise(cfg: lab.RunSettings | None) -> None:
@@ -459,8 +421,7 @@ def stale_steps(settings: lab.RunSettings | None) -> bool:
 
 def finished() -> bool:
     """This session's run has finished: the page's next full run keeps it (harvest)."""
-    held = pending()
-    return held is not None and tq.QUEUE.status(held[0]).state not in ("queued", "running")
+    return LIVE.finished()
 
 
 anatomy.header(NS)

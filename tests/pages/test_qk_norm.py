@@ -193,7 +193,7 @@ def test_a_queued_live_run_shows_its_place_and_the_wait_bound(lang, monkeypatch)
         at = open_page("qk_norm", lang, {"live_qk": "true", "live_lr": lr})
         at.button(key="qk_train").click().run()
         assert exceptions(at) == []
-        head = catalog(lang)["qk_norm.queue_position"].split("{pos}")[0]
+        head = catalog(lang)["common.queue_position"].split("{pos}")[0]
         shown = "\n".join(i.value for i in at.info)
         assert head + "1" in shown and f"{tq.WALL_CAP:.0f}" in shown
         assert at.button(key="qk_train").disabled

@@ -322,7 +322,7 @@ def test_a_queued_run_shows_its_place_and_the_wait_bound(lang):
         at.button(key="train").click().run()
         assert exceptions(at) == []
         shown = "\n".join(i.value for i in at.info)
-        head = cat["training.queue_position"].split("{pos}")[0]
+        head = cat["common.queue_position"].split("{pos}")[0]
         assert head + "1" in shown and f"{tq.WALL_CAP:.0f}" in shown
         assert at.button(key="train").disabled
         at.run()                                            # the live panel's next look: still waiting
