@@ -163,9 +163,7 @@ def test_the_first_paint_is_already_the_presenter_layout(server, browser, key, l
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
-# the pretrained page (new this session) has no first-screen picture yet: its tests read its charts by position
-@pytest.mark.parametrize("key", SUBSET if os.environ.get("PRESENT") == "subset"
-                         else [k for k in CONCEPT if k != "pretrained"])
+@pytest.mark.parametrize("key", SUBSET if os.environ.get("PRESENT") == "subset" else CONCEPT)
 def test_a_concept_page_shows_a_chart_on_its_first_screen(server, browser, key, lang):
     page = browser.new_page(viewport=VIEWPORT)
     try:

@@ -25,6 +25,7 @@ PICTURES = {
     "encoder": "full", "cross_attention": "cross", "efficiency": "window", "kv_cache": "latest", "gqa": "causal",
     "attention_sinks": "sinks", "long_context": "band", "qk_norm": "full", "induction_heads": "induction",
     "bottleneck": "cross", "alignment": "cross", "pronoun": "full", "analysis": "full", "training": "full",
+    "pretrained": "full",
 }
 HEIGHT = 180              # px of cells: 6 rows of 30 px
 

