@@ -93,6 +93,9 @@ def knob_frame(sweep, *, current: float | None, this_error: float | None,
     return frame
 
 
+DOT_COLOUR = "#808080"   # a mid grey: at least 3:1 against the light theme's white and the dark theme's background
+
+
 @chart_kind(fill=("title",))
 def knob_chart(frame, *, title: str, x_title: str, error_title: str, cost_title: str, series_title: str,
                names: Mapping[str, str], log_x: bool) -> alt.LayerChart:
@@ -101,7 +104,7 @@ def knob_chart(frame, *, title: str, x_title: str, error_title: str, cost_title:
     scale_x = alt.Scale(type="log", base=2) if log_x else alt.Scale(zero=False)
     x = alt.X("x:Q", title=x_title, scale=scale_x, axis=alt.Axis(tickMinStep=1, format="d"))
     colours = alt.Scale(domain=[names["err"], names["tv"], names["dot"], names["cost"]],
-                        range=[ERROR_COLOUR, TV_COLOUR, "black", COST_COLOUR])
+                        range=[ERROR_COLOUR, TV_COLOUR, DOT_COLOUR, COST_COLOUR])
     colour = alt.Color("series:N", title=series_title, scale=colours,
                        legend=alt.Legend(orient="bottom", columns=2, labelLimit=260))
     tooltip = [alt.Tooltip("series:N", title=series_title), alt.Tooltip("x:Q", title=x_title),

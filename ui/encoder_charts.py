@@ -132,8 +132,9 @@ def layer_diagram_chart(data, *, value_title: str, token_title: str, step_title:
         x=X("x0"), x2=alt.X2("x1"), y=Y("y0"), y2=alt.Y2("y1"), fill=alt.Fill("fill:N", scale=None),
         tooltip=[alt.Tooltip("label:N", title=step_title), alt.Tooltip("formula:N", title="f"),
                  alt.Tooltip("detail:N", title=" ")])
-    label = alt.Chart(data["boxes"]).mark_text(align="left", baseline="middle", fontWeight="bold",
-                                               fontSize=12).encode(x=X("tx"), y=Y("ty1"), text=alt.Text("label:N"))
+    # dark ink on the light fills in either theme (the dark theme's default text colour is light)
+    label = alt.Chart(data["boxes"]).mark_text(align="left", baseline="middle", fontWeight="bold", fontSize=12,
+                                               color="#222222").encode(x=X("tx"), y=Y("ty1"), text=alt.Text("label:N"))
     lines = alt.Chart(data["lines"]).mark_text(align="left", baseline="middle", fontSize=11, font="monospace",
                                                color="#222222").encode(x=X("tx"), y=Y("ty"), text=alt.Text("text:N"))
     arrows = alt.Chart(data["arrows"]).mark_rule(strokeWidth=1.5, color="#555555").encode(
