@@ -3,7 +3,7 @@ import streamlit as st
 import torch
 
 # these import nothing of attention_core: the pages' modules are imported below, once, in one thread
-from ui import admission, compat, url_guard
+from ui import admission, cache, compat, url_guard
 from ui.a11y import declare_language, name_page
 from ui.course import footer, nav_position
 from ui.i18n import language_switch, t
@@ -13,6 +13,8 @@ from ui.registry import ROOT, SECTIONS, available_pages, import_page_modules
 # sessions starting together on a fresh server must not import the pages' modules concurrently (ImportError
 # from a partially initialised module, seen in tests/test_serving.py): the first imports them, the others wait
 import_page_modules()
+# two heaps for all session threads (glibc), so freed temporaries of one session's run serve the next
+cache.limit_heaps()
 
 # the tensors of these lessons are tiny: one thread avoids thread start-up and contention costs
 # that are larger than the work itself (and leaves the other cores to other sessions)

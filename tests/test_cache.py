@@ -375,3 +375,33 @@ def test_one_miss_computes_at_a_time_and_nested_cached_calls_do_not_deadlock():
     assert not any(t.is_alive() for t in threads)
     assert peak[0] == uc.COMPUTE_SLOTS == 1
     assert [outer(k) for k in range(10)] == [4 * k + 2000 for k in range(10)]
+
+
+def test_importing_the_cache_tunes_no_allocator_and_the_router_asks_once(monkeypatch):
+    """Side effects happen where the router asks for them: a fresh import of ui.cache calls no mallopt;
+    limit_heaps() sets M_ARENA_MAX (-8) to 2 once, however often the router's script runs."""
+    import importlib
+
+    calls = []
+
+    class FakeLibc:
+        def mallopt(self, param, value):
+            calls.append((param, value))
+
+        def malloc_trim(self, pad):
+            return 0
+
+    import ctypes
+    import sys
+
+    monkeypatch.setattr(ctypes, "CDLL", lambda name: FakeLibc())       # the glibc a fresh import finds
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.delenv("ATTN_KEEP_MALLOC", raising=False)
+    fresh = importlib.util.module_from_spec(importlib.util.find_spec("ui.cache"))
+    fresh.__spec__.loader.exec_module(fresh)          # a second copy: the real module's caches stay untouched
+    assert isinstance(fresh._LIBC, FakeLibc)
+    assert calls == []                                  # importing tuned nothing
+    assert fresh.limit_heaps() and fresh.limit_heaps()
+    assert calls == [(-8, 2)]
+    monkeypatch.setattr(fresh, "_LIBC", None)
+    assert fresh.limit_heaps() is False

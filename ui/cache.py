@@ -82,8 +82,19 @@ def return_freed_memory_to_the_os(force: bool = False) -> bool:
     return True
 
 
-if _LIBC is not None:
-    _LIBC.mallopt(-8, 2)     # M_ARENA_MAX: two heaps for all session threads, not one per thread
+_ARENAS = {"set": False}
+
+
+def limit_heaps() -> bool:
+    """Two heaps (glibc arenas, ``M_ARENA_MAX``) for all session threads, not one per thread: each thread's own heap
+    would keep its freed temporaries. The server asks for it once (app.py, before any page runs); importing this
+    module changes nothing. False where there is no glibc (or ``ATTN_KEEP_MALLOC`` is set)."""
+    if _LIBC is None:
+        return False
+    if not _ARENAS["set"]:
+        _LIBC.mallopt(-8, 2)
+        _ARENAS["set"] = True
+    return True
 
 
 # ---------------------------------------------------------------------------------------------
