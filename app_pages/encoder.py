@@ -191,8 +191,12 @@ def controls_section() -> Choice | None:
 
 def layer_controls(n_layers: int) -> int:
     """1. One layer, live: which layer of the stack to draw. Returns its index."""
-    st.header(t("encoder.layer_title"))
-    st.markdown(lesson_text("encoder/layer"))
+    if presenter.active():         # shown under every step of the tab: folded, so each step's chart is on screen
+        with st.expander(t("encoder.layer_title"), icon=":material/menu_book:"):
+            st.markdown(lesson_text("encoder/layer"))
+    else:
+        st.header(t("encoder.layer_title"))
+        st.markdown(lesson_text("encoder/layer"))
     if st.session_state.get("l", 1) > n_layers:    # the stack got shallower than the layer drawn
         st.session_state["l"] = n_layers
     layer_no = int(st.slider(t("encoder.layer_pick"), 1, n_layers, key="l", bind="query-params")) \
