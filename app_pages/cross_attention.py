@@ -97,13 +97,18 @@ def decoder_section(choice: Translation, seed: int) -> None:
     source, target, mode, d_model = choice
     w, meaning = translate(source, target, d_model, seed, mode == "trained")
     n_t, n_s = w.shape
-    st.code(t("cross_attention.shapes", n_t=n_t, n_s=n_s, d=d_model), language=None)
+    shapes = t("cross_attention.shapes", n_t=n_t, n_s=n_s, d=d_model)
+    on_stage = presenter.active()        # presenter mode: the heatmap first, on the step's first screen
+    if not on_stage:
+        st.code(shapes, language=None)
 
     before = controls.kept_row("row_xa", len(target))
     spec = charts.attention_heatmap(w, target, source, title=t("cross_attention.dec_heatmap", n_t=n_t, n_s=n_s),
                                     x_title=t("cross_attention.source_axis"), y_title=t("cross_attention.target_axis"),
                                     selected_row=before, height=170 if n_t < 6 else None)
     picked = anatomy.show_matrix(spec, w, target, source, key="xa", file_name="xa.csv")
+    if on_stage:
+        st.code(shapes, language=None)
     present = {tok.lower() for tok in source}
     first_known = next((j for j, m in enumerate(meaning) if m in present), 0)
     row = controls.keep_row("row_xa", picked, n_t, first_known)
@@ -203,10 +208,16 @@ def crossmodal_section(scene: Scene, seed: int) -> GateSeen:
     n_w, n_p = w.shape
     rows = crossmodal.grid_shape(IMAGE_SIZE, IMAGE_SIZE, patch)[0]
     known = [i for i, tok in enumerate(words) if lab.scene_word(tok) in res.regions]
-    st.caption(t("cross_attention.known", words=", ".join(region_names(res.regions)),
-                 found=", ".join(anatomy.md_escape(words[i]) for i in known) or "—"))
-    st.code(t("cross_attention.cm_shapes", n_w=n_w, n_p=n_p, g=rows, p=patch, v=res.visual_shape[1],
-              d=TEXT_DIM, h=heads), language=None)
+
+    def what_it_knows() -> None:
+        st.caption(t("cross_attention.known", words=", ".join(region_names(res.regions)),
+                     found=", ".join(anatomy.md_escape(words[i]) for i in known) or "—"))
+        st.code(t("cross_attention.cm_shapes", n_w=n_w, n_p=n_p, g=rows, p=patch, v=res.visual_shape[1],
+                  d=TEXT_DIM, h=heads), language=None)
+
+    on_stage = presenter.active()        # presenter mode: the heatmap first, on the step's first screen
+    if not on_stage:
+        what_it_knows()
 
     before = controls.kept_row("row_cm", len(words))
     labels = charts.unique_labels(words)
@@ -217,6 +228,8 @@ def crossmodal_section(scene: Scene, seed: int) -> GateSeen:
                                     domain=(0.0, float(max(w.max(), 1e-6))))
     picked = anatomy.show_matrix(spec, w, words, patches, key="cm", file_name="cm.csv")
     st.caption(t("cross_attention.cm_heatmap_caption"))
+    if on_stage:
+        what_it_knows()
     row = controls.keep_row("row_cm", picked, n_w, known[0] if known else 0)
 
     anatomy.show_chart(cc.image_attention(

@@ -279,9 +279,10 @@ def one_head_section(e: tasks.PronounExample, r: lab.Reading, drilled: int) -> N
     st.caption(t(f"{NS}.one_head_caption", it=it))
 
 
-def fresh_choice() -> tuple[int, int]:
-    """(seed, sentences per language) of the fresh sentences of the last chart."""
-    c1, c2 = st.columns(2)
+def fresh_choice(stacked: bool = False) -> tuple[int, int]:
+    """(seed, sentences per language) of the fresh sentences of the last chart (``stacked``: one under the
+    other, in the presenter's popover)."""
+    c1, c2 = (st.container(), st.container()) if stacked else st.columns(2)
     with c1:
         seed_ = controls.seed("seed")
     with c2:
@@ -291,10 +292,19 @@ def fresh_choice() -> tuple[int, int]:
 
 
 def fresh_section() -> lab.FreshFigures:
-    """The fresh sentences: their seed and number, the table of every head, the two figures."""
-    st.subheader(t(f"{NS}.fresh_heading"))
-    st.markdown(lesson(f"{NS}/fresh"))
-    seed_, n_per_lang = fresh_choice()
+    """The fresh sentences: their seed and number, the table of every head, the two figures. In presenter mode
+    the seed and the number sit in a popover beside the heading, so the chart starts on the step's first screen
+    (its title names both)."""
+    if presenter.active():
+        heading, choice = st.columns([5, 1.6], vertical_alignment="center")
+        heading.subheader(t(f"{NS}.fresh_heading"))
+        with choice.popover(t(f"{NS}.fresh_choice"), icon=":material/tune:", width="stretch"):
+            seed_, n_per_lang = fresh_choice(stacked=True)
+        st.markdown(lesson(f"{NS}/fresh"))
+    else:
+        st.subheader(t(f"{NS}.fresh_heading"))
+        st.markdown(lesson(f"{NS}/fresh"))
+        seed_, n_per_lang = fresh_choice()
     f = fresh(seed_, n_per_lang)
     L, h = f.agreement.shape
     measures = [t(f"{NS}.col_{m}") for m in ("agree", "referent", "other", "adjective")]
