@@ -369,6 +369,7 @@ elif ev is not None:
         st.subheader(t(f"{NS}.stream_heading"))
         stream_question(ev)
         stream_explained(ev["stream"]["cache"], ev["stream"]["long_len"], ev["train_len"], ev["stream"]["sinks"])
+    with lesson.step("stream evidence"):      # its own step: the question's screen does not show its answer
         stream_evidence(ev)
     with lesson.step("live"):
         live_section(stamp, lm.meta)

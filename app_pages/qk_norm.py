@@ -275,6 +275,10 @@ def why_section() -> None:
     st.markdown(t(f"{NS}.why_growth", f=factor, f2=factor * factor, ratio=fmt.sig(after / before),
                   on_before=fmt.sig(max(s.max_logit for s in base_on.stats)),
                   on_after=fmt.sig(max(s.max_logit for s in on.stats))))
+
+
+def saturation_section() -> None:
+    """What a saturated softmax does to the gradient (the untrained model: no control drives it)."""
     names = (t(f"{NS}.sat_top"), t(f"{NS}.sat_norm"))
     frame, rows = saturation_data(names)
     anatomy.formula(r"\frac{\partial\, \mathrm{softmax}(z)}{\partial z} = \operatorname{diag}(p) - p\,p^{\top}",
@@ -451,6 +455,8 @@ chosen_seed = recorded_sections(lesson, (lesson.count, lesson.kept), shown_doc)[
 with lesson.step("sweep"):
     sweep_section(shown_doc)
 why_fragment(lesson, (lesson.count, lesson.kept))
+with lesson.step("saturation"):
+    saturation_section()
 with lesson.step("live"):
     live_section(chosen_seed)          # a full run (the Train button) reads the seed chosen above
 with lesson.step("pitfall"):

@@ -38,12 +38,7 @@ VIEWPORT = {"width": 1280, "height": 720}
 ROOM = 100            # px of a step's chart that must be on its first screen
 CONCEPT = [p.key for p in available_pages() if p.key not in ("home", "glossary", "summary", "teach", "poll")]
 SUBSET = ["masking", "kv_cache", "gqa", "scaling"]
-# Pages where some presenter step still starts its chart below 720 px or draws it under 18 px (measured: training
-# step 5 at y=783, attention_sinks step 4 at y=867; multihead and qk_norm fail
-# the same check): the presenter layout is not done for them, and the step check skips them until it is (the
-# presenter layout of these pages is still to do; PRESENT=all checks them too). Every other concept page is held to it.
-NOT_YET = {"multihead", "training", "attention_sinks", "qk_norm"}
-PAGES = {"subset": SUBSET, "all": CONCEPT}.get(os.environ.get("PRESENT", ""), [p for p in CONCEPT if p not in NOT_YET])
+PAGES = {"subset": SUBSET}.get(os.environ.get("PRESENT", ""), CONCEPT)
 
 # the visible charts of the page: top edge (px from the viewport's top) and the smallest font of their visible text
 CHARTS_JS = """() => [...document.querySelectorAll('[data-testid=stVegaLiteChart]')]

@@ -18,6 +18,7 @@ from . import a11y, poll, url_guard
 from .charts import matrix_csv
 from .format import md_escape  # noqa: F401 - re-exported: pages escape user text through anatomy
 from .i18n import label_notices, t
+from .presenter import active as presenting
 
 
 def header(ns: str) -> None:
@@ -147,22 +148,32 @@ def pitfall(title: str, body: str, code: str | None = None, demo: Callable[[], N
     demo sits in an expander ("Run it: watch it go wrong") that computes and draws it only while open
     (``?<key>=true`` opens it), so a rerun of the page does not redraw it (the redraw budget). Returns whether the
     demo ran (a page passes the demo's functions to ``show_code`` only then)."""
+    # in presenter mode the demo comes first and the code is folded under it: the step's chart on its first screen
+    folded = bool(code) and presenting()
     with st.container(border=True):
         st.markdown(f":warning: **{t('common.pitfall_heading', title=title)}**\n\n{body}")
-        if code:
+        if code and not folded:
             st.code(code, language="python")
-        if demo is None:
-            return False
-        if key is None:
-            demo()
-            return True
-        box = st.expander(t("common.pitfall_demo"), icon=":material/play_arrow:", key=key, on_change="rerun",
-                          bind="query-params")
-        if box.open:
-            with box:
-                demo()
-            return True
+        ran = _pitfall_demo(demo, key)
+        if folded:
+            with st.expander(t("common.pitfall_code"), icon=":material/code:"):
+                st.code(code, language="python")
+        return ran
+
+
+def _pitfall_demo(demo: Callable[[], None] | None, key: str | None) -> bool:
+    if demo is None:
         return False
+    if key is None:
+        demo()
+        return True
+    box = st.expander(t("common.pitfall_demo"), icon=":material/play_arrow:", key=key, on_change="rerun",
+                      bind="query-params")
+    if box.open:
+        with box:
+            demo()
+        return True
+    return False
 
 
 @functools.cache

@@ -44,10 +44,14 @@ header[data-testid="stHeader"] {display: none;}
 </style>"""
 # Only the current step is shown: from the URL's step at the start of the run, corrected by ``Lesson.end`` where
 # the page has fewer steps (a step past the last one shows the last)
+# (a hidden step's wrapper is hidden too: an empty wrapper still takes the column's gap, ~10 px per step above)
 _STEP_CSS = """<style>
-[class*="st-key-present_step_"]:not(.st-key-present_step_CURRENT) {display: none;}
+[class*="st-key-present_step_"]:not(.st-key-present_step_CURRENT),
+[data-testid="stLayoutWrapper"]:has(> [class*="st-key-present_step_"]:not(.st-key-present_step_CURRENT))
+  {display: none;}
 </style>"""
-_SHOW_CSS = """<style>.st-key-present_step_CURRENT {display: flex !important;}</style>"""
+_SHOW_CSS = """<style>.st-key-present_step_CURRENT,
+[data-testid="stLayoutWrapper"]:has(> .st-key-present_step_CURRENT) {display: flex !important;}</style>"""
 
 
 def active() -> bool:
