@@ -191,4 +191,4 @@ def test_presenter_mode_steps_through_the_lesson():
     at = open_page(NS, "en", {"present": "1", "step": "3"})
     assert exceptions(at) == []
     steps = at.session_state[f"_present_steps_{NS}"]
-    assert steps == 6 and any(m.value == f"Step 3 of {steps}" for m in at.markdown)
+    assert steps == 7 and any(m.value == f"Step 3 of {steps}" for m in at.markdown)   # streaming: question, then evidence
