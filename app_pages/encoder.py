@@ -191,12 +191,9 @@ def controls_section() -> Choice | None:
 
 def layer_controls(n_layers: int) -> int:
     """1. One layer, live: which layer of the stack to draw. Returns its index."""
-    if presenter.active():         # shown under every step of the tab: folded, so each step's chart is on screen
-        with st.expander(t("encoder.layer_title"), icon=":material/menu_book:"):
-            st.markdown(lesson_text("encoder/layer"))
-    else:
+    if not presenter.active():     # in presenter mode the passage is folded under the title (every step of the tab)
         st.header(t("encoder.layer_title"))
-        st.markdown(lesson_text("encoder/layer"))
+    anatomy.explanation(lesson_text("encoder/layer"), t("encoder.layer_title"))
     if st.session_state.get("l", 1) > n_layers:    # the stack got shallower than the layer drawn
         st.session_state["l"] = n_layers
     layer_no = int(st.slider(t("encoder.layer_pick"), 1, n_layers, key="l", bind="query-params")) \

@@ -183,7 +183,7 @@ def shared_offset(n: int, a: int, b: int) -> int:
 # ------------------------------------------------------------------ 2. the shuffle test
 def shuffle_section() -> tuple[int, ShuffleView | None]:
     """The test, after its question: the seed (the comparison tab uses it) and what was drawn."""
-    st.markdown(lesson("positional/shuffle"))
+    anatomy.explanation(lesson("positional/shuffle"))
     tokens = controls.sentence(key="text", max_tokens=MAX_TOKENS, min_tokens=2)
     enc = st.segmented_control(t("positional.encoding"), list(pl.ENCODINGS), default="none", required=True,
                                format_func=lambda e: t(f"positional.enc_{e}"), key="enc", bind="query-params")
@@ -348,7 +348,7 @@ with steps.step("intuition"):
     anatomy.formula(r"\begin{aligned}PE_{(pos,\,2i)} &= \sin\big(pos / \mathrm{base}^{2i/d_{model}}\big)\;\\"
                     r"PE_{(pos,\,2i+1)} &= \cos\big(pos / \mathrm{base}^{2i/d_{model}}\big)\;\end{aligned}\;",
                     t("positional.formula_caption"))
-tab_table, tab_shuffle, tab_compare = st.tabs(
+tab_table, tab_shuffle, tab_compare = steps.tabs(
     [t("positional.table_title"), t("positional.shuffle_title"), t("positional.compare_title")], key="tab",
     bind="query-params")
 with tab_table:                 # every tab runs: the table's d and base and the shuffle test's seed are used later

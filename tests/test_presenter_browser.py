@@ -60,6 +60,16 @@ CHARTS_JS = """() => [...document.querySelectorAll('[data-testid=stVegaLiteChart
   })""".replace("MIN", str(PRESENT_MIN_FONT))
 
 
+# the current step's own box: shown, and how high (0 when it is hidden, e.g. in a tab that is not open)
+STEP_HEIGHT_JS = """(n) => { const e = document.querySelector('.st-key-present_step_' + n);
+  return e && e.offsetParent !== null ? e.getBoundingClientRect().height : 0; }"""
+# the run is over and the step bar names the step (its text in the page's language)
+STEP_SHOWN_JS = """(label) => {
+  const app = document.querySelector('[data-testid=stApp]');
+  return app && app.getAttribute('data-test-script-state') === 'notRunning'
+    && document.querySelector('[data-testid=stMain]').innerText.includes(label); }"""
+
+
 @pytest.fixture(scope="module")
 def server():
     proc = start_server()
@@ -94,10 +104,15 @@ def presenter_problems(page, base: str, key: str, lang: str) -> list[str]:
     settle(page)
     n, problems = step_count(page, lang), []
     for step in range(1, n + 1):
-        if step > 1:
-            page.goto(f"{base}/{key}?lang={lang}&present=1&step={step}")
+        if step > 1:                        # what a teacher does: Next (PageDown), in the same session
+            page.locator(".st-key-present_next button").click()
+            label = catalog(lang)["common.present_step"].format(i=step, n=n)
+            page.wait_for_function(STEP_SHOWN_JS, arg=label, timeout=30_000, polling=50)
             settle(page)
         assert page.evaluate("window.scrollY") == 0
+        height = page.evaluate(STEP_HEIGHT_JS, step)
+        if height < 30:             # e.g. a step inside a tab that is not open
+            problems.append(f"step {step}: nothing shown (its box is {height:.0f} px high)")
         for i, chart in enumerate(page.evaluate(CHARTS_JS)):
             if chart["small"]:
                 problems.append(f"step {step} chart {i}: text below {PRESENT_MIN_FONT} px "

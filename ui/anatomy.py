@@ -142,6 +142,16 @@ def exercise(key: str, question: str, options: Sequence[str], answer: int,
     return None
 
 
+def explanation(text: str, title: str | None = None) -> None:
+    """A lesson passage (markdown). In presenter mode it is folded in an expander (``title``, or "The
+    explanation"): the teacher tells it, and the step's chart stays on the step's first screen."""
+    if presenting():
+        with st.expander(title or t("common.explanation"), icon=":material/menu_book:"):
+            st.markdown(text)
+    else:
+        st.markdown(text)
+
+
 def pitfall(title: str, body: str, code: str | None = None, demo: Callable[[], None] | None = None, *,
             key: str | None = None) -> bool:
     """8. A pitfall from the tutorials, with the buggy code and, where possible, a live demo. With ``key`` the

@@ -103,12 +103,44 @@ class Lesson:
         self.ns, self.on, self.count, self.kept = ns, active(), 0, 0
         self.known = int(st.session_state.get(f"_present_steps_{ns}", 99))   # steps counted by the last run
         self.current = _current(self.known)
+        # the tab each step was drawn in, by the last run (pages whose tabs all run: ``Lesson.tabs``)
+        self.where: dict[int, int] = dict(st.session_state.get(f"_present_where_{ns}", {}))
+        self.tab_now: int | None = None           # the tab whose panel is being drawn, while ``tabs`` draws it
+        self.tab_steps: dict[int, int] = {}
+        self.open_tab: int | None = None          # the tab shown in this run (``Lesson.tabs``)
         tab, seen = st.session_state.get("tab"), st.session_state.get(f"_present_tab_{ns}")
-        if self.on and seen is not None and tab != seen:      # another tab opened: its lesson starts at step 1
-            self.current = 1
-            st.query_params[STEP_PARAM] = "1"
+        if self.on and seen is not None and tab != seen:      # another tab opened: its lesson starts there
+            labels = st.session_state.get(f"_present_labels_{ns}", [])
+            opened = labels.index(tab) if tab in labels else None
+            self.current = min((s for s, i in self.where.items() if i == opened), default=1)
+            st.query_params[STEP_PARAM] = str(self.current)
         st.session_state[f"_present_tab_{ns}"] = tab
         self.bar = st.empty() if self.on else None
+
+    def tabs(self, labels: list[str], **kwargs) -> list[contextlib.AbstractContextManager]:
+        """``st.tabs(labels, key="tab", ...)`` for a page whose tabs all run and hold steps: each panel (a context
+        manager) notes its steps, and in presenter mode the panel holding the current step is the one opened
+        (Next from the last step of one tab opens the next tab; a lesson-plan link to a step inside a tab opens
+        it). Outside presenter mode it is ``st.tabs``."""
+        key = kwargs.setdefault("key", "tab")
+        want = self.where.get(self.current) if self.on else None
+        if want is not None and want < len(labels) and st.session_state.get(key) != labels[want]:
+            st.session_state[key] = labels[want]
+            st.session_state[f"_present_tab_{self.ns}"] = labels[want]
+        st.session_state[f"_present_labels_{self.ns}"] = list(labels)
+        panels = st.tabs(labels, **kwargs)
+        shown = st.session_state.get(key)
+        self.open_tab = labels.index(shown) if shown in labels else 0
+        return [self._panel(i, panel) for i, panel in enumerate(panels)]
+
+    @contextlib.contextmanager
+    def _panel(self, index: int, panel):
+        self.tab_now = index
+        try:
+            with panel:
+                yield
+        finally:
+            self.tab_now = None
 
     @contextlib.contextmanager
     def step(self, name: str, *, keep: bool = False):
@@ -119,16 +151,26 @@ class Lesson:
         else:
             self.count += 1
             key = _KEY.format(self.count)
+            if self.tab_now is not None:
+                self.tab_steps[self.count] = self.tab_now
         with st.container(key=key):
             yield
 
     def end(self) -> None:
         """In presenter mode: the step bar (Previous / Next / exit) and the CSS showing the current step."""
         st.session_state[f"_present_steps_{self.ns}"] = self.count
+        st.session_state[f"_present_where_{self.ns}"] = self.tab_steps
         if not self.on:
             return
         n = self.count
         current = min(self.current, n)
+        if self.open_tab is not None and self.tab_steps.get(current, self.open_tab) != self.open_tab:
+            once = f"_present_reopen_{self.ns}"          # one rerun per step at most: never a loop
+            if st.session_state.get(once) != current:
+                st.session_state[once] = current
+                st.rerun()      # the current step is in a tab this run did not open: the next run opens it
+        else:
+            st.session_state.pop(f"_present_reopen_{self.ns}", None)
         with self.bar.container(horizontal=True, vertical_alignment="center"):
             if st.button(t("common.present_prev"), key="present_prev", shortcut="PageUp", disabled=current <= 1,
                          icon=":material/arrow_back:"):

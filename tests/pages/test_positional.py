@@ -276,3 +276,25 @@ def test_gap_bars_are_linear_and_the_rope_legend_shows_the_dashes(en):
     assert rot["strokeDash"]["scale"]["range"] == [[1, 0], [1, 0], [5, 3], [5, 3]]
     assert rot["color"]["legend"]["columns"] == 1
     assert en.number_input(key="pair").value == 2
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_presenter_mode_opens_the_tab_that_holds_the_current_step(lang):
+    """Every tab of this page runs and holds steps (table 2-4, shuffle test 5-7, three encodings 8-9): in
+    presenter mode the step's tab is the one open, from a lesson-plan link or after Next; opening another tab goes
+    to its first step; the pitfalls after the tabs leave the tab as it is."""
+    cat = catalog(lang)
+    labels = [cat["positional.table_title"], cat["positional.shuffle_title"], cat["positional.compare_title"]]
+    for step, tab in ((3, 0), (5, 1), (7, 1), (8, 2), (9, 2)):
+        at = open_page("positional", lang, {"present": "1", "step": str(step)})
+        assert exceptions(at) == []
+        assert at.session_state["tab"] == labels[tab], step
+        assert any(m.value == cat["common.present_step"].format(i=step, n=11) for m in at.markdown)
+    at.session_state["tab"] = labels[1]        # the learner opens the shuffle tab while on step 9
+    at.run()
+    assert exceptions(at) == [] and at.query_params["step"] in ("5", ["5"])
+    assert any(m.value == cat["common.present_step"].format(i=5, n=11) for m in at.markdown)
+    at.query_params["step"] = "10"             # a pitfall after the tabs: no tab to open, no rerun loop
+    at.run()
+    assert exceptions(at) == [] and at.session_state["tab"] == labels[1]
+    assert any(m.value == cat["common.present_step"].format(i=10, n=11) for m in at.markdown)
