@@ -165,6 +165,11 @@ def shapes_section(r: lab.HeadsLesson, v: View) -> None:
 
 
 def mode_banner(r: lab.HeadsLesson, v: View) -> None:
+    with anatomy.folded():
+        banner(r, v)
+
+
+def banner(r: lab.HeadsLesson, v: View) -> None:
     if v.mode == "structured":
         built = sum(rec != "random" for rec in r.recipes)
         st.info(t(f"{NS}.mode_structured_banner", built=built, h=v.num_heads, seed=v.seed, p=r.position_dims),

@@ -300,7 +300,7 @@ def fresh_section() -> lab.FreshFigures:
         heading.subheader(t(f"{NS}.fresh_heading"))
         with choice.popover(t(f"{NS}.fresh_choice"), icon=":material/tune:", width="stretch"):
             seed_, n_per_lang = fresh_choice(stacked=True)
-        st.markdown(lesson(f"{NS}/fresh"))
+        anatomy.explanation(lesson(f"{NS}/fresh"))
     else:
         st.subheader(t(f"{NS}.fresh_heading"))
         st.markdown(lesson(f"{NS}/fresh"))

@@ -142,13 +142,17 @@ def exercise(key: str, question: str, options: Sequence[str], answer: int,
     return None
 
 
-def explanation(text: str, title: str | None = None) -> None:
-    """A lesson passage (markdown). In presenter mode it is folded in an expander (``title``, or "The
-    explanation"): the teacher tells it, and the step's chart stays on the step's first screen."""
+def folded(title: str | None = None):
+    """What a teacher tells rather than shows: in presenter mode an expander (``title``, or "The explanation"),
+    so the step's chart stays on the step's first screen; otherwise a plain container."""
     if presenting():
-        with st.expander(title or t("common.explanation"), icon=":material/menu_book:"):
-            st.markdown(text)
-    else:
+        return st.expander(title or t("common.explanation"), icon=":material/menu_book:")
+    return st.container()
+
+
+def explanation(text: str, title: str | None = None) -> None:
+    """A lesson passage (markdown), ``folded`` in presenter mode."""
+    with folded(title):
         st.markdown(text)
 
 
