@@ -33,7 +33,7 @@ UI_AND_PLOTTING = {"streamlit", "altair", "pandas", "ui"}
 
 def absolute_imports(path: pathlib.Path, package: str) -> set[str]:
     """Every module ``path`` imports, relative imports resolved against ``package`` (dotted): the router's reader."""
-    from ui.registry import imported_modules
+    from serving.preload import imported_modules
     return set(imported_modules(path, package))
 
 
@@ -127,9 +127,9 @@ def test_moved_modules_still_find_the_shipped_assets():
 
 
 def test_no_import_cycle_among_the_ui_modules():
-    """A cycle (ui.anatomy <-> ui.url_guard was one) makes the import order matter and hides a layer mix-up. Imports
+    """A cycle (ui.anatomy <-> serving.url_guard was one) makes the import order matter and hides a layer mix-up. Imports
     inside functions count: they are cycles too, only deferred."""
-    from ui.registry import imported_modules
+    from serving.preload import imported_modules
 
     modules = {f"ui.{p.stem}": p for p in (ROOT / "ui").glob("*.py") if p.stem != "__init__"}
     graph = {m: {d for d in imported_modules(p, "ui") if d in modules and d != m} for m, p in modules.items()}
