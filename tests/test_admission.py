@@ -1,4 +1,4 @@
-"""serving.admission: page runs pass one at a time (RUN_SLOTS = 1), in the order they arrived; a run that waited too long
+"""serving.admission: page runs pass one at a time (RUN_SLOTS = 1), in arrival order; a run that waited too long
 goes through anyway; 0 slots admits every run at once."""
 import importlib
 import threading

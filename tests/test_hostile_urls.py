@@ -10,7 +10,7 @@ Runtime: 57-75 s wall, 28 s CPU on the shared 2-core machine (load 7-10). Each p
 (or one per tab) and one in Chinese; each run sets every bound key at once, key i to hostile class
 (i + offset + 5 r), so the classes rotate over a page's keys and runs; the first run gives every number input a
 number beyond any integer (it used to crash the page: OverflowError). ``HOSTILE_URLS=all`` gives every key every class
-(a sweep for finding bugs: 13 pages pass it, 170 s wall, 64 s CPU). On the code before serving.url_guard, 12 of the 13 pages
+(a sweep for finding bugs: 13 pages pass it, 170 s wall, 64 s CPU). Before the URL guard, 12 of the 13 pages
 raise and the 13th (alignment) drops ``?day=abc`` without a message.
 """
 from __future__ import annotations
