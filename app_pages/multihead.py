@@ -18,8 +18,9 @@ import torch
 from attention_core.analysis import PATTERNS, classify_heads, head_similarity, qk_geometry, synthetic_pattern
 from attention_core.labs import multihead as lab
 from attention_core.modules import HeadDivisibilityError, MultiHeadAttention
+from serving import url_guard
 from serving.cache import MB, cache_data
-from ui import anatomy, controls, i18n, presenter, url_guard
+from ui import anatomy, controls, i18n, presenter
 from ui import format as fmt
 from ui import multihead_charts as mc
 from ui.anatomy import md_escape, show_chart
