@@ -3,12 +3,13 @@ import streamlit as st
 import torch
 
 # these import nothing of attention_core: the pages' modules are imported below, once, in one thread
-from ui import admission, cache, compat, url_guard
+from serving import admission, cache, compat, url_guard
+from serving.preload import import_page_modules
 from ui.a11y import declare_language, name_page
 from ui.course import footer, nav_position
 from ui.i18n import language_switch, t
 from ui.presenter import early_css, sidebar_toggle
-from ui.registry import ROOT, SECTIONS, available_pages, import_page_modules
+from ui.registry import ROOT, SECTIONS, available_pages
 
 # sessions starting together on a fresh server must not import the pages' modules concurrently (ImportError
 # from a partially initialised module, seen in tests/test_serving.py): the first imports them, the others wait

@@ -16,10 +16,10 @@ import streamlit as st
 from attention_core.labs import alignment as lab
 from attention_core.models import seq2seq
 from attention_core.models.tasks import DATE_FORMAT_IDS, DATE_MAX, DATE_MIN, MAX_DATE_INPUT, normalize_date_text
+from serving.cache import MB, cache_data
 from ui import alignment_charts as ac
 from ui import anatomy, charts, controls, models, presenter
 from ui import format as fmt
-from ui.cache import MB, cache_data
 from ui.i18n import lesson as lesson_text
 from ui.i18n import t
 from ui.models import curves, model

@@ -18,11 +18,11 @@ from attention_core import analysis
 from attention_core.labs import analysis as lab
 from attention_core.labs import pronoun as sentences
 from attention_core.models.tasks import PronounExample, pronoun_text
+from serving.cache import MB, cache_data, shared_arrays
 from ui import analysis_charts as ac
 from ui import anatomy, models, presenter
 from ui import format as fmt
 from ui import multihead_charts as mc
-from ui.cache import MB, cache_data, shared_arrays
 from ui.charts import heatmap, heatmap_height, unique_labels
 from ui.controls import seed as seed_control
 from ui.i18n import current_lang, lesson, t

@@ -21,6 +21,7 @@ from attention_core.labs import attention_sinks as lab
 from attention_core.masks import sliding_window_mask
 from attention_core.models import attention_sinks_lm as sinks_lm
 from attention_core.streaming import StreamingCache, StreamingDecoder
+from serving.cache import MB, cache_data
 from ui import anatomy, controls, course, models, presenter
 from ui.attention_sinks_charts import (
     METHOD_COLORS,
@@ -34,7 +35,6 @@ from ui.attention_sinks_charts import (
     reach_frame,
     reach_grid,
 )
-from ui.cache import MB, cache_data
 from ui.charts import attention_heatmap, heatmap, heatmap_height
 from ui.format import fixed, pct, sig
 from ui.i18n import t

@@ -20,10 +20,10 @@ from streamlit.delta_generator import DeltaGenerator
 from attention_core.labs import bottleneck as lab
 from attention_core.models import seq2seq
 from attention_core.models.tasks import REVERSE_MAX_LEN, REVERSE_MIN_LEN
+from serving.cache import MB, cache_data
 from ui import anatomy, charts, controls, models, presenter
 from ui import bottleneck_charts as bc
 from ui import format as fmt
-from ui.cache import MB, cache_data
 from ui.i18n import lesson as lesson_text
 from ui.i18n import t
 from ui.models import curves, model

@@ -13,10 +13,10 @@ import streamlit as st
 
 from attention_core import crossmodal, modules
 from attention_core.labs import cross_attention as lab
+from serving.cache import MB, cache_data
 from ui import anatomy, charts, controls, presenter
 from ui import cross_attention_charts as cc
 from ui import format as fmt
-from ui.cache import MB, cache_data
 from ui.i18n import current_lang, t
 from ui.i18n import lesson as lesson_text
 

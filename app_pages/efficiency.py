@@ -18,10 +18,10 @@ from attention_core import efficient as eff
 from attention_core.labs import efficiency as lab
 from attention_core.labs import efficiency_bench as bench
 from attention_core.labs import seed_bugs
+from serving.cache import MB, cache_data, shared_arrays
 from ui import anatomy, charts, controls, models, presenter
 from ui import efficiency_charts as ec
 from ui import format as fmt
-from ui.cache import MB, cache_data, shared_arrays
 from ui.i18n import lesson, t
 from ui.wrap import title_lines
 

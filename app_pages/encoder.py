@@ -10,10 +10,10 @@ import torch
 
 from attention_core import analysis, text, transformer
 from attention_core.labs import encoder as lab
+from serving.cache import MB, shared_arrays
 from ui import anatomy, charts, controls, presenter
 from ui import encoder_charts as ec
 from ui import format as fmt
-from ui.cache import MB, shared_arrays
 from ui.i18n import lesson as lesson_text
 from ui.i18n import t
 

@@ -17,8 +17,8 @@ import streamlit as st
 from attention_core.functional import grouped_query_attention
 from attention_core.labs import gqa as lab
 from attention_core.latent import MultiHeadLatentAttention
+from serving.cache import MB, cache_data
 from ui import anatomy, models, presenter
-from ui.cache import MB, cache_data
 from ui.format import count, fixed, pct, sig
 from ui.gqa_charts import cache_bars, quality_frame, quality_points, sharing_frame, sharing_picture, sizes_frame
 from ui.i18n import t

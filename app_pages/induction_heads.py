@@ -4,7 +4,7 @@ The model and data are attention_core.models.induction_heads_lm (the recipe ``in
 (assets/models/induction_heads_run.json, ``python -m attention_core.labs.induction_heads``) holds the losses of both
 halves, every head's previous-token and induction scores and the heads' patterns every few steps; the shipped
 checkpoint (assets/models/induction_heads.pt) is ablated live; a fresh run of a chosen seed trains in the server's
-queue (ui.training_queue: one at a time, time-capped) and draws its curves as it goes.
+queue (serving.training_queue: one at a time, time-capped) and draws its curves as it goes.
 """
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ import streamlit as st
 from attention_core.labs import induction_heads as lab
 from attention_core.models import induction_heads_lm as ih
 from attention_core.models import recipes
+from serving import training_queue as tq
+from serving.cache import MB, cache_data
 from ui import anatomy, live_run, presenter
 from ui import multihead_charts as mc
-from ui import training_queue as tq
-from ui.cache import MB, cache_data
 from ui.charts import MAX_ARIA_CELLS
 from ui.format import fixed
 from ui.i18n import t

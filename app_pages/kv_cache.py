@@ -16,8 +16,8 @@ import streamlit as st
 
 from attention_core.decoder import CausalSelfAttention, KVCache
 from attention_core.labs import kv_cache as lab
+from serving.cache import MB, cache_data
 from ui import anatomy, controls, presenter
-from ui.cache import MB, cache_data
 from ui.format import approx, count, fixed, pct, sig
 from ui.i18n import t
 from ui.kv_cache_charts import cache_grid, grid_frame, timing_frame, timing_lines

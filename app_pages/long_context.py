@@ -24,8 +24,8 @@ from attention_core.positional import (
     rope_yarn_frequencies,
     yarn_attention_factor,
 )
+from serving.cache import MB, cache_data
 from ui import anatomy, course, models, presenter
-from ui.cache import MB, cache_data
 from ui.charts import bars, heatmap
 from ui.format import fixed, pct
 from ui.i18n import t

@@ -10,11 +10,11 @@ from attention_core.functional import masked_softmax, scaled_dot_product_attenti
 from attention_core.labs import masking as ml
 from attention_core.masks import causal_mask, local_mask, padding_mask
 from attention_core.text import tokenize
+from serving.cache import MB, cache_data
 from ui import anatomy, controls, presenter
 from ui import format as fmt
 from ui import masking_charts as mc
 from ui import masking_state as ms
-from ui.cache import MB, cache_data
 from ui.charts import attention_heatmap, unique_labels
 from ui.i18n import lesson, t
 

@@ -18,11 +18,12 @@ import torch
 from attention_core.analysis import PATTERNS, classify_heads, head_similarity, qk_geometry, synthetic_pattern
 from attention_core.labs import multihead as lab
 from attention_core.modules import HeadDivisibilityError, MultiHeadAttention
-from ui import anatomy, controls, i18n, presenter, url_guard
+from serving import url_guard
+from serving.cache import MB, cache_data
+from ui import anatomy, controls, i18n, presenter
 from ui import format as fmt
 from ui import multihead_charts as mc
 from ui.anatomy import md_escape, show_chart
-from ui.cache import MB, cache_data
 from ui.charts import ROW_SELECTION, attention_heatmap, heatmap, unique_labels
 from ui.i18n import t
 from ui.registry import ROOT

@@ -18,10 +18,10 @@ import torch
 
 from attention_core.labs import positional as pl
 from attention_core.positional import rotary_embedding, sinusoidal_encoding
+from serving.cache import MB, cache_data
 from ui import anatomy, controls, presenter
 from ui import format as fmt
 from ui import positional_charts as pc
-from ui.cache import MB, cache_data
 from ui.charts import attention_heatmap, heatmap, unique_labels
 from ui.i18n import lesson, t
 

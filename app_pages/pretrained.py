@@ -17,11 +17,11 @@ from attention_core.functional import grouped_query_attention
 from attention_core.labs import pretrained as lab
 from attention_core.modules import MultiHeadAttention
 from attention_core.positional import apply_rotary
+from serving.cache import MB, cache_data
 from ui import anatomy, controls, presenter
 from ui import format as fmt
 from ui import multihead_charts as mc
 from ui import pretrained_models as models
-from ui.cache import MB, cache_data
 from ui.charts import attention_heatmap, bars, heatmap, heatmap_height, unique_labels
 from ui.i18n import current_lang, lesson, t
 from ui.pretrained_models import MINILM

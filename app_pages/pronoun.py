@@ -18,10 +18,11 @@ import torch
 from attention_core.labs import pronoun as lab
 from attention_core.models import pronoun as resolver
 from attention_core.models import tasks
-from ui import anatomy, controls, models, presenter, url_guard
+from serving import url_guard
+from serving.cache import MB, cache_data, shared_arrays
+from ui import anatomy, controls, models, presenter
 from ui import format as fmt
 from ui import pronoun_charts as pc
-from ui.cache import MB, cache_data, shared_arrays
 from ui.charts import ROW_SELECTION, attention_heatmap
 from ui.i18n import catalog, current_lang, lesson, t
 

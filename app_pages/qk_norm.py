@@ -5,7 +5,7 @@ per learning rate and seed, the loss, the largest attention logit and the mean a
 over training; the final loss against the learning rate is the "LR sensitivity" figure of Wortsman et al. (2023).
 Why it happens is computed live: the untrained model with its W_Q, W_K multiplied by a factor (weights that
 grew), and one softmax row made sharper (its gradient vanishing). A short run with or without QK-norm trains
-live through the server's queue (ui.training_queue) and draws its curves as it goes.
+live through the server's queue (serving.training_queue) and draws its curves as it goes.
 """
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ import streamlit as st
 
 from attention_core.decoder import CausalSelfAttention
 from attention_core.labs import qk_norm as lab
+from serving import training_queue as tq
+from serving.cache import MB, cache_data
 from ui import anatomy, live_run, presenter
 from ui import format as fmt
-from ui import training_queue as tq
-from ui.cache import MB, cache_data
 from ui.i18n import t
 from ui.models import Unavailable, show_unavailable, why_of
 from ui.qk_norm_charts import lr_frame, lr_sweep, saturation_frame, saturation_lines, step_frame, step_lines

@@ -17,10 +17,10 @@ from attention_core.functional import masked_softmax
 from attention_core.labs import qkv as lab
 from attention_core.labs import seed_bugs
 from attention_core.modules import AdditiveAttention
+from serving.cache import MB, cache_data
 from ui import anatomy, controls, i18n, presenter, qkv_charts, qkv_state
 from ui import format as fmt
 from ui.anatomy import exercise, formula, md_escape, notice, problem, show_chart
-from ui.cache import MB, cache_data
 from ui.charts import bars, heatmap, unique_labels
 from ui.i18n import t
 

@@ -13,10 +13,10 @@ from streamlit.delta_generator import DeltaGenerator
 from attention_core.diagnostics import softmax_jacobian_norm
 from attention_core.functional import masked_softmax
 from attention_core.labs import scaling as sl
+from serving.cache import MB, cache_data
 from ui import anatomy, controls, presenter
 from ui import format as fmt
 from ui import scaling_charts as sc
-from ui.cache import MB, cache_data
 from ui.charts import attention_heatmap
 from ui.i18n import lesson, t, tl
 

@@ -17,8 +17,8 @@ import streamlit as st
 
 from attention_core.functional import scaled_dot_product_attention
 from attention_core.text import embed_tokens
+from serving.cache import MB, cache_data
 from ui import anatomy, controls, presenter
-from ui.cache import MB, cache_data
 from ui.charts import attention_heatmap
 from ui.format import fixed, pct
 from ui.i18n import t

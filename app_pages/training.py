@@ -3,7 +3,7 @@ TransformerTrainer, fixed), with the loss curve and attention snapshots: attenti
 
 Tasks: the first tutorial's Seq2Seq with Bahdanau attention (dates, reversal: the snapshot is the alignment) or the
 "it" page's encoder (the snapshot is the attention from "it"). A run starts only on the button, goes through the
-server's queue (ui.training_queue: one at a time, identical trainings shared) and stays in the session.
+server's queue (serving.training_queue: one at a time, identical trainings shared) and stays in the session.
 """
 from __future__ import annotations
 
@@ -18,13 +18,13 @@ from attention_core.labs.bottleneck import clean_digits
 from attention_core.models import recipes, tasks, trainer
 from attention_core.models.pronoun import pronoun_loss
 from attention_core.models.seq2seq import seq2seq_loss
+from serving import training_queue as tq
+from serving.cache import MB, cache_data
 from ui import anatomy, live_run, presenter
 from ui import format as fmt
 from ui import pronoun_charts as pc
 from ui import training_charts as tc
-from ui import training_queue as tq
 from ui.alignment_charts import visible_chars
-from ui.cache import MB, cache_data
 from ui.charts import heatmap, heatmap_height, unique_labels
 from ui.controls import seed as seed_control
 from ui.i18n import lesson, t

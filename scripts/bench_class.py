@@ -10,7 +10,7 @@ tried the link before class): what is measured is a class's first visit, not the
     python scripts/bench_class.py --bare                          the same against a bare Streamlit page (four
                                                                   Altair heatmaps): the floor of one server
     python scripts/bench_class.py --slots 0,1,2                   one server per value of ATTENTION_APP_RUN_SLOTS
-                                                                  (ui.admission; 0: every run at once), same run
+                                                                  (serving.admission; 0: every run at once), same run
     python scripts/bench_class.py --url http://host:8501          a running server (not warmed, not started)
 
 Prints, per page: p50 / p95 / max seconds until a session's page has arrived, and the server's CPU seconds per

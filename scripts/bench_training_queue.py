@@ -1,5 +1,5 @@
 """A class presses "Train": 30 presses within a minute on one server process, through the training page's
-queue (ui/training_queue.py) with real training runs.
+queue (serving/training_queue.py) with real training runs.
 
     python scripts/bench_training_queue.py                 # 30 presses over 60 s, 250-step runs (several minutes)
     python scripts/bench_training_queue.py --steps 40      # the same class, short runs (about a minute)
@@ -45,7 +45,7 @@ import streamlit as st  # noqa: E402
 import streamlit.logger  # noqa: E402
 import torch  # noqa: E402
 
-from ui import training_queue as tq  # noqa: E402
+from serving import training_queue as tq  # noqa: E402
 
 MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
           "november", "december")

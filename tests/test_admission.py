@@ -1,4 +1,4 @@
-"""ui.admission: page runs pass one at a time (RUN_SLOTS = 1), in the order they arrived; a run that waited too long
+"""serving.admission: page runs pass one at a time (RUN_SLOTS = 1), in arrival order; a run that waited too long
 goes through anyway; 0 slots admits every run at once."""
 import importlib
 import threading
@@ -13,14 +13,14 @@ def default_afterwards():
     yield
     import os
 
-    import ui.admission as admission
+    import serving.admission as admission
     os.environ.pop("ATTENTION_APP_RUN_SLOTS", None)
     importlib.reload(admission)
 
 
 def fresh(monkeypatch, slots: str, max_wait: float | None = None):
     monkeypatch.setenv("ATTENTION_APP_RUN_SLOTS", slots)
-    import ui.admission as admission
+    import serving.admission as admission
     admission = importlib.reload(admission)
     if max_wait is not None:
         monkeypatch.setattr(admission, "MAX_WAIT_S", max_wait)

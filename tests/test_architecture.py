@@ -20,7 +20,7 @@ def imported_modules(path: pathlib.Path) -> set[str]:
 
 
 def test_attention_core_is_torch_and_numpy_only():
-    forbidden = {"streamlit", "altair", "pandas", "ui", "matplotlib", "seaborn", "requests", "transformers"}
+    forbidden = {"streamlit", "altair", "pandas", "ui", "serving", "matplotlib", "seaborn", "requests", "transformers"}
     for path in (ROOT / "attention_core").rglob("*.py"):
         assert not imported_modules(path) & forbidden, f"{path.name} imports {imported_modules(path) & forbidden}"
 
@@ -33,7 +33,7 @@ UI_AND_PLOTTING = {"streamlit", "altair", "pandas", "ui"}
 
 def absolute_imports(path: pathlib.Path, package: str) -> set[str]:
     """Every module ``path`` imports, relative imports resolved against ``package`` (dotted): the router's reader."""
-    from ui.registry import imported_modules
+    from serving.preload import imported_modules
     return set(imported_modules(path, package))
 
 
@@ -111,7 +111,7 @@ def test_torch_is_pinned_exactly():
 
 def test_app_code_never_opens_the_network():
     network = {"urllib", "requests", "http", "httpx", "socket", "aiohttp", "huggingface_hub", "torchvision"}
-    for folder in ("app_pages", "ui", "attention_core"):
+    for folder in ("app_pages", "ui", "serving", "attention_core"):
         for path in (ROOT / folder).rglob("*.py"):
             assert not imported_modules(path) & network, f"{path.relative_to(ROOT)} imports a network module"
     app = (ROOT / "app.py")
@@ -126,13 +126,15 @@ def test_moved_modules_still_find_the_shipped_assets():
     assert DEFAULT_OUT == ROOT / "assets" / "bench" / "efficient.json" and DEFAULT_OUT.exists()
 
 
-def test_no_import_cycle_among_the_ui_modules():
-    """A cycle (ui.anatomy <-> ui.url_guard was one) makes the import order matter and hides a layer mix-up. Imports
-    inside functions count: they are cycles too, only deferred."""
-    from ui.registry import imported_modules
+def test_no_import_cycle_among_the_ui_and_serving_modules():
+    """A cycle (anatomy <-> url_guard was one) makes the import order matter and hides a layer mix-up. Imports
+    inside functions count: they are cycles too, only deferred. ui and serving form one graph: a cycle may cross."""
+    from serving.preload import imported_modules
 
-    modules = {f"ui.{p.stem}": p for p in (ROOT / "ui").glob("*.py") if p.stem != "__init__"}
-    graph = {m: {d for d in imported_modules(p, "ui") if d in modules and d != m} for m, p in modules.items()}
+    modules = {f"{pkg}.{p.stem}": p for pkg in ("ui", "serving") for p in (ROOT / pkg).glob("*.py")
+               if p.stem != "__init__"}
+    graph = {m: {d for d in imported_modules(p, m.split(".")[0]) if d in modules and d != m}
+             for m, p in modules.items()}
     state: dict[str, int] = {}
 
     def visit(m, trail):
@@ -185,3 +187,24 @@ def test_the_citation_check_sees_what_it_looks_for():
     assert not CITED_ISSUE.search("the issue's reproduction") and not CITED_ISSUE.search("tissue" + " 3")
     assert any(p in "see " + "DESIGN" + ".md" for p in OUTSIDE_PATHS)
     assert any(p in "Both tutorials (" + "../" + "shared/seeds/)" for p in OUTSIDE_PATHS)
+
+
+SERVING = {"__init__", "admission", "cache", "compat", "poll_store", "preload", "training_queue", "url_guard"}
+SERVING_MAY_USE_FROM_UI = {"ui.i18n", "ui.format", "ui.registry"}     # leaf modules: messages, formats, the page list
+
+
+def test_serving_holds_exactly_the_server_machinery():
+    assert {p.stem for p in (ROOT / "serving").glob("*.py")} == SERVING
+    assert not list((ROOT / "serving").glob("*/"))   # no subpackage hides more
+    moved = SERVING - {"__init__", "preload"}
+    assert not {p.stem for p in (ROOT / "ui").glob("*.py")} & moved, "a server module is back in ui/"
+
+
+def test_serving_imports_no_page_nor_plotting_and_only_leaves_of_ui():
+    for path in (ROOT / "serving").glob("*.py"):
+        names = absolute_imports(path, "serving")
+        tops = {n.split(".")[0] for n in names}
+        banned = tops & {"app_pages", "altair", "pandas"}
+        assert not banned, f"{path.name} imports {banned}"
+        from_ui = {n for n in names if n.split(".")[0] == "ui"}
+        assert from_ui <= SERVING_MAY_USE_FROM_UI, f"{path.name} imports {from_ui - SERVING_MAY_USE_FROM_UI} from ui"

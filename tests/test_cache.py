@@ -1,4 +1,4 @@
-"""The byte-budgeted caches of ui/cache.py and the bounded-memory head classifier (one server within 700 MB,
+"""The byte-budgeted caches of serving/cache.py and the bounded-memory head classifier (one server within 700 MB,
 docs/performance.md).
 
 Runtime: about 5 s (one subprocess measures the classifier's peak memory at 32 heads x 64 tokens).
@@ -19,8 +19,8 @@ import pytest
 import torch
 
 from attention_core import analysis as an
+from serving import cache as uc
 from tests.conftest import ROOT
-from ui import cache as uc
 
 # ---------------------------------------------------------------------------------------------
 # the LRU and its budgets
@@ -162,7 +162,7 @@ def test_keys_are_argument_values_and_underscore_arguments_are_not_hashed():
 def test_a_page_script_run_again_finds_its_cache():
     """Streamlit executes a page file anew on every rerun, redefining its functions: the cache must survive."""
     source = textwrap.dedent("""
-        from ui.cache import MB, cache_data
+        from serving.cache import MB, cache_data
         CALLS = []
         @cache_data(max_bytes=1 * MB)
         def f(n):
@@ -236,7 +236,7 @@ def test_nbytes_counts_buffers():
 
 
 def test_every_page_cache_has_a_byte_budget_and_the_total_is_bounded():
-    """No page keeps results in Streamlit's entry-count caches ; the budgets of ui.cache
+    """No page keeps results in Streamlit's entry-count caches ; the budgets of serving.cache
     hold the total (README, "Memory")."""
     for path in sorted((ROOT / "app_pages").glob("*.py")):
         if path.stem == "home":
@@ -378,7 +378,7 @@ def test_one_miss_computes_at_a_time_and_nested_cached_calls_do_not_deadlock():
 
 
 def test_importing_the_cache_tunes_no_allocator_and_the_router_asks_once(monkeypatch):
-    """Side effects happen where the router asks for them: a fresh import of ui.cache calls no mallopt;
+    """Side effects happen where the router asks for them: a fresh import of serving.cache calls no mallopt;
     limit_heaps() sets M_ARENA_MAX (-8) to 2 once, however often the router's script runs."""
     import importlib
 
@@ -397,7 +397,7 @@ def test_importing_the_cache_tunes_no_allocator_and_the_router_asks_once(monkeyp
     monkeypatch.setattr(ctypes, "CDLL", lambda name: FakeLibc())       # the glibc a fresh import finds
     monkeypatch.setattr(sys, "platform", "linux")
     monkeypatch.delenv("ATTN_KEEP_MALLOC", raising=False)
-    fresh = importlib.util.module_from_spec(importlib.util.find_spec("ui.cache"))
+    fresh = importlib.util.module_from_spec(importlib.util.find_spec("serving.cache"))
     fresh.__spec__.loader.exec_module(fresh)          # a second copy: the real module's caches stay untouched
     assert isinstance(fresh._LIBC, FakeLibc)
     assert calls == []                                  # importing tuned nothing

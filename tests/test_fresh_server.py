@@ -6,7 +6,7 @@ A class opens its links together on a server that has just started. Two things b
   `st.navigation` call of the process, and ran a deep link's page file directly, without app.py;
 - the pages' imports ran concurrently in several sessions' threads, which Python's import locks do not make safe.
 The pages now live in app_pages/ and the router imports every module a page imports before any page runs
-(ui.registry.import_page_modules). These tests check both statically, then start real servers and open every page
+(serving.preload.import_page_modules). These tests check both statically, then start real servers and open every page
 in both languages at once as their first sessions.
 """
 import asyncio
@@ -50,8 +50,9 @@ def test_the_router_preloads_every_module_a_page_imports():
     page's thread, perhaps while another thread imports it too."""
     code = textwrap.dedent("""
         import ast, json, sys
-        from ui.registry import available_pages, import_page_modules
-        ours = lambda: {m for m in sys.modules if m.split(".")[0] in ("attention_core", "ui")}
+        from serving.preload import import_page_modules
+        from ui.registry import available_pages
+        ours = lambda: {m for m in sys.modules if m.split(".")[0] in ("attention_core", "serving", "ui")}
         import_page_modules()
         before = ours()
 
@@ -80,17 +81,18 @@ def test_the_router_preloads_every_module_a_page_imports():
             assert f"attention_core.labs.{spec.key}" in result["before"], spec.key
         if (ROOT / "ui" / f"{spec.key}_charts.py").exists():
             assert f"ui.{spec.key}_charts" in result["before"], spec.key
+    assert {"serving.cache", "serving.url_guard"} <= set(result["before"])   # the server's package is preloaded too
 
 
 def test_page_imports_reads_a_page_file(tmp_path):
-    from ui.registry import page_imports
+    from serving.preload import page_imports
 
     page = tmp_path / "p.py"
     page.write_text("import math\nfrom attention_core.labs import qkv\nfrom ui import charts, format as fmt\n"
-                    "def f():\n    import ui.cache\n    from attention_core.masks import causal_mask\n",
+                    "def f():\n    import serving.cache\n    from attention_core.masks import causal_mask\n",
                     encoding="utf-8")
     assert page_imports(page) == ["attention_core.labs", "attention_core.labs.qkv", "ui", "ui.charts",
-                                  "ui.format", "ui.cache", "attention_core.masks"]
+                                  "ui.format", "serving.cache", "attention_core.masks"]
     # relative imports, resolved in the module's package (as attention_core/labs/efficiency.py's lazy one)
     lab = tmp_path / "lab.py"
     lab.write_text("from .efficiency_bench import _make_call\nfrom .. import masks, efficient\n"

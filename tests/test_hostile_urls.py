@@ -1,5 +1,5 @@
 """Any value a link can carry, in any URL-bound control of any page: never a traceback; a value the page
-cannot use is ignored or clamped, and the message under the title names it (ui.url_guard).
+cannot use is ignored or clamped, and the message under the title names it (serving.url_guard).
 
 The bound keys are found, not listed: every literal ``key=`` of a call with ``bind="query-params"`` in the
 page source, plus every widget the page actually draws whose proto carries a ``query_param_key`` (this finds
@@ -10,7 +10,7 @@ Runtime: 57-75 s wall, 28 s CPU on the shared 2-core machine (load 7-10). Each p
 (or one per tab) and one in Chinese; each run sets every bound key at once, key i to hostile class
 (i + offset + 5 r), so the classes rotate over a page's keys and runs; the first run gives every number input a
 number beyond any integer (it used to crash the page: OverflowError). ``HOSTILE_URLS=all`` gives every key every class
-(a sweep for finding bugs: 13 pages pass it, 170 s wall, 64 s CPU). On the code before ui.url_guard, 12 of the 13 pages
+(a sweep for finding bugs: 13 pages pass it, 170 s wall, 64 s CPU). Before the URL guard, 12 of the 13 pages
 raise and the 13th (alignment) drops ``?day=abc`` without a message.
 """
 from __future__ import annotations
@@ -199,7 +199,8 @@ def test_hostile_values_in_every_bound_control(page):
 KINDS_APP = '''
 import datetime
 import streamlit as st
-from ui import anatomy, url_guard
+from ui import anatomy
+from serving import url_guard
 from ui.i18n import resolve_lang
 resolve_lang()
 anatomy.header("scaling")

@@ -1,4 +1,4 @@
-"""ui.live_run, the live-run client of the training pages, against a real ui.training_queue.RunQueue running
+"""ui.live_run, the live-run client of the training pages, against a real serving.training_queue.RunQueue running
 tiny jobs: what a page shows while a run waits, runs, is kept, is cancelled (by the learner or because nobody
 watched it) and fails -- the cancelled and the failed run named apart."""
 import threading
@@ -7,9 +7,9 @@ import time
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from serving import training_queue as tq
 from tests.apptest_util import exceptions
 from ui import i18n, live_run
-from ui import training_queue as tq
 
 GATE = threading.Event()          # a "hold" job runs until this is set (or nobody watches it)
 

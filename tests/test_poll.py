@@ -18,8 +18,9 @@ import pytest
 
 import ui.poll as poll
 import ui.poll_room as poll_room
+from serving import poll_store
 from tests.apptest_util import all_text, chart_data, exceptions, open_page
-from ui import poll_store, poll_text
+from ui import poll_text
 from ui.i18n import catalog
 from ui.registry import available_pages
 

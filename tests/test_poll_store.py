@@ -11,8 +11,8 @@ import time
 
 import pytest
 
+from serving import poll_store as ps
 from tests.redis_server import redis_server
-from ui import poll_store as ps
 
 SPEC = {"page": "masking", "exercise": "mask_ex", "lang": "en", "answer": 2,
         "question": {"key": "masking.ex_question", "item": None, "fields": {}, "text": "Q?"},

@@ -9,8 +9,8 @@ import re
 import pytest
 import streamlit as st
 
+from serving import compat
 from tests.apptest_util import ROOT, exceptions, open_page
-from ui import compat
 from ui.i18n import catalog
 
 
@@ -70,7 +70,7 @@ def test_a_missing_private_name_is_said_on_every_page_and_logged(lang, caplog, m
 def test_the_training_queue_steps_down_without_the_session_check(monkeypatch):
     from streamlit import runtime
 
-    from ui import training_queue
+    from serving import training_queue
 
     monkeypatch.setattr(compat, "_missing", {})
 

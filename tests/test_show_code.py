@@ -19,8 +19,8 @@ import pytest
 import streamlit as st
 
 import ui.anatomy
+from serving import cache as ui_cache
 from tests.apptest_util import exceptions, open_page
-from ui import cache as ui_cache
 from ui.registry import available_pages
 
 PAGE_KEYS = [p.key for p in available_pages()]

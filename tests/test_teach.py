@@ -15,7 +15,7 @@ STOPS = [(plan, n, stop) for plan, stops in course.LESSON_PLANS.items() for n, s
 
 
 def guard_messages(lang: str) -> list[str]:
-    """The fixed pieces of the URL guard's two messages (ui.url_guard), to find them among a page's warnings."""
+    """The fixed pieces of the URL guard's two messages (serving.url_guard), to find them among a page's warnings."""
     cat = catalog(lang)
     return [cat[k].split("{params}")[0] for k in ("common.url_rejected", "common.url_adjusted")]
 

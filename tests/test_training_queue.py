@@ -1,4 +1,4 @@
-"""The server's training queue (ui/training_queue.py) with tiny fake jobs: shared runs, the worker bound,
+"""The server's training queue (serving/training_queue.py) with tiny fake jobs: shared runs, the worker bound,
 queue positions and their wait bounds, cancellation freeing the worker, and a full queue: about 2 s; and
 the real training job once (8 steps, two probes): 2-8 s, with the machine's load."""
 import threading
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import streamlit as st
 
-from ui import training_queue as tq
+from serving import training_queue as tq
 
 
 def until(condition, timeout=3.0):

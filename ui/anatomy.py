@@ -14,7 +14,9 @@ from typing import Callable, Sequence
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from . import a11y, poll, url_guard
+from serving import url_guard
+
+from . import a11y, poll
 from .charts import matrix_csv
 from .format import md_escape  # noqa: F401 - re-exported: pages escape user text through anatomy
 from .i18n import label_notices, t
@@ -26,7 +28,7 @@ def header(ns: str) -> None:
     st.title(t(f"{ns}.title"))
     label_notices(ns, "common", "nav")     # a label file of this page that cannot be read is named here
     st.markdown(f"**{t('common.objective')}** {t(f'{ns}.objective')}")
-    url_guard.slot()   # where a link value this page cannot use is named (ui.url_guard)
+    url_guard.slot()   # where a link value this page cannot use is named (serving.url_guard)
 
 
 def intuition(ns: str) -> None:

@@ -21,7 +21,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from .cache import MB, ByteBudgetCache, key_of_values, nbytes
+from serving.cache import MB, ByteBudgetCache, key_of_values, nbytes
 
 # colour-blind-safe schemes: perceptually uniform sequential, and a blue/orange diverging one
 WEIGHT_SCHEME = "viridis"
@@ -441,7 +441,7 @@ CHART_TEXT = {"light": "#5b5a59", "dark": "#c3c6cf"}
 def _theme() -> str:
     """"dark" when the learner's browser shows the dark theme, else "light" (also outside a Streamlit run)."""
     try:
-        from .a11y import theme      # ui.charts stays a pure builder, importable without a Streamlit session
+        from .a11y import theme  # ui.charts stays a pure builder, importable without a Streamlit session
         return theme()
     except Exception:  # noqa: BLE001 - no session: the light theme
         return "light"

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 import streamlit as st
 
 from attention_core.text import tokenize
+from serving import url_guard
 
-from . import url_guard
 from .anatomy import problem
 from .i18n import LANGS, catalog, t
 

@@ -1,4 +1,4 @@
-"""The live-run client of the pages that train in the server's queue (ui.training_queue): one place for what a
+"""The live-run client of the pages that train in the server's queue (serving.training_queue): one place for what a
 page does with a run -- submit it, tell whether this session has one pending, keep it once it has finished
 (or say why it was not), and the live panel (its place in the queue, its progress, a Cancel button).
 
@@ -16,9 +16,9 @@ from typing import Any
 
 import streamlit as st
 
+from serving import training_queue as tq
 from ui import anatomy
 from ui import format as fmt
-from ui import training_queue as tq
 from ui.i18n import t
 
 POLL = 1.0          # seconds between two looks at a queued or running run

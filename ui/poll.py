@@ -9,7 +9,7 @@ that opened a room holds its owner token (in its session state, never in the URL
 the question, the room code, a QR code of the join link, the live count (redrawn every second) and the controls.
 Every other session sees the student view: the question and its answers in the student's own language (each text
 written from the catalog labels it was made from, ``ui.poll_text``), one vote per round, then the answer once
-revealed. The rooms live in ``ui.poll_store`` (this process, or Redis with ``REDIS_URL``).
+revealed. The rooms live in ``serving.poll_store`` (this process, or Redis with ``REDIS_URL``).
 """
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ import re
 
 import streamlit as st
 
-from . import poll_store, poll_text
+from serving import poll_store
+
+from . import poll_text
 from .i18n import current_lang, t
 from .registry import PAGES
 

@@ -3,7 +3,7 @@ its owner token (in its session state, never in the URL) and sees the projector 
 a QR code of the join link, the live count (redrawn every second) and the controls. Every other session sees the
 student view: the question and its answers in the student's own language (each text written from the catalog
 labels it was made from, ``ui.poll_text``), one vote per round, then the answer once revealed. The rooms live in
-``ui.poll_store`` (this process, or Redis with ``REDIS_URL``).
+``serving.poll_store`` (this process, or Redis with ``REDIS_URL``).
 """
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ import secrets
 
 import streamlit as st
 
-from . import anatomy, poll_store, poll_text, url_guard
+from serving import poll_store, url_guard
+
+from . import anatomy, poll_text
 from .i18n import current_lang, t
 from .poll import OWNED, PAGE_KEYS, POLL_PAGE
 from .poll_charts import LETTERS, votes

@@ -468,7 +468,8 @@ def test_show_code_shows_only_functions_that_ran(params, monkeypatch):
     import sys
     import threading
 
-    from ui import anatomy, cache, models
+    from serving import cache
+    from ui import anatomy, models
 
     for c in list(cache._BY_FUNCTION.values()):
         c.clear()

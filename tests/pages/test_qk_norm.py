@@ -174,7 +174,7 @@ def test_a_queued_live_run_shows_its_place_and_the_wait_bound(lang, monkeypatch)
     the button stays disabled; once the worker is free the run trains and is kept."""
     import threading
 
-    from ui import training_queue as tq
+    from serving import training_queue as tq
 
     monkeypatch.setattr(lab, "STEPS", 10)
     gate = threading.Event()

@@ -302,7 +302,7 @@ def test_a_queued_run_shows_its_place_and_the_wait_bound(lang):
     the wait (both languages), the button stays disabled until the run is kept, and then it is kept."""
     import threading
 
-    from ui import training_queue as tq
+    from serving import training_queue as tq
 
     cat = catalog(lang)
     gate = threading.Event()

@@ -8,7 +8,7 @@ import threading
 
 import streamlit as st
 
-from .i18n import t
+from ui.i18n import t
 
 _LOG = logging.getLogger("attention.compat")
 _lock = threading.Lock()

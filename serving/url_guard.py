@@ -29,8 +29,8 @@ from typing import Any, Callable
 
 import streamlit as st
 
-from .format import md_escape
-from .i18n import LANGS, t
+from ui.format import md_escape
+from ui.i18n import LANGS, t
 
 ROUTER_PARAMS = frozenset({"lang", "present", "step", "embed", "embed_options"})   # read by the router, not widgets
 ROUTER_STATE = frozenset({"lang", "present_toggle"})     # session keys of the router's own widgets and settings
