@@ -8,7 +8,7 @@ from serving.preload import import_page_modules
 from ui.a11y import declare_language, name_page
 from ui.course import footer, nav_position
 from ui.i18n import language_switch, t
-from ui.presenter import early_css, sidebar_toggle
+from ui.presenter import early_css, sidebar_toggle, style_first
 from ui.registry import ROOT, SECTIONS, available_pages
 
 # sessions starting together on a fresh server must not import the pages' modules concurrently (ImportError
@@ -50,5 +50,6 @@ def route() -> None:
     st.sidebar.caption(t("common.footer"))
 
 
+style_first()                # presenter mode: its CSS is drawn before the page (a fresh session waits a moment)
 with admission.admitted():   # a class opening one link at once is served in turn, not all at the end
     route()

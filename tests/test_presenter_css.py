@@ -1,5 +1,6 @@
 """Presenter mode's layout comes from the router, first (``ui.presenter.early_css``): with ``?present=1`` the first
-element of the run is the CSS (in the sidebar, which it hides) with the URL's step, and the presenter skeleton of
+element of the run is the CSS (a style-only ``st.html``: it hides the sidebar) with the URL's step, drawn alone in a session's
+first presenter run (``style_first``) and first again in the run that draws the page, and the presenter skeleton of
 every chart kind has its text at least ``PRESENT_MIN_FONT`` px; without it there is no such CSS and charts keep
 their sizes. The browser side (first paint, fonts as drawn): tests/test_presenter_browser.py."""
 import json
@@ -24,12 +25,16 @@ def font_sizes(node) -> list:
 def test_the_router_sends_the_presenter_css_first_and_charts_grow():
     at = open_page("masking", "en", {"present": "1", "step": "3"})
     assert exceptions(at) == []
-    first = at.sidebar.markdown[0].value
-    assert "stSidebar" in first and ":not(.st-key-present_step_3)" in first
+    # a style-only st.html goes to Streamlit's event container (it takes no space); its first element is the layout
+    first = [h.proto.body for h in at._tree.children[2].get("html")][0]
+    assert "header[data-testid=\"stHeader\"] {display: none;}" in first
+    assert ":not(.st-key-present_step_3)" in first
+    assert at.session_state["_presenter_styled"] is True         # the first run drew the CSS alone, then reran
     sizes = [s for c in charts(at) for s in font_sizes(chart_spec(c))]
     assert sizes and min(sizes) >= PRESENT_MIN_FONT
     plain = open_page("masking", "en")
-    assert not any("stSidebar" in m.value for m in plain.sidebar.markdown)
+    assert not any("stHeader\"] {display: none;}" in h.proto.body for h in plain.get("html"))
+    assert "_presenter_styled" not in plain.session_state
     assert min(s for c in charts(plain) for s in font_sizes(chart_spec(c))) < PRESENT_MIN_FONT
 
 

@@ -10,12 +10,14 @@ Steps marked ``keep=True`` (the controls) stay visible under every step.
 from __future__ import annotations
 
 import contextlib
+import time
 
 import streamlit as st
 
 from .i18n import t
 
 PARAM, STEP_PARAM = "present", "step"
+STYLE_WAIT_S = 0.4     # long enough for the browser to fetch the HTML element's code on a slow link
 _KEY = "present_step_{}"
 
 # The presenter layout, sent by the router before anything else of a run (``early_css``): the first paint of a
@@ -68,16 +70,32 @@ def _enter() -> None:
         st.session_state["present_toggle"] = False
 
 
+def _layout_css() -> str:
+    return _LAYOUT_CSS + _STEP_CSS.replace("CURRENT", str(_current(10 ** 6)))
+
+
+def style_first() -> None:
+    """A session's first run in presenter mode draws only the presenter layout's CSS, waits ``STYLE_WAIT_S`` and
+    reruns: the browser loads the code that draws an HTML element while the server waits, so the page's first text
+    is drawn with the CSS already applied (sent in the same run as the page, the CSS landed 0.2-0.8 s after the
+    first text: every element kind's code is loaded on its first use). Called before admission (a wait is no work)."""
+    if active() and not st.session_state.get("_presenter_styled"):
+        st.session_state["_presenter_styled"] = True
+        st.set_page_config(layout="wide", initial_sidebar_state="collapsed")
+        st.html(_layout_css())
+        time.sleep(STYLE_WAIT_S)
+        st.rerun()
+
+
 def early_css() -> None:
     """The router's first output in presenter mode: the presenter layout and the URL's step, before the sidebar,
-    the navigation and the page draw anything (so no frame shows the normal layout)."""
-    # a markdown element in the (collapsed) sidebar: st.html's CSS, and a markdown's at the top of the main area, were
-    # applied only after the page's first text was drawn (the sidebar's elements are drawn first)
+    the navigation and the page draw anything. The same element, at the same place, as ``style_first`` drew, so
+    the browser keeps it from that run to this one."""
     if active():
-        # the sidebar collapsed before any element is drawn: the CSS hiding it comes a few hundred ms later
+        # the sidebar collapsed before any element is drawn: the CSS hiding it comes a moment later
         st.set_page_config(initial_sidebar_state="collapsed")
         st.session_state["_presented"] = True
-        st.sidebar.markdown(_LAYOUT_CSS + _STEP_CSS.replace("CURRENT", str(_current(10 ** 6))), unsafe_allow_html=True)
+        st.html(_layout_css())
     elif st.session_state.pop("_presented", False):     # presenter mode left: the sidebar comes back
         st.set_page_config(initial_sidebar_state="expanded")
 
