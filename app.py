@@ -8,7 +8,7 @@ from serving.preload import import_page_modules
 from ui.a11y import declare_language, name_page
 from ui.course import footer, nav_position
 from ui.i18n import language_switch, t
-from ui.presenter import early_css, sidebar_toggle, style_first
+from ui.presenter import early_css, sidebar_toggle, styling_first, wait_for_style
 from ui.registry import ROOT, SECTIONS, available_pages
 
 # sessions starting together on a fresh server must not import the pages' modules concurrently (ImportError
@@ -22,8 +22,9 @@ cache.limit_heaps()
 torch.set_num_threads(1)
 
 
-def route() -> None:
-    """One run of the app: the page's config, the router's own controls, the navigation and the page."""
+def route() -> bool:
+    """One run of the app: the page's config, the router's own controls, the navigation and the page (False when
+    the page waits for presenter mode's CSS: see ``ui.presenter.styling_first``)."""
     st.set_page_config(page_title="Attention, explained by running it", page_icon=str(ROOT / "assets" / "favicon.png"),
                        layout="wide")
     early_css()               # presenter mode's layout before anything is drawn
@@ -39,6 +40,8 @@ def route() -> None:
     ordered = {t(f"nav.section_{s}"): sections[t(f"nav.section_{s}")]
                for s in SECTIONS if t(f"nav.section_{s}") in sections}
     page = st.navigation(ordered, expanded=True, position=nav_position())   # ?embed=true: one page, no sidebar
+    if styling_first():      # presenter mode's CSS first, alone (the navigation keeps the page's address)
+        return False
     # a link can set any control to any value, and a move between pages brings the last page's values: what a page
     # cannot use is ignored or clamped and named under its title, and another page's values never reach its controls
     url_guard.begin_run(page.url_path or "home")
@@ -48,8 +51,10 @@ def route() -> None:
     footer(page)             # where the page sits in the course, and its previous / next pages
     compat.notice()          # a feature that stepped down after a Streamlit upgrade says so on every page
     st.sidebar.caption(t("common.footer"))
+    return True
 
 
-style_first()                # presenter mode: its CSS is drawn before the page (a fresh session waits a moment)
 with admission.admitted():   # a class opening one link at once is served in turn, not all at the end
-    route()
+    drawn = route()
+if not drawn:
+    wait_for_style()

@@ -6,7 +6,7 @@
 - each step that shows a chart shows it on the step's first screen: the chart's top is inside the viewport with
   room for some of it (``ROOM`` px) before the bottom edge, without scrolling;
 - the first paint of a fresh load is already the presenter layout: sampled every 30 ms from the navigation on,
-  the sidebar is never visible and the page's text is never drawn at the normal 16 px (``presenter.style_first``);
+  the sidebar is never visible and the page's text is never drawn at the normal 16 px (``presenter.styling_first``), and the page drawn is the one linked, with its step bar;
 - outside presenter mode, every concept page shows a chart on its first screen (its top above 720 px).
 
 ``PRESENT=subset`` checks a few pages (the densest charts, tabs, many steps) for a quick local run.
@@ -166,6 +166,8 @@ def test_the_first_paint_is_already_the_presenter_layout(server, browser, key, l
     page = browser.new_page(viewport=VIEWPORT)
     try:
         bad = first_paint_frames(page, f"{server}/{key}?lang={lang}&present=1")
+        assert page.evaluate("location.pathname").endswith(f"/{key}")   # the run that waited kept the address
+        assert step_count(page, lang) > 1                                # and the page drawn is the lesson's
     finally:
         page.close()
     assert bad == [], "frames in the normal layout:\n" + "\n".join(bad)

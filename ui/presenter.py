@@ -74,23 +74,27 @@ def _layout_css() -> str:
     return _LAYOUT_CSS + _STEP_CSS.replace("CURRENT", str(_current(10 ** 6)))
 
 
-def style_first() -> None:
-    """A session's first run in presenter mode draws only the presenter layout's CSS, waits ``STYLE_WAIT_S`` and
-    reruns: the browser loads the code that draws an HTML element while the server waits, so the page's first text
-    is drawn with the CSS already applied (sent in the same run as the page, the CSS landed 0.2-0.8 s after the
-    first text: every element kind's code is loaded on its first use). Called before admission (a wait is no work)."""
+def styling_first() -> bool:
+    """True in a session's first run in presenter mode: the router then draws no page, and ``wait_for_style``
+    reruns after a moment. The browser loads the code that draws the layout's CSS (an HTML element) while the
+    server waits, so the page's first text is drawn with the CSS applied (sent with the page, the CSS landed
+    0.2-0.8 s after the first text: the frontend fetches each element kind's code on its first use)."""
     if active() and not st.session_state.get("_presenter_styled"):
         st.session_state["_presenter_styled"] = True
-        st.set_page_config(layout="wide", initial_sidebar_state="collapsed")
-        st.html(_layout_css())
-        time.sleep(STYLE_WAIT_S)
-        st.rerun()
+        return True
+    return False
+
+
+def wait_for_style() -> None:
+    """The end of the run ``styling_first`` held back (outside admission: a wait is no work): wait, then rerun."""
+    time.sleep(STYLE_WAIT_S)
+    st.rerun()
 
 
 def early_css() -> None:
     """The router's first output in presenter mode: the presenter layout and the URL's step, before the sidebar,
-    the navigation and the page draw anything. The same element, at the same place, as ``style_first`` drew, so
-    the browser keeps it from that run to this one."""
+    the navigation and the page draw anything (a style-only ``st.html``: Streamlit keeps it in its event
+    container, which takes no space)."""
     if active():
         # the sidebar collapsed before any element is drawn: the CSS hiding it comes a moment later
         st.set_page_config(initial_sidebar_state="collapsed")
