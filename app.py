@@ -40,8 +40,8 @@ def route() -> bool:
     ordered = {t(f"nav.section_{s}"): sections[t(f"nav.section_{s}")]
                for s in SECTIONS if t(f"nav.section_{s}") in sections}
     page = st.navigation(ordered, expanded=True, position=nav_position())   # ?embed=true: one page, no sidebar
-    if styling_first():      # presenter mode's CSS first, alone (the navigation keeps the page's address)
-        return False
+    if styling_first():      # presenter mode's CSS first, alone, until the browser reports it applies (the
+        return False         # navigation keeps the page's address)
     # a link can set any control to any value, and a move between pages brings the last page's values: what a page
     # cannot use is ignored or clamped and named under its title, and another page's values never reach its controls
     url_guard.begin_run(page.url_path or "home")

@@ -12,16 +12,31 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
 
 
+def held_back(at: AppTest) -> bool:
+    """The last run drew no page: a session's first run in presenter mode waits for the browser to report that
+    the layout's CSS applies (``ui.presenter.styling_first``)."""
+    return any(getattr(el, "key", None) == "presenter_style_ready" for el in at.main.children.values())
+
+
+def run(at: AppTest) -> AppTest:
+    """``at.run()``, and again where the run was held back: the report a browser would send (AppTest runs no
+    JavaScript)."""
+    at.run()
+    if held_back(at):
+        at.run()
+    return at
+
+
 def open_page(key: str, lang: str = "en", params: dict | None = None, timeout: float = 60) -> AppTest:
     """Run the router, switch to ``app_pages/<key>.py`` and run it, with ?lang= and other params."""
     at = AppTest.from_file(APP, default_timeout=timeout)
     at.query_params["lang"] = lang
     for name, value in (params or {}).items():
         at.query_params[name] = value
-    at.run()
+    run(at)
     if key != "home":
         at.switch_page(f"app_pages/{key}.py")
-        at.run()
+        run(at)
     return at
 
 

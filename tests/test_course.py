@@ -5,7 +5,7 @@ from urllib.parse import parse_qs
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.apptest_util import APP, exceptions
+from tests.apptest_util import APP, exceptions, run
 from ui import course
 from ui.i18n import catalog
 from ui.registry import PAGES, SECTIONS, available_pages, spec_of
@@ -40,9 +40,9 @@ def open_link(key: str, params: dict[str, str]) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=120)
     for name, value in params.items():
         at.query_params[name] = value
-    at.run()
+    run(at)
     if key != "home":
-        at.switch_page(spec_of(key).path).run()
+        run(at.switch_page(spec_of(key).path))
     return at
 
 

@@ -1,11 +1,13 @@
 """Presenter mode's layout comes from the router, first (``ui.presenter.early_css``): with ``?present=1`` the first
 element of the run is the CSS (a style-only ``st.html``: it hides the sidebar) with the URL's step, drawn alone in a session's
-first presenter run (``styling_first``) and first again in the run that draws the page, and the presenter skeleton of
+first presenter run (``styling_first``, with the component that reports from the browser once it applies) and first again in the run that draws the page, and the presenter skeleton of
 every chart kind has its text at least ``PRESENT_MIN_FONT`` px; without it there is no such CSS and charts keep
 their sizes. The browser side (first paint, fonts as drawn): tests/test_presenter_browser.py."""
 import json
 
-from tests.apptest_util import chart_spec, charts, exceptions, open_page
+from streamlit.testing.v1 import AppTest
+
+from tests.apptest_util import APP, chart_spec, charts, exceptions, held_back, open_page
 from ui.charts import PRESENT_MIN_FONT, styled
 
 
@@ -29,13 +31,27 @@ def test_the_router_sends_the_presenter_css_first_and_charts_grow():
     first = [h.proto.body for h in at._tree.children[2].get("html")][0]
     assert "header[data-testid=\"stHeader\"] {display: none;}" in first
     assert ":not(.st-key-present_step_3)" in first
-    assert at.session_state["_presenter_styled"] is True         # the first run drew the CSS alone, then reran
+    assert at.session_state["_presenter_styled"] is True
     sizes = [s for c in charts(at) for s in font_sizes(chart_spec(c))]
     assert sizes and min(sizes) >= PRESENT_MIN_FONT
     plain = open_page("masking", "en")
     assert not any("stHeader\"] {display: none;}" in h.proto.body for h in plain.get("html"))
     assert "_presenter_styled" not in plain.session_state
     assert min(s for c in charts(plain) for s in font_sizes(chart_spec(c))) < PRESENT_MIN_FONT
+
+
+def test_a_sessions_first_presenter_run_draws_the_css_alone_until_the_browser_reports():
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["lang"], at.query_params["present"] = "zh", "1"
+    at.run()
+    assert held_back(at) and len(at.main.children) == 1                # only the component that reports
+    assert list(at.title) == [] and list(at.main.get("markdown")) == []    # (the sidebar, collapsed, is hidden)
+    assert "--presenter-layout: on;" in at._tree.children[2].get("html")[0].proto.body
+    at.run()                                                        # what its report does: the page, drawn
+    assert not held_back(at) and at.title and exceptions(at) == []
+    at.query_params["step"] = "2"
+    at.run()                                                        # the session's later runs are not held back
+    assert not held_back(at) and at.title
 
 
 def test_the_presenter_style_keeps_fill_placeholders_and_rescales_the_fit_rules():

@@ -14,10 +14,12 @@ import time
 
 import streamlit as st
 
+from serving import compat
+
 from .i18n import t
 
 PARAM, STEP_PARAM = "present", "step"
-STYLE_WAIT_S = 0.4     # long enough for the browser to fetch the HTML element's code on a slow link
+STYLE_WAIT_S = 0.4     # without the component below: a fixed wait for the browser to load the HTML element's code
 _KEY = "present_step_{}"
 
 # The presenter layout, sent by the router before anything else of a run (``early_css``): the first paint of a
@@ -25,6 +27,7 @@ _KEY = "present_step_{}"
 # objective and the controls kept under every step made compact, so each step's chart starts on its first screen
 # at 1280x720 (the charts' own text is scaled in ``ui.charts.styled``).
 _LAYOUT_CSS = """<style>
+:root {--presenter-layout: on;}
 section[data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"],
 header[data-testid="stHeader"] {display: none;}
 .stMainBlockContainer {font-size: 1.35rem; max-width: 100%; padding-top: 0.6rem; padding-bottom: 2rem;}
@@ -74,21 +77,50 @@ def _layout_css() -> str:
     return _LAYOUT_CSS + _STEP_CSS.replace("CURRENT", str(_current(10 ** 6)))
 
 
+# The browser's side of ``styling_first``: it reports once the layout's CSS applies (the custom property the CSS
+# sets is computed), a frame later; after 4 s it reports anyway, so a page is never held back for good.
+_READY_JS = """
+export default function(component) {
+  const start = performance.now();
+  const check = () => {
+    const on = getComputedStyle(document.documentElement).getPropertyValue('--presenter-layout').trim() === 'on';
+    if (on || performance.now() - start > 4000) {
+      requestAnimationFrame(() => component.setTriggerValue('ready', on ? 'css' : 'timeout'));
+    } else {
+      setTimeout(check, 15);
+    }
+  };
+  check();
+}
+"""
+try:
+    _style_ready = st.components.v2.component("presenter_style_ready", js=_READY_JS)
+except Exception:          # noqa: BLE001 -- an upgrade without custom components: a fixed wait (``wait_for_style``)
+    _style_ready = None
+
+
 def styling_first() -> bool:
-    """True in a session's first run in presenter mode: the router then draws no page, and ``wait_for_style``
-    reruns after a moment. The browser loads the code that draws the layout's CSS (an HTML element) while the
-    server waits, so the page's first text is drawn with the CSS applied (sent with the page, the CSS landed
-    0.2-0.8 s after the first text: the frontend fetches each element kind's code on its first use)."""
-    if active() and not st.session_state.get("_presenter_styled"):
-        st.session_state["_presenter_styled"] = True
-        return True
-    return False
+    """True in a session's first run in presenter mode: the router then draws no page. The run draws the layout's
+    CSS (``early_css``) and a component that reports, from the browser, once the CSS applies; its report reruns
+    the script, and that run draws the page, so the page's first text is drawn with the CSS applied (sent with
+    the page, the CSS landed 0.2-0.8 s after the first text, later on a loaded machine: the frontend fetches each
+    element kind's code on its first use). A test without a browser (AppTest) runs the script again itself."""
+    if not active() or st.session_state.get("_presenter_styled"):
+        return False
+    st.session_state["_presenter_styled"] = True
+    if _style_ready is not None:
+        _style_ready(key="presenter_style_ready", on_ready_change=lambda: None)
+    else:
+        compat.missing("presenter_style", "st.components.v2.component")
+    return True
 
 
 def wait_for_style() -> None:
-    """The end of the run ``styling_first`` held back (outside admission: a wait is no work): wait, then rerun."""
-    time.sleep(STYLE_WAIT_S)
-    st.rerun()
+    """The end of the run ``styling_first`` held back, outside admission (a wait is no work): nothing to do when the
+    browser reports; without the component, a fixed wait, then a rerun."""
+    if _style_ready is None:
+        time.sleep(STYLE_WAIT_S)
+        st.rerun()
 
 
 def early_css() -> None:
