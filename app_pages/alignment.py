@@ -259,13 +259,10 @@ def pitfall_demo(text: str | None) -> None:
         st.caption(t(f"{NS}.pit_same"))
 
 
-@st.fragment
-def date_fragment(lesson: presenter.Lesson, counters: tuple[int, int]) -> None:
+def date_fragment(lesson: presenter.Lesson) -> None:
     """The learner's date and everything it drives (answer, alignment, row, what to notice), as a fragment
-    (the redraw budget): a new date reruns and redraws only this part. A fragment rerun numbers its presenter steps
-    from where the full run started it (``counters``). The pitfall's demo batches this date too: while it is open
-    (it ran with another date), a new date reruns the whole page so the demo follows."""
-    lesson.count, lesson.kept = counters
+    (``lesson.part``): a new date reruns and redraws only this part. The pitfall's demo batches this date too: while
+    it is open (it ran with another date), a new date reruns the whole page so the demo follows."""
     with lesson.step("controls", keep=True):
         text = date_input()
     if st.session_state.get(PIT_SHOWN, text) != text:    # the open demo ran with another date: rerun the page
@@ -300,7 +297,7 @@ if not models.unavailable("dates"):
                          [t(f"{NS}.ex_{k}") for k in ("day", "month", "year", "even")], ex["answer"],
                          t(f"{NS}.ex_explain", text=EXERCISE_INPUT,
                            **{k: ex[k] for k in ("out", "day", "month", "year")}))
-    date_fragment(lesson, (lesson.count, lesson.kept))
+    lesson.part(date_fragment, lesson)
     with lesson.step("forms"):
         _, forms = forms_section()
         forms_notices(forms)

@@ -488,20 +488,14 @@ if models.unavailable("pronoun"):
     st.stop()
 
 
-@st.fragment
-def batch_fragment(counters: tuple[int, int]) -> None:
-    """The batch's controls and the tabs they drive, as a fragment (the redraw budget): a new seed, batch, τ or tab
-    reruns and redraws only this part, not the title, the intuition and the formula. A fragment rerun numbers
-    its presenter steps from where the full run started it (``counters``); in presenter mode another tab reruns
-    the whole page, so its lesson starts at its first step (``presenter.Lesson``)."""
-    steps.count, steps.kept = counters
+def batch_fragment() -> None:
+    """The batch's controls and the tabs they drive, as a fragment (``Lesson.part``): a new seed, batch, τ or tab
+    reruns and redraws only this part, not the title, the intuition and the formula. In presenter mode another tab
+    reruns the whole page, so its lesson starts at its first step (``presenter.Lesson``)."""
     with steps.step("controls", keep=True):
         choice = batch_controls()
     # lazy tabs: only the open tab computes and draws; a new seed redraws that tab's charts only
-    had = "tab" in st.session_state                   # False on the page's first run: nothing switched
     tabs = st.tabs([t(f"{NS}.tab_{k}") for k in TABS], key="tab", bind="query-params")
-    if presenter.active() and had and st.session_state.get("tab") != st.session_state.get(f"_present_tab_{NS}"):
-        st.rerun()
     ran = []
     for tab, body in zip(tabs, CODE):
         if tab.open or (tab.open is None and body is stats_tab):        # None: no state yet (the first tab)
@@ -514,5 +508,5 @@ def batch_fragment(counters: tuple[int, int]) -> None:
 CODE = {stats_tab: (lab.head_stats, lab.seed_analyzer_stats, analysis.head_entropy, analysis.head_sparsity),
         patterns_tab: (lab.sentence_labels, analysis.classify_heads),
         sentence_tab: (analysis.classify_heads, lab.head_qk, analysis.qk_geometry, analysis.attention_rollout)}
-batch_fragment((steps.count, steps.kept))
+steps.part(batch_fragment)
 steps.end()

@@ -374,11 +374,9 @@ decoder_tab, crossmodal_tab, paths_tab = st.tabs([t(f"cross_attention.tab_{k}") 
 
 
 # Each tab's controls and what they drive run as an st.fragment (the redraw budget): a control (the seed too) reruns
-# and redraws only that part of the tab; the tab's heading and lesson text stay outside it and are not re-sent.
-# A fragment rerun numbers its presenter steps from where the full run started it (``counters``).
-@st.fragment
-def decoder_part(counters: tuple[int, int]) -> None:
-    lesson.count, lesson.kept = counters
+# and redraws only that part of the tab (``lesson.part``); the tab's heading and lesson text stay outside it and are
+# not re-sent.
+def decoder_part() -> None:
     with lesson.step("decoder controls", keep=True):           # no exercise here: the translation, then the notice
         translation, seed = decoder_controls()
     if translation is not None:
@@ -389,12 +387,10 @@ def decoder_part(counters: tuple[int, int]) -> None:
 def decoder_tab_body() -> None:
     with lesson.step("decoder lesson", keep=True):     # the tab's heading and lesson: static, outside the fragment
         decoder_intro()
-    decoder_part((lesson.count, lesson.kept))
+    lesson.part(decoder_part)
 
 
-@st.fragment
-def crossmodal_part(counters: tuple[int, int]) -> None:
-    lesson.count, lesson.kept = counters
+def crossmodal_part() -> None:
     with lesson.step("crossmodal controls", keep=True):
         scene, seed = crossmodal_controls()
     seen = None
@@ -412,12 +408,10 @@ def crossmodal_tab_body() -> None:
         crossmodal_intro()
     with lesson.step("crossmodal question"):        # the "green" question before the controls and the weights
         crossmodal_question()
-    crossmodal_part((lesson.count, lesson.kept))
+    lesson.part(crossmodal_part)
 
 
-@st.fragment
-def paths_part(counters: tuple[int, int]) -> None:
-    lesson.count, lesson.kept = counters
+def paths_part() -> None:
     with lesson.step("paths controls", keep=True):              # the path-length question before Table 1
         paths = paths_controls()
     with lesson.step("paths question"):
@@ -429,7 +423,7 @@ def paths_part(counters: tuple[int, int]) -> None:
 def paths_tab_body() -> None:
     with lesson.step("paths lesson", keep=True):     # the tab's heading and lesson: static, outside the fragment
         paths_intro()
-    paths_part((lesson.count, lesson.kept))
+    lesson.part(paths_part)
 
 
 # lazy tabs (the redraw budget): only the open tab runs and draws, so a new seed redraws two charts, not five

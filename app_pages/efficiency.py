@@ -119,16 +119,10 @@ def with_seed(inputs: lab.LabInputs) -> lab.LabInputs:
 
 
 # Each tab's controls and what they drive run as an st.fragment (the redraw budget): a control (the seed too) reruns and
-# redraws only that part; the tab's lesson, question and pitfalls stay outside and are not re-sent. A fragment
-# rerun numbers its presenter steps from where the full run started it (``counters``). Something outside a fragment
-# that follows one of its controls asks for a rerun of the whole page when that control changes (``follows``).
+# redraws only that part (``steps.part``); the tab's lesson, question and pitfalls stay outside and are not re-sent.
+# Something outside a fragment that follows one of its controls asks for a rerun of the whole page when that control
+# changes (``follows``).
 FULL_RUN = "_eff_full_run"           # True while the whole page runs (set at its top, cleared at its end)
-
-
-@st.fragment
-def part(body, counters: tuple[int, int], *args):
-    steps.count, steps.kept = counters
-    return body(*args)
 
 
 def tab_lesson(tab: str, lesson_name: str, n_options: int, answer: int, body, *args) -> list:
@@ -140,7 +134,7 @@ def tab_lesson(tab: str, lesson_name: str, n_options: int, answer: int, body, *a
         anatomy.exercise(f"{tab}_ex", t(f"efficiency.{tab}_ex_question"),
                          [t(f"efficiency.{tab}_ex_opt{i}") for i in range(n_options)], answer=answer,
                          explanation=t(f"efficiency.{tab}_ex_explain"))
-    return part(body, (steps.count, steps.kept), *args)
+    return steps.part(body, *args)
 
 
 def follows(key: str, value) -> None:
@@ -486,8 +480,8 @@ def precision_section() -> list:
 def tips_section() -> list:
     with steps.step("tips_lesson"):
         st.markdown(lesson("efficiency/tips"))
-    ran = part(checkpointing_section, (steps.count, steps.kept))
-    ran += part(precision_section, (steps.count, steps.kept))
+    ran = steps.part(checkpointing_section)
+    ran += steps.part(precision_section)
     with steps.step("tips_pitfall"):
         anatomy.pitfall(t("efficiency.tips_pit_title"), t("efficiency.tips_pit_body"), t("efficiency.tips_pit_code"),
                         demo=lambda: st.markdown(ec.underflow_note(lab.underflow())))

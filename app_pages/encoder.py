@@ -379,11 +379,9 @@ def dropout_section(choice: Choice, head: int, p: float, drop: lab.DropoutWeight
     anatomy.notice(items)
 
 
-# ------------------------------------------------------------------ tabs (each a fragment: its own controls
-# rerun only the tab; the lesson's step counters are set back on such a rerun so every step keeps its place)
-@st.fragment
-def layer_tab(lesson: presenter.Lesson, counters: tuple[int, int], choice: Choice) -> None:
-    lesson.count, lesson.kept = counters
+# ------------------------------------------------------------------ tabs (each a fragment, ``lesson.part``: its own
+# controls rerun only the tab)
+def layer_tab(lesson: presenter.Lesson, choice: Choice) -> None:
     with lesson.step("layer controls", keep=True):
         layer_index = layer_controls(choice.n_layers)
     with lesson.step("layer evidence"):
@@ -400,17 +398,13 @@ def prepost_tab(lesson: presenter.Lesson, choice: Choice) -> None:
         prepost_pitfalls(choice, shown_layer(choice.n_layers))
 
 
-@st.fragment
-def stack_tab(lesson: presenter.Lesson, counters: tuple[int, int], choice: Choice) -> None:
-    lesson.count, lesson.kept = counters
+def stack_tab(lesson: presenter.Lesson, choice: Choice) -> None:
     with lesson.step("stack evidence"):
         stack_section(choice)
 
 
-@st.fragment
-def dropout_tab(lesson: presenter.Lesson, counters: tuple[int, int], choice: Choice) -> None:
+def dropout_tab(lesson: presenter.Lesson, choice: Choice) -> None:
     """The question before the weights and row sums that answer it."""
-    lesson.count, lesson.kept = counters
     head_shown = shown_tile(choice)[1] - 1
     with lesson.step("dropout controls", keep=True):
         p = dropout_controls()
@@ -432,12 +426,10 @@ with lesson.step("intuition"):
     anatomy.formula(LATEX, t("encoder.formula_caption"))
 
 
-@st.fragment
-def page_body(lesson: presenter.Lesson, counters: tuple[int, int]) -> None:
+def page_body(lesson: presenter.Lesson) -> None:
     """The controls, the open tab and its code as one fragment: a control (the seed, the sentence ...) reruns and
     redraws only this part, not the title, intuition and formula above it nor the sidebar (the redraw budget). The
     tabs' own controls rerun only their tab (nested fragments)."""
-    lesson.count, lesson.kept = counters
     with lesson.step("controls", keep=True):
         choice = controls_section()
     if choice is None:
@@ -450,7 +442,7 @@ def page_body(lesson: presenter.Lesson, counters: tuple[int, int]) -> None:
                 if body is prepost_tab:
                     body(lesson, choice)
                 else:
-                    body(lesson, (lesson.count, lesson.kept), choice)
+                    lesson.part(body, lesson, choice)
             ran.append(body)
     anatomy.show_code(transformer.TransformerEncoderLayer.forward_trace, transformer.PositionWiseFFN,
                       transformer.TransformerEncoder.trace_embeddings, lab.encoder_for, lab.residual_stream_rms,
@@ -459,5 +451,5 @@ def page_body(lesson: presenter.Lesson, counters: tuple[int, int]) -> None:
                       *([lab.attention_dropout] if dropout_tab in ran else []))     # the code the open tab ran
 
 
-page_body(lesson, (lesson.count, lesson.kept))
+lesson.part(page_body, lesson)
 lesson.end()

@@ -199,12 +199,9 @@ def pitfall_section() -> None:
     anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=t(f"{NS}.pit_code"), demo=rope_demo)
 
 
-@st.fragment
-def sharing_body(steps: presenter.Lesson, count: int, kept: int) -> None:
-    """The two head sliders, the question and the picture they drive, as a fragment: a slider change reruns and
-    re-sends only this, not the intuition above or the quality, MLA and pitfall sections below (the redraw budget). A
-    fragment rerun numbers its presenter steps from where the full run started it (``count``, ``kept``)."""
-    steps.count, steps.kept = count, kept
+def sharing_body(steps: presenter.Lesson) -> None:
+    """The two head sliders, the question and the picture they drive, as a fragment (``Lesson.part``): a slider
+    change reruns and re-sends only this, not the intuition above or the quality, MLA and pitfall sections below."""
     with steps.step("controls", keep=True):
         chosen = controls_section()
     with steps.step("question"):
@@ -220,7 +217,7 @@ with lesson.step("intuition"):
     anatomy.intuition(NS)
     anatomy.formula(r"\mathrm{head}_i = \operatorname{softmax}\!\Big(\frac{q_i K_{g(i)}^\top}{\sqrt{d}}\Big) V_{g(i)}\,")
     anatomy.formula(r"g(i) = \Big\lfloor \frac{i}{h / h_{kv}} \Big\rfloor", t(f"{NS}.formula_caption"))
-sharing_body(lesson, lesson.count, lesson.kept)
+lesson.part(sharing_body, lesson)
 with lesson.step("quality"):
     quality_section()
 with lesson.step("mla"):

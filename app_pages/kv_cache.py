@@ -258,10 +258,8 @@ def pitfall_section() -> None:
 # ------------------------------------------------------------------ the page
 # Fragments (the redraw budget, docs/performance.md): a control redraws only the part it drives. The generation's
 # controls (prompt, new tokens, seed) rerun only the grid and its notice; the size sliders only the metric and its
-# sentence. A fragment rerun numbers its presenter steps from where the full run started it (``counters``).
-@st.fragment
-def generation_part(lesson: presenter.Lesson, counters: tuple[int, int]) -> None:
-    lesson.count, lesson.kept = counters
+# sentence.
+def generation_part(lesson: presenter.Lesson) -> None:
     with lesson.step("controls", keep=True):
         chosen = controls_section()
     with lesson.step("evidence"):
@@ -282,7 +280,7 @@ with lesson.step("intuition"):
                     r"\,[v_1 \dots v_t]", t(f"{NS}.formula_caption"))
 with lesson.step("question"):          # static: posed before the controls, outside the fragment they redraw
     question_section()
-generation_part(lesson, (lesson.count, lesson.kept))
+lesson.part(generation_part, lesson)
 with lesson.step("timing"):
     timing_section()
 with lesson.step("size"):

@@ -288,12 +288,9 @@ def pitfall_section(shown: Shipped) -> None:
 
 
 # ------------------------------------------------------------------ fragments: a control reruns only its part
-# (elements outside a fragment are not re-sent: the redraw budget). A fragment rerun numbers its presenter steps from
-# where the full run started it (``counters``), so every step keeps its place.
-@st.fragment
-def length_sections(lesson: presenter.Lesson, counters: tuple[int, int], shown: Shipped | None) -> None:
+# (``lesson.part``; elements outside a fragment are not re-sent: the redraw budget).
+def length_sections(lesson: presenter.Lesson, shown: Shipped | None) -> None:
     """The method and length controls and the three sections they drive: wavelengths, logit, live accuracy."""
-    lesson.count, lesson.kept = counters
     with lesson.step("controls", keep=True):
         chosen = controls_section()
     with lesson.step("angles"):
@@ -305,9 +302,7 @@ def length_sections(lesson: presenter.Lesson, counters: tuple[int, int], shown: 
             live_section(chosen, shown)
 
 
-@st.fragment
-def alibi_fragment(lesson: presenter.Lesson, counters: tuple[int, int]) -> None:
-    lesson.count, lesson.kept = counters
+def alibi_fragment(lesson: presenter.Lesson) -> None:
     with lesson.step("alibi"):
         alibi_section()
 
@@ -327,8 +322,8 @@ if shown is not None:
     with lesson.step("evidence"):          # the recorded figures at every length: no control changes them
         evidence_section(shown)
         notice_section(shown.evals)
-length_sections(lesson, (lesson.count, lesson.kept), shown)
-alibi_fragment(lesson, (lesson.count, lesson.kept))
+lesson.part(length_sections, lesson, shown)
+lesson.part(alibi_fragment, lesson)
 if shown is not None:
     with lesson.step("pitfall"):
         pitfall_section(shown)

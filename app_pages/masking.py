@@ -344,13 +344,10 @@ def convention_run(sentences: Batch, side: str, seed: int, s: int) -> None:
 
 
 # ------------------------------------------------------------------ the page
-@st.fragment
-def lesson_body(steps: presenter.Lesson, count: int, kept: int, tab_at_full_run) -> None:
-    """The controls and everything they drive (tabs, pitfalls, the code that ran), as a fragment: a control
-    change reruns (and redraws) only this, not the router, the header, the intuition and the formula (the
-    redraw budget, docs/performance.md). The seed and what it drives are a fragment nested in it (``seeded``). A
-    fragment rerun numbers its presenter steps from where the full run started it (``count``, ``kept``)."""
-    steps.count, steps.kept = count, kept
+def lesson_body(steps: presenter.Lesson) -> None:
+    """The controls and everything they drive (tabs, pitfalls, the code that ran), as a fragment (``Lesson.part``):
+    a control change reruns (and redraws) only this, not the router, the header, the intuition and the formula.
+    The seed and what it drives are a fragment nested in it (``seeded``)."""
     with steps.step("controls", keep=True):
         left, right = st.columns([3, 2])
         with left:
@@ -359,17 +356,7 @@ def lesson_body(steps: presenter.Lesson, count: int, kept: int, tab_at_full_run)
             side = side_control()
             s = pick_sentence(sentences) if sentences else 0
     if sentences:
-        seeded(steps, steps.count, steps.kept, tuple(tuple(x) for x in sentences), side, s, tab_at_full_run)
-    else:
-        recount(steps)
-
-
-def recount(steps: presenter.Lesson) -> None:
-    """In presenter mode a change of the number of steps in a fragment rerun reruns the page (its step bar)."""
-    steps_seen = f"_present_steps_{NS}"
-    if presenter.active() and st.session_state.get(steps_seen, steps.count) != steps.count:
-        st.session_state[steps_seen] = steps.count     # the step bar outside the fragments counts them anew
-        st.rerun(scope="app")
+        steps.part(seeded, steps, tuple(tuple(x) for x in sentences), side, s)
 
 
 def seed_control() -> int:
@@ -377,15 +364,10 @@ def seed_control() -> int:
     return controls.seed(width=160)
 
 
-@st.fragment
-def seeded(steps: presenter.Lesson, count: int, kept: int, sentences: Batch, side: str, s: int,
-           tab_at_full_run) -> None:
+def seeded(steps: presenter.Lesson, sentences: Batch, side: str, s: int) -> None:
     """The seed, the tabs, the pitfalls and the code that ran (nested fragment: a new seed or tab redraws only
     this). In presenter mode a new tab reruns the whole page, whose step bar then starts that tab at its first
-    step."""
-    if presenter.active() and st.session_state.get("tab") != tab_at_full_run:
-        st.rerun(scope="app")
-    steps.count, steps.kept = count, kept
+    step (``Lesson.part``)."""
     with steps.step("seed", keep=True):
         seed = seed_control()
     run = attend(sentences, side, seed)                                     # keep: (b, 1, 1, n)
@@ -434,7 +416,6 @@ def seeded(steps: presenter.Lesson, count: int, kept: int, sentences: Batch, sid
         anatomy.pitfall(t("masking.pit_conv_title"), t("masking.pit_conv_body", i=s + 1), None,
                         demo=lambda: convention_demo(sentences, side, seed, s, ran))  # adds convention_mixups if run
     anatomy.show_code(*ran)
-    recount(steps)
 
 
 anatomy.header(NS)
@@ -443,5 +424,5 @@ with steps.step("intuition"):
     anatomy.intuition(NS)
     anatomy.formula(FORMULA.format(visible=t("masking.formula_visible"), hidden=t("masking.formula_hidden")),
                     t("masking.formula_caption"))
-lesson_body(steps, steps.count, steps.kept, st.session_state.get("tab"))
+steps.part(lesson_body, steps)
 steps.end()

@@ -405,15 +405,12 @@ def open_tabs() -> list[tuple]:
 # the page
 # ---------------------------------------------------------------------------------------------
 
-@st.fragment
-def lesson_body(lesson: presenter.Lesson, count: int, kept: int) -> None:
+def lesson_body(lesson: presenter.Lesson) -> None:
     """The controls and everything they drive, as a fragment: a control change reruns (and redraws) only this,
     not the router, the header, the intuition and the formula (the redraw budget). The seed and what it drives (the
     open tab's body, the notice's list) are a fragment nested in it that writes into the open tab and into the
     notice's step, both drawn here: a new seed re-sends neither the controls, the question, the tab bar, the
-    pitfalls nor the code. A fragment rerun numbers its presenter steps from where the full run started it
-    (``count``, ``kept``)."""
-    lesson.count, lesson.kept = count, kept
+    pitfalls nor the code (``Lesson.part``)."""
     with lesson.step("controls", keep=True):
         tokens = controls.sentence("text")
         d_model, num_heads, mode = model_controls()
@@ -469,18 +466,13 @@ def new_click(chart_key: str, selection: str, field: str) -> bool:
 
 
 def closing(lesson: presenter.Lesson, mode: str, ran: list) -> None:
-    """The divisibility pitfall and the code that ran; in presenter mode a change of the number of steps reruns
-    the page (its step bar, outside the fragments)."""
+    """The divisibility pitfall and the code that ran."""
     with lesson.step("pitfall: divisibility"):
         anatomy.pitfall(t(f"{NS}.pit_div_title"), t(f"{NS}.pit_div_body"), code=t(f"{NS}.pit_div_code"))
     anatomy.show_code(MultiHeadAttention, lab.build_mha,
                       lab.structured_mha if mode == "structured" else lab.random_mha,
                       lab.model_input, lab.trace_mha, lab.parameter_count, classify_heads, head_similarity,
                       *([qk_geometry] if geometry_section in ran else []))     # the code that ran, the open tab's too
-    steps_seen = f"_present_steps_{NS}"
-    if presenter.active() and st.session_state.get(steps_seen, lesson.count) != lesson.count:
-        st.session_state[steps_seen] = lesson.count     # the step bar outside the fragments counts them anew
-        st.rerun(scope="app")
 
 
 anatomy.header(NS)
@@ -488,5 +480,5 @@ lesson = presenter.Lesson(NS)          # presenter mode (?present=1): one step a
 with lesson.step("intuition"):
     anatomy.intuition(NS)
     anatomy.formula(FORMULA, t(f"{NS}.formula_caption"))
-lesson_body(lesson, lesson.count, lesson.kept)
+lesson.part(lesson_body, lesson)
 lesson.end()

@@ -329,11 +329,8 @@ def scale_demo(d: int) -> None:
     st.table(pd.DataFrame(rows), hide_index=True, border="horizontal")     # wraps on a phone
 
 
-@st.fragment
-def pair_and_offset(steps: presenter.Lesson, counters: tuple[int, int], view: TableView) -> None:
-    """The column pair (its own control: a change reruns only this part) and the offset section; the lesson's
-    step counters are set back on such a rerun so each step keeps its place."""
-    steps.count, steps.kept = counters
+def pair_and_offset(view: TableView) -> None:
+    """The column pair (its own control: a change reruns only this part, ``steps.part``) and the offset section."""
     with steps.step("a column pair against a counter bit"):
         pair, bit = counter_section(view)
     with steps.step("similarity by offset; what to notice"):
@@ -354,7 +351,7 @@ tab_table, tab_shuffle, tab_compare = steps.tabs(
 with tab_table:                 # every tab runs: the table's d and base and the shuffle test's seed are used later
     with steps.step("the sinusoidal table"):
         table_view = table_section()
-    pair_and_offset(steps, (steps.count, steps.kept), table_view)
+    steps.part(pair_and_offset, table_view)
 with tab_shuffle:               # the question opens the tab; the test that answers it follows
     with steps.step("question: swap two words without positions"):
         question = st.container()          # filled below: the explanation quotes the gap measured by the test

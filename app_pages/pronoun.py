@@ -321,12 +321,10 @@ def fresh_section() -> lab.FreshFigures:
     return f
 
 
-@st.fragment
-def fresh_fragment(steps: presenter.Lesson, counters: tuple[int, int], sentence: dict) -> None:
-    """The fresh sentences and what to notice (which quotes them), as a fragment (the redraw budget): a new seed or
-    number of sentences reruns and redraws only this part of the page. A fragment rerun numbers its presenter
-    steps from where the full run started it (``counters``); ``sentence``: the facts of the sentence above."""
-    steps.count, steps.kept = counters
+def fresh_fragment(steps: presenter.Lesson, sentence: dict) -> None:
+    """The fresh sentences and what to notice (which quotes them), as a fragment (``Lesson.part``): a new seed or
+    number of sentences reruns and redraws only this part of the page; ``sentence``: the facts of the sentence
+    above."""
     with steps.step("fresh sentences"):
         figures = fresh_section()
     with steps.step("notice"):
@@ -473,7 +471,7 @@ if example is not None:
         flip_section(example, result, other, result2)
     with steps.step("one head"):
         one_head_section(example, result, drilled)
-    fresh_fragment(steps, (steps.count, steps.kept), facts)
+    steps.part(fresh_fragment, steps, facts)
     with steps.step("pitfall"):
         readout_pitfall(facts)
     code = [resolver.PronounResolver.forward, resolver.resolve, lab.build_example, lab.flipped, *code,

@@ -418,12 +418,9 @@ def code_that_ran() -> list:
 
 
 # ------------------------------------------------------------------ fragments: a control reruns only its part
-# (elements outside a fragment are not re-sent: the redraw budget). A fragment rerun numbers its presenter steps from
-# where the full run started it (``counters``), so every step keeps its place.
-@st.fragment
-def recorded_sections(lesson: presenter.Lesson, counters: tuple[int, int], doc) -> tuple[float, int]:
+# (``lesson.part``; elements outside a fragment are not re-sent: the redraw budget).
+def recorded_sections(lesson: presenter.Lesson, doc) -> tuple[float, int]:
     """The learning rate and seed of the recorded runs and their curves (on a full run: the chosen rate, seed)."""
-    lesson.count, lesson.kept = counters
     with lesson.step("controls", keep=True):
         lr, seed = controls_section(doc)
     with lesson.step("evidence"):
@@ -431,9 +428,7 @@ def recorded_sections(lesson: presenter.Lesson, counters: tuple[int, int], doc) 
     return lr, seed
 
 
-@st.fragment
-def why_fragment(lesson: presenter.Lesson, counters: tuple[int, int]) -> None:
-    lesson.count, lesson.kept = counters
+def why_fragment(lesson: presenter.Lesson) -> None:
     with lesson.step("why"):
         why_section()
 
@@ -451,10 +446,10 @@ with lesson.step("intuition"):
                     t(f"{NS}.formula_qk_caption"))
 with lesson.step("question"):
     question_section(shown_doc)
-chosen_seed = recorded_sections(lesson, (lesson.count, lesson.kept), shown_doc)[1]
+chosen_seed = lesson.part(recorded_sections, lesson, shown_doc)[1]
 with lesson.step("sweep"):
     sweep_section(shown_doc)
-why_fragment(lesson, (lesson.count, lesson.kept))
+lesson.part(why_fragment, lesson)
 with lesson.step("saturation"):
     saturation_section()
 with lesson.step("live"):

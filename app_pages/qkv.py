@@ -463,16 +463,6 @@ tabs = st.tabs(controls.tab_labels(NS, TABS), key="tab", bind="query-params",
                on_change=start_tab_at_its_first_step, args=(lesson.count + 1,))
 
 
-@st.fragment
-def tab_body(body, lesson: presenter.Lesson, count: int, kept: int) -> bool:
-    """A tab's controls and what they drive as a fragment: a control inside the tab reruns (and redraws) only
-    this part, not the page nor the tab's static intro and code (the redraw budget). A fragment rerun numbers its
-    presenter steps from where the full run started it (``count``, ``kept``). Returns whether the tab's lesson
-    ran (in a full run), so "Show the code" shows only code that ran."""
-    lesson.count, lesson.kept = count, kept
-    return body(lesson)
-
-
 # per tab: its lesson (static, outside the fragment), its body, the code its body runs
 TAB_PARTS = (
     (("kernel", r"\begin{aligned}f(x) &= \sum_{i=1}^{n} \alpha(x, x_i)\; y_i\\ \alpha(x, x_i) &= "
@@ -490,6 +480,7 @@ for tab, ((name, latex, caption), body, code) in zip(tabs, TAB_PARTS):
     if tab.open or tab.open is None:          # lazy: only the open tab runs
         with tab:
             tab_intro(lesson, name, latex, t(caption) if caption else "")
-            if tab_body(body, lesson, lesson.count, lesson.kept):
+            # its controls and what they drive, a fragment (only it reruns); whether its lesson ran (the code shown)
+            if lesson.part(body, lesson):
                 anatomy.show_code(*code)
 lesson.end()

@@ -321,14 +321,11 @@ def pitfall_demo(cfg: Settings) -> None:
 
 
 # ------------------------------------------------------------------ the page
-@st.fragment
-def lesson_body(steps: presenter.Lesson, count: int, kept: int) -> None:
+def lesson_body(steps: presenter.Lesson) -> None:
     """The controls and everything they drive, as a fragment: a control change reruns (and redraws) only this,
     not the router, the header, the intuition and the formula (the redraw budget). It draws the text that does not
     depend on the seed and leaves slots (``Slots``) between it; the seed and what it drives are a fragment nested
-    in it that fills those slots, so a new seed re-sends neither the other controls nor that text. A fragment
-    rerun numbers its presenter steps from where the full run started it (``count``, ``kept``)."""
-    steps.count, steps.kept = count, kept
+    in it that fills those slots, so a new seed re-sends neither the other controls nor that text."""
     with steps.step("controls", keep=True):
         d_k, scaled, tau = read_settings()
     with steps.step("seed", keep=True):
@@ -379,5 +376,5 @@ steps = presenter.Lesson(NS)          # presenter mode (?present=1): one step at
 with steps.step("intuition"):
     anatomy.intuition(NS)
     anatomy.formula(FORMULA, t("scaling.formula_caption"))
-lesson_body(steps, steps.count, steps.kept)
+steps.part(lesson_body, steps)
 steps.end()

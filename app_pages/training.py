@@ -396,9 +396,7 @@ def code_that_ran() -> list:
 FULL_RUN, SCHED_STEPS = "_train_full_run", "_train_sched_steps"
 
 
-@st.fragment
-def run_part(counters: tuple[int, int]) -> lab.RunSettings | None:
-    lesson_steps.count, lesson_steps.kept = counters
+def run_part() -> lab.RunSettings | None:
     fragment_rerun = not st.session_state.pop(FULL_RUN, False)   # set by the page just before a full run's call
     with lesson_steps.step("controls", keep=True):
         settings = controls()
@@ -431,7 +429,7 @@ with lesson_steps.step("intuition"):
     st.markdown(lesson(f"{NS}/run"))
     anatomy.formula(FORMULA, t(f"{NS}.formula_caption"))
 st.session_state[FULL_RUN] = True
-settings = run_part((lesson_steps.count, lesson_steps.kept))
+settings = lesson_steps.part(run_part)
 with lesson_steps.step("results"):
     results_section()
 with lesson_steps.step("pitfalls"):

@@ -10,7 +10,9 @@ Steps marked ``keep=True`` (the controls) stay visible under every step.
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
+from typing import Any, Callable, TypeVar
 
 import streamlit as st
 
@@ -21,6 +23,7 @@ from .i18n import t
 PARAM, STEP_PARAM = "present", "step"
 STYLE_WAIT_S = 0.4     # without the component below: a fixed wait for the browser to load the HTML element's code
 _KEY = "present_step_{}"
+T = TypeVar("T")
 
 # The presenter layout, sent by the router before anything else of a run (``early_css``): the first paint of a
 # fresh load is already the presenter's (no sidebar, no 16 px text for a second). Large prose; the title, its
@@ -170,6 +173,8 @@ class Lesson:
             st.query_params[STEP_PARAM] = str(self.current)
         st.session_state[f"_present_tab_{ns}"] = tab
         self.bar = st.empty() if self.on else None
+        self.ended = False                        # True once ``end`` ran: a fragment rerunning after is its own run
+        self.reached: dict[str, int] = {}         # the step count at the end of each ``part``, by its body's name
 
     def tabs(self, labels: list[str], **kwargs) -> list[contextlib.AbstractContextManager]:
         """``st.tabs(labels, key="tab", ...)`` for a page whose tabs all run and hold steps: each panel (a context
@@ -196,6 +201,27 @@ class Lesson:
         finally:
             self.tab_now = None
 
+    def part(self, body: Callable[..., T], *args: Any) -> T:
+        """``body(*args)`` as an ``st.fragment``: the controls drawn in it rerun and redraw only it (the redraw budget,
+        docs/performance.md), and the presenter steps it draws keep their numbers (the fragment's own rerun numbers
+        them from where the full run was when it got here). On the full run, ``body``'s return value; a fragment's own
+        rerun returns to Streamlit, not to the page."""
+        counters, name = (self.count, self.kept), body.__qualname__
+
+        @functools.wraps(body)      # the fragment's identity is the body's name (and where it is drawn)
+        def rerunnable(*a: Any) -> T:
+            own = self.ended and self.on        # the fragment's own rerun, in presenter mode
+            if own and st.session_state.get("tab") != st.session_state.get(f"_present_tab_{self.ns}"):
+                st.rerun(scope="app")          # another tab opened in it: the page's step bar starts that tab
+            self.count, self.kept = counters
+            out = body(*a)
+            if own and self.count != self.reached.get(name, self.count):
+                st.rerun(scope="app")          # its number of steps changed: the step bar (outside) counts anew
+            self.reached[name] = self.count
+            return out
+
+        return st.fragment(rerunnable)(*args)
+
     @contextlib.contextmanager
     def step(self, name: str, *, keep: bool = False):
         """One step of the lesson (``name`` only documents it); ``keep``: shown under every step."""
@@ -212,8 +238,10 @@ class Lesson:
 
     def end(self) -> None:
         """In presenter mode: the step bar (Previous / Next / exit) and the CSS showing the current step."""
+        self.ended = True
         st.session_state[f"_present_steps_{self.ns}"] = self.count
         st.session_state[f"_present_where_{self.ns}"] = self.tab_steps
+        st.session_state[f"_present_tab_{self.ns}"] = st.session_state.get("tab")    # as drawn (a first run: None)
         if not self.on:
             return
         n = self.count
