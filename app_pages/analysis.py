@@ -495,7 +495,7 @@ def batch_fragment() -> None:
     with steps.step("controls", keep=True):
         choice = batch_controls()
     # lazy tabs: only the open tab computes and draws; a new seed redraws that tab's charts only
-    tabs = st.tabs([t(f"{NS}.tab_{k}") for k in TABS], key="tab", bind="query-params")
+    tabs = steps.tabs([t(f"{NS}.tab_{k}") for k in TABS], lazy=True, key="tab", bind="query-params")
     ran = []
     for tab, body in zip(tabs, CODE):
         if tab.open or (tab.open is None and body is stats_tab):        # None: no state yet (the first tab)

@@ -369,8 +369,8 @@ lesson = presenter.Lesson(NS)          # presenter mode (?present=1) shows one s
 with lesson.step("intuition"):
     anatomy.intuition(NS)
     anatomy.formula(FORMULA, t("cross_attention.formula_caption"))
-decoder_tab, crossmodal_tab, paths_tab = st.tabs([t(f"cross_attention.tab_{k}") for k in TABS], key="tab",
-                                                 bind="query-params")
+decoder_tab, crossmodal_tab, paths_tab = lesson.tabs([t(f"cross_attention.tab_{k}") for k in TABS], lazy=True,
+                                                     key="tab", bind="query-params")
 
 
 # Each tab's controls and what they drive run as an st.fragment (the redraw budget): a control (the seed too) reruns

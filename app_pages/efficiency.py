@@ -497,8 +497,8 @@ with steps.step("intuition"):
     anatomy.formula(ec.formula(), t("efficiency.formula_caption"))
 with steps.step("inputs", keep=True):
     inputs, labels = read_inputs()
-tabs = st.tabs([t(f"efficiency.tab_{x}") for x in ("approx", "cost", "flash", "rnn", "tips")], key="tab",
-               bind="query-params")
+tabs = steps.tabs([t(f"efficiency.tab_{x}") for x in ("approx", "cost", "flash", "rnn", "tips")], lazy=True,
+                  key="tab", bind="query-params")
 ran = []
 if tabs[0].open is not False:
     with tabs[0]:

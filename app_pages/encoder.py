@@ -434,7 +434,7 @@ def page_body(lesson: presenter.Lesson) -> None:
         choice = controls_section()
     if choice is None:
         return
-    tabs = st.tabs([t(f"encoder.tab_{k}") for k in TABS], key="tab", bind="query-params")
+    tabs = lesson.tabs([t(f"encoder.tab_{k}") for k in TABS], lazy=True, key="tab", bind="query-params")
     ran = []
     for i, (tab, body) in enumerate(zip(tabs, (layer_tab, prepost_tab, stack_tab, dropout_tab))):
         if tab.open or (tab.open is None and i == 0):     # lazy: only the open tab runs

@@ -372,8 +372,8 @@ def seeded(steps: presenter.Lesson, sentences: Batch, side: str, s: int) -> None
         seed = seed_control()
     run = attend(sentences, side, seed)                                     # keep: (b, 1, 1, n)
 
-    tab_pad, tab_causal, tab_custom = st.tabs(
-        [t("masking.tab_padding"), t("masking.tab_causal"), t("masking.tab_custom")], key="tab",
+    tab_pad, tab_causal, tab_custom = steps.tabs(
+        [t("masking.tab_padding"), t("masking.tab_causal"), t("masking.tab_custom")], lazy=True, key="tab",
         bind="query-params")
     if tab_pad.open is not False:
         with tab_pad:

@@ -396,7 +396,7 @@ def seed_control() -> int:
 
 def open_tabs() -> list[tuple]:
     """The five tabs; only the open one runs (lazy). Returns (tab, section) for the tabs to draw."""
-    tabs = st.tabs(controls.tab_labels(NS, TABS), key="tab", bind="query-params")
+    tabs = lesson.tabs(controls.tab_labels(NS, TABS), lazy=True, key="tab", bind="query-params")
     bodies = (heads_section, shapes_section, compare_section, gallery_section, geometry_section)
     return [(tab, body) for tab, body in zip(tabs, bodies) if tab.open or tab.open is None]
 

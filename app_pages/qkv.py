@@ -443,12 +443,6 @@ def origin_section() -> None:
                  t("qkv.origin_ex_why"))
 
 
-def start_tab_at_its_first_step(first: int) -> None:
-    """Presenter mode: a tab just opened starts at its first step, not at the step the last tab had reached."""
-    if presenter.active():
-        st.query_params[presenter.STEP_PARAM] = str(first)
-
-
 anatomy.header(NS)
 lesson = presenter.Lesson(NS)          # presenter mode (?present=1): one step at a time; the tabs hold theirs
 with lesson.step("intuition"):
@@ -459,8 +453,7 @@ with lesson.step("formula"):
     formula(r"\begin{aligned}&\operatorname{Attention}\big(q, (k_1, v_1), \dots, (k_n, v_n)\big)\\ &\qquad= "
             r"\sum_{i=1}^{n} \underbrace{\operatorname{softmax}_i\big(a(q, k_i)\big)}_{\alpha_i}\; v_i\end{aligned}\,",
             t("qkv.formula_caption"))
-tabs = st.tabs(controls.tab_labels(NS, TABS), key="tab", bind="query-params",
-               on_change=start_tab_at_its_first_step, args=(lesson.count + 1,))
+tabs = lesson.tabs(controls.tab_labels(NS, TABS), lazy=True, key="tab", bind="query-params")
 
 
 # per tab: its lesson (static, outside the fragment), its body, the code its body runs

@@ -7,6 +7,8 @@
   room for some of it (``ROOM`` px) before the bottom edge, without scrolling;
 - the first paint of a fresh load is already the presenter layout: sampled every 30 ms from the navigation on,
   the sidebar is never visible and the page's text is never drawn at the normal 16 px (``presenter.styling_first``), and the page drawn is the one linked, with its step bar;
+- a control inside a fragment (the seed) keeps the step shown, and a tab opened in presenter mode starts at its
+  first step (the step holding the tab bar, or the first one in the tab), shown (``presenter.Lesson.part``, ``tabs``);
 - outside presenter mode, every concept page shows a chart on its first screen (its top above 720 px).
 
 ``PRESENT=subset`` checks a few pages (the densest charts, tabs, many steps) for a quick local run.
@@ -171,6 +173,48 @@ def test_the_first_paint_is_already_the_presenter_layout(server, browser, key, l
     finally:
         page.close()
     assert bad == [], "frames in the normal layout:\n" + "\n".join(bad)
+
+
+# the step bar's step, and the step the page shows: the one step container that is visible
+SHOWN_JS = """() => [...document.querySelectorAll('[class*=st-key-present_step_]')].filter(e => e.offsetParent !== null)
+  .map(e => +[...e.classList].find(c => c.startsWith('st-key-present_step_')).slice(20))"""
+# the first step of the open tab, read from the page: the lowest step holding the tab bar or inside the open panel
+TAB_FIRST_JS = """() => Math.min(...[...document.querySelectorAll('[class*=st-key-present_step_]')]
+  .filter(e => e.querySelector('[role=tablist]') || e.closest('[role=tabpanel]:not([hidden])'))
+  .map(e => +[...e.classList].find(c => c.startsWith('st-key-present_step_')).slice(20)))"""
+
+
+def bar_step(page, lang: str) -> int:
+    pattern = re.escape(catalog(lang)["common.present_step"]).replace(r"\{i\}", r"(\d+)").replace(r"\{n\}", r"(\d+)")
+    return int(re.search(pattern, page.locator("[data-testid=stMain]").inner_text()).group(1))
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("key, step, tab", [("masking", 3, 2), ("multihead", 3, 1), ("efficiency", 3, 1),
+                                            ("qkv", 4, 1), ("analysis", 2, 1)])
+def test_a_fragment_keeps_the_step_and_a_tab_opens_at_its_first_step(server, browser, key, step, tab, lang):
+    page = browser.new_page(viewport=VIEWPORT)
+    try:
+        page.goto(f"{server}/{key}?lang={lang}&present=1&step={step}")
+        settle(page)
+        assert (bar_step(page, lang), page.evaluate(SHOWN_JS)) == (step, [step])
+        seed = page.locator(".st-key-seed input").first
+        if key in ("masking", "multihead"):                  # the seed: a fragment's own rerun, inside the lesson
+            seed.focus()
+            seed.press("ArrowUp")
+            page.wait_for_timeout(800)
+            settle(page)
+            assert (bar_step(page, lang), page.evaluate(SHOWN_JS)) == (step, [step]), "the seed moved the step"
+        page.get_by_role("tab").nth(tab).click()
+        page.wait_for_function("location.search.includes('tab=')", timeout=30_000)
+        page.wait_for_timeout(800)
+        settle(page)
+        first = page.evaluate(TAB_FIRST_JS)
+        assert first < step + 10 and bar_step(page, lang) == first, (bar_step(page, lang), first)
+        assert page.evaluate(SHOWN_JS) == [first] and page.evaluate(STEP_HEIGHT_JS, first) > 30
+        assert f"step={first}" in page.url
+    finally:
+        page.close()
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

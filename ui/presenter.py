@@ -134,6 +134,7 @@ def early_css() -> None:
         # the sidebar collapsed before any element is drawn: the CSS hiding it comes a moment later
         st.set_page_config(initial_sidebar_state="collapsed")
         st.session_state["_presented"] = True
+        st.session_state["_present_css_step"] = _current(10 ** 6)     # the step the layout's CSS shows
         st.html(_layout_css())
     elif st.session_state.pop("_presented", False):     # presenter mode left: the sidebar comes back
         st.set_page_config(initial_sidebar_state="expanded")
@@ -169,19 +170,26 @@ class Lesson:
         if self.on and seen is not None and tab != seen:      # another tab opened: its lesson starts there
             labels = st.session_state.get(f"_present_labels_{ns}", [])
             opened = labels.index(tab) if tab in labels else None
-            self.current = min((s for s, i in self.where.items() if i == opened), default=1)
+            self.current = min((s for s, i in self.where.items() if i == opened),
+                               default=int(st.session_state.get(f"_present_tab_start_{ns}", 1)))
             st.query_params[STEP_PARAM] = str(self.current)
         st.session_state[f"_present_tab_{ns}"] = tab
         self.bar = st.empty() if self.on else None
+        self.inside = 0                           # the step being drawn (0: none, or a kept section)
         self.ended = False                        # True once ``end`` ran: a fragment rerunning after is its own run
         self.reached: dict[str, int] = {}         # the step count at the end of each ``part``, by its body's name
 
-    def tabs(self, labels: list[str], **kwargs) -> list[contextlib.AbstractContextManager]:
-        """``st.tabs(labels, key="tab", ...)`` for a page whose tabs all run and hold steps: each panel (a context
-        manager) notes its steps, and in presenter mode the panel holding the current step is the one opened
-        (Next from the last step of one tab opens the next tab; a lesson-plan link to a step inside a tab opens
-        it). Outside presenter mode it is ``st.tabs``."""
+    def tabs(self, labels: list[str], *, lazy: bool = False, **kwargs) -> list:
+        """``st.tabs(labels, key="tab", ...)``. ``lazy``: only the open tab runs (``tab.open``); in presenter mode
+        a tab opened starts at its first step (the one after the steps drawn before the tabs). Otherwise, for a
+        page whose tabs all run and hold steps: each panel (a context manager) notes its steps, and in presenter
+        mode the panel holding the current step is the one opened (Next from the last step of one tab opens the
+        next tab; a lesson-plan link to a step inside a tab opens it). Outside presenter mode it is ``st.tabs``."""
         key = kwargs.setdefault("key", "tab")
+        # a tab's first step: the step holding the tab bar, or the one after the steps drawn before it
+        st.session_state[f"_present_tab_start_{self.ns}"] = self.inside or self.count + 1
+        if lazy:
+            return st.tabs(labels, **kwargs)
         want = self.where.get(self.current) if self.on else None
         if want is not None and want < len(labels) and st.session_state.get(key) != labels[want]:
             st.session_state[key] = labels[want]
@@ -233,8 +241,12 @@ class Lesson:
             key = _KEY.format(self.count)
             if self.tab_now is not None:
                 self.tab_steps[self.count] = self.tab_now
-        with st.container(key=key):
-            yield
+        outer, self.inside = self.inside, (self.count if not keep else self.inside)
+        try:
+            with st.container(key=key):
+                yield
+        finally:
+            self.inside = outer
 
     def end(self) -> None:
         """In presenter mode: the step bar (Previous / Next / exit) and the CSS showing the current step."""
@@ -268,6 +280,6 @@ class Lesson:
                 st.query_params.pop(STEP_PARAM, None)
                 st.rerun()
         css = _STEP_CSS.replace("CURRENT", str(current))
-        if current != _current(10 ** 6):             # the router hid every step but the URL's: show this one
+        if current != st.session_state.get("_present_css_step"):   # the router's CSS hid every step but another
             css += _SHOW_CSS.replace("CURRENT", str(current))
         st.html(css)
