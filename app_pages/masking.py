@@ -83,7 +83,7 @@ fully_masked_demo = _cached(ml.fully_masked_demo)
 
 @_cached
 def mixups(sentences: Batch, side: str, seed: int):
-    run = ml.attend_batch(sentences, side, seed)
+    run = attend(sentences, side, seed)          # the batch the page drew (cached): not attended again
     return ml.convention_mixups(*run.qkv, run.keep), ml.int_mask_error(*run.qkv, run.keep)
 
 
@@ -104,12 +104,11 @@ def padding_section(batch: ml.PaddedBatch, keep: torch.Tensor, s: int) -> None:
             f"[:, 0, 0].int() =\n{rows}", language="python")
 
 
-def padding_weights(batch: ml.PaddedBatch, stages: ml.MaskedStages, keep: torch.Tensor, s: int) -> None:
+def padding_weights(run: ml.BatchAttention, s: int) -> None:
     """One sentence's scores before / after masking and its weights; what to notice."""
-    key_keep = keep[:, 0, 0]                                                # (b, n)
+    batch, key_keep = run.batch, run.keep[:, 0, 0]                          # (b, n)
     toks = batch.tokens[s]
-    labels = unique_labels(toks)
-    scores, masked_scores, weights = (x[s, 0] for x in stages[:3])
+    scores, masked_scores, weights = (x[s, 0] for x in run.stages[:3])
     hidden = ~key_keep[s].expand(batch.n, batch.n)
     stage = st.segmented_control(t("masking.stage"), ["before", "after", "weights"], default="weights",
                                  required=True, format_func=lambda x: t(f"masking.stage_{x}"), key="sc",
@@ -124,24 +123,15 @@ def padding_weights(batch: ml.PaddedBatch, stages: ml.MaskedStages, keep: torch.
         row = 0
     else:
         row = drill(weights, hidden, toks, key="pad_w", title=t("masking.weights_title", i=s + 1))
-
-    n_pad = batch.n - batch.lengths[s]
-    sums = weights.sum(-1)
-    all_pad = ~key_keep.unsqueeze(1).expand(-1, batch.n, -1)               # (b, n, n) padded keys
-    batch_pad_max = float(stages.weights[:, 0][all_pad].max()) if all_pad.any() else 0.0
-    unmasked = masked_softmax(scores)                                       # what the pads would get
-    items = []
-    if n_pad:
-        items.append(t("masking.notice_pad_zero", i=s + 1, real=batch.lengths[s], pads=n_pad,
-                       err=fmt.sum_error(sums),
-                       pad_max=repr(float(weights[hidden].max())), batch_max=repr(batch_pad_max)))
-        items.append(t("masking.notice_without", q=anatomy.md_escape(labels[row]),
-                       share=fmt.pct(float(unmasked[row][hidden[row]].sum()), 1),
-                       zero=f"{float(scores[row][hidden[row]].abs().max()):.2f}"))
-        items.append(t("masking.notice_pad_rows"))
+    f = ml.padding_facts(run, s, row)
+    if f.pads:
+        items = [t("masking.notice_pad_zero", i=s + 1, real=batch.lengths[s], pads=f.pads, err=fmt.sci(f.sum_error),
+                   pad_max=repr(f.pad_max), batch_max=repr(f.batch_pad_max)),
+                 t("masking.notice_without", q=anatomy.md_escape(unique_labels(toks)[row]),
+                   share=fmt.pct(f.share_unmasked, 1), zero=f"{f.pad_score:.2f}"),
+                 t("masking.notice_pad_rows")]
     else:
-        items.append(t("masking.notice_no_pad", i=s + 1, err=fmt.sum_error(sums),
-                       batch_max=repr(batch_pad_max)))
+        items = [t("masking.notice_no_pad", i=s + 1, err=fmt.sci(f.sum_error), batch_max=repr(f.batch_pad_max))]
     anatomy.notice(items)
 
 
@@ -380,7 +370,7 @@ def seeded(steps: presenter.Lesson, sentences: Batch, side: str, s: int) -> None
             with steps.step("padding: the batch and its mask"):
                 padding_section(run.batch, run.keep, s)
             with steps.step("padding: scores and weights; what to notice"):
-                padding_weights(run.batch, run.stages, run.keep, s)
+                padding_weights(run, s)
     if tab_causal.open:
         with tab_causal:
             with steps.step("causal: which layer uses which mask"):
@@ -405,7 +395,7 @@ def seeded(steps: presenter.Lesson, sentences: Batch, side: str, s: int) -> None
         fp16_ran = anatomy.pitfall(t("masking.pit_fp16_title"), t("masking.pit_fp16_body"),
                                    t("masking.pit_fp16_code"), demo=lambda: fp16_demo(sentences, seed), key="fp16x")
     ran = [ml.attend_batch, ml.pad_batch, ml.batch_mask, ml.key_padding_mask, padding_mask, masked_softmax,
-           scaled_dot_product_attention]
+           scaled_dot_product_attention, *([ml.padding_facts] if tab_pad.open is not False else [])]
     if nan_ran or fp16_ran or tab_causal.open:      # the demos look for a fully masked row of the decoder
         ran.insert(5, causal_mask)
     if nan_ran or fp16_ran or tab_custom.open:

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from attention_core.functional import masked_softmax, scaled_dot_product_attention
 from attention_core.labs.masking import (
     PAD,
+    attend_batch,
     batch_mask,
     batch_qkv,
     convention_mixups,
@@ -19,6 +20,7 @@ from attention_core.labs.masking import (
     masked_attention_stages,
     masked_fill_outcome,
     pad_batch,
+    padding_facts,
     pitfall_naive_masked_softmax,
     stored_as,
 )
@@ -90,6 +92,29 @@ def test_masked_stages_rows_sum_to_one_and_pads_weigh_exactly_zero(lengths, side
     # oracle: torch SDPA (recent torch also returns zeros for fully masked rows)
     ref = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
     assert torch.allclose(s.output, torch.nan_to_num(ref), atol=ATOL)
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+@pytest.mark.parametrize("s", [0, 1, 2])
+def test_padding_facts_against_a_loop_over_the_batch(side, s):
+    sentences = [["the", "cat", "sat", "down"], ["a", "dog"], ["birds", "sing", "at", "dawn", "today"]]
+    run = attend_batch(sentences, side, seed=3)
+    row = 1
+    f = padding_facts(run, s, row)
+    n, real = run.batch.n, len(sentences[s])
+    pads = [j for j in range(n) if (j >= real if side == "right" else j < n - real)]     # where the pads are
+    w, scores = run.stages.weights[:, 0].double(), run.stages.scores[s, 0].double()
+    assert f.pads == n - real
+    assert f.sum_error == pytest.approx(max(abs(float(w[s, i].sum()) - 1) for i in range(n)), abs=1e-6)
+    assert f.pad_max == (max(float(w[s, i, j]) for i in range(n) for j in pads) if pads else 0.0) == 0.0
+    batch_pads = [(b, j) for b, sent in enumerate(sentences) for j in range(n)
+                  if (j >= len(sent) if side == "right" else j < n - len(sent))]
+    assert f.batch_pad_max == max(float(w[b, i, j]) for b, j in batch_pads for i in range(n)) == 0.0
+    plain = torch.softmax(scores[row], -1)                       # no mask at all: the pads take their share
+    assert f.share_unmasked == pytest.approx(float(plain[pads].sum()) if pads else 0.0, rel=1e-5, abs=1e-7)
+    assert f.pad_score == pytest.approx(max((abs(float(scores[row, j])) for j in pads), default=0.0), abs=1e-6)
+    if pads:
+        assert f.share_unmasked > 0.01                           # padding takes a visible share without the mask
 
 
 def test_pad_embeds_to_zero_so_its_unmasked_score_is_zero_not_minus_inf():

@@ -210,6 +210,33 @@ def attend_batch(sentences: Sequence[Sequence[str]], side: str = "right", seed: 
     return BatchAttention(batch, keep, QKV(q, k, v), masked_attention_stages(q, k, v, keep))
 
 
+class PaddingFacts(NamedTuple):
+    """What the padding notice quotes, for sentence ``s`` of a batch and one of its query rows."""
+    pads: int                    # [PAD] tokens of the sentence
+    sum_error: float             # largest |row sum - 1| of its weights
+    pad_max: float               # largest weight on one of its padded keys (exactly 0)
+    batch_pad_max: float         # largest weight on any padded key of the batch
+    share_unmasked: float        # what the row would give the padded keys without the mask
+    pad_score: float             # largest |score| of the row's padded keys (their vectors are zeros)
+
+
+def padding_facts(run: BatchAttention, s: int, row: int) -> PaddingFacts:
+    """The padding mask at work in ``run`` (an encoder batch): sentence ``s``, query ``row``."""
+    key_keep = run.keep[:, 0, 0]                                            # (b, n)
+    n = run.batch.n
+    scores, weights = run.stages.scores[s, 0], run.stages.weights[s, 0]     # (n, n)
+    hidden = ~key_keep[s]                                                   # (n,) padded keys
+    all_pad = ~key_keep.unsqueeze(1).expand(-1, n, -1)                      # (b, n, n)
+    pads = int(hidden.sum())
+    return PaddingFacts(
+        pads=pads,
+        sum_error=float((weights.sum(-1) - 1).abs().max()),
+        pad_max=float(weights[:, hidden].max()) if pads else 0.0,
+        batch_pad_max=float(run.stages.weights[:, 0][all_pad].max()) if all_pad.any() else 0.0,
+        share_unmasked=float(masked_softmax(scores[row])[hidden].sum()) if pads else 0.0,
+        pad_score=float(scores[row][hidden].abs().max()) if pads else 0.0)
+
+
 class CustomAttention(NamedTuple):
     mask: torch.Tensor           # (n, n), True = visible
     stages: MaskedStages
