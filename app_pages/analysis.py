@@ -291,8 +291,8 @@ def geometry_chart(seed_: int, mix: str, idx: int, layer: int, head: int, query:
     var = g.explained_variance_ratio.numpy()
     row = s.weights[layer, head, query]
     data = mc.geometry_frames(g.queries, g.keys, s.tokens, row, query, t("common.key"), t("common.query"))
-    dist = np.linalg.norm(g.keys.numpy() - g.queries.numpy()[query], axis=1)
-    quoted_keys = {int(row.argmax()), int(dist.argmin())}
+    f = lab.sentence_summary(s, g, layer, head, query)
+    quoted_keys = {f.key, f.nearest}
     keys = data["keys"].copy()
     keys["label"] = [label if pos in quoted_keys else "" for pos, label in zip(keys["pos"], keys["label"])]
     data["keys"] = keys
@@ -300,7 +300,8 @@ def geometry_chart(seed_: int, mix: str, idx: int, layer: int, head: int, query:
     dx, dy = mc.equal_aspect(points["x"], points["y"], GEO_SIZE, GEO_SIZE)
     return mc.geometry_kind(
         data, key_name=t("common.key"), query_name=t("common.query"), weight_title=t("common.weight"),
-        token_title=t(f"{NS}.token"), width=GEO_SIZE, height=GEO_SIZE, x_title=t(f"{NS}.pc", i=1, pct=fmt.fixed(100 * var[0], 0)),
+        token_title=t(f"{NS}.token"), width=GEO_SIZE, height=GEO_SIZE,
+        x_title=t(f"{NS}.pc", i=1, pct=fmt.fixed(100 * var[0], 0)),
         y_title=t(f"{NS}.pc", i=2, pct=fmt.fixed(100 * var[1], 0)), x_domain=dx, y_domain=dy)
 
 
@@ -324,51 +325,34 @@ def rollout_section(seed_: int, mix: str, idx: int) -> None:
 
 
 def stats_facts(c: lab.Batch) -> dict:
-    """The numbers the entropy and sparsity notices quote."""
+    """The numbers the entropy and sparsity notices quote (``lab.stats_summary``), formatted."""
     s_ = batch_stats(c)
-    ent, spa = s_.entropy, s_.sparsity
-    h = ent.shape[1]
-    lo, hi = int(ent.argmin()), int(ent.argmax())
-    n_mean = float(np.mean(s_.lengths))
+    f = lab.stats_summary(s_, c.normalize)
     return {
-        "lo_head": head_label(*divmod(lo, h)), "lo": fmt.fixed(ent.reshape(-1)[lo]),
-        "hi_head": head_label(*divmod(hi, h)), "hi": fmt.fixed(ent.reshape(-1)[hi]),
-        "uniform": "1.00" if c.normalize else fmt.fixed(math.log(n_mean)), "n_mean": fmt.fixed(n_mean, 1),
-        "rows": s_.rows, "spa_min": fmt.fixed(spa.min()), "spa_max": fmt.fixed(spa.max()), "tau": fmt.fixed(c.tau),
-        "uniform_spa": fmt.fixed(s_.uniform_rows), "inv_tau": f"{1 / c.tau:.3g}"}
+        "lo_head": head_label(*f.lo), "lo": fmt.fixed(f.lo_entropy), "hi_head": head_label(*f.hi),
+        "hi": fmt.fixed(f.hi_entropy), "uniform": fmt.fixed(f.uniform_entropy), "n_mean": fmt.fixed(f.mean_length, 1),
+        "rows": s_.rows, "spa_min": fmt.fixed(f.sparsity_min), "spa_max": fmt.fixed(f.sparsity_max),
+        "tau": fmt.fixed(c.tau), "uniform_spa": fmt.fixed(s_.uniform_rows), "inv_tau": f"{1 / c.tau:.3g}"}
 
 
 def pattern_facts(pats: lab.BatchPatterns) -> dict:
-    """The numbers the patterns notice quotes."""
-    L, h, _ = pats.counts.shape
-    counts = pats.counts.reshape(L * h, -1)
-    top = counts.sum(0)
-    return {
-        "top_pattern": pattern_name(analysis.PATTERNS[int(top.argmax())]),
-        "top_share": fmt.pct(top.max() / max(top.sum(), 1)),
-        "n_broad": int((counts.argmax(1) == analysis.PATTERNS.index("broad")).sum()), "n_heads": L * h,
-        "adj_head": head_label(*divmod(int(pats.adjective.argmax()), h)), "adj_w": fmt.fixed(pats.adjective.max()),
-        "ref_head": head_label(*divmod(int(pats.agree.argmax()), h)), "ref_frac": fmt.pct(pats.agree.max())}
+    """The numbers the patterns notice quotes (``lab.pattern_summary``), formatted."""
+    f = lab.pattern_summary(pats)
+    return {"top_pattern": pattern_name(analysis.PATTERNS[f.top]), "top_share": fmt.pct(f.top_share),
+            "n_broad": f.n_broad, "n_heads": f.n_heads, "adj_head": head_label(*f.adjective_head),
+            "adj_w": fmt.fixed(f.adjective_weight), "ref_head": head_label(*f.referent_head),
+            "ref_frac": fmt.pct(f.referent_fraction)}
 
 
 def sentence_facts(c: lab.Batch, idx: int, layer: int, head: int, query: int) -> dict:
-    """The numbers the geometry caption and the rollout notice quote."""
+    """The numbers the geometry caption and the rollout notice quote (``lab.sentence_summary``), formatted."""
     s = sentence(c.seed, c.mix, idx)
     labels = unique_labels(s.tokens)
-    row = s.weights[layer, head, query]
-    g = geometry(c.seed, c.mix, idx, layer, head)
-    dist = np.linalg.norm(g.keys.numpy() - g.queries.numpy()[query], axis=1)
-    key = int(row.argmax())
-    roll = s.rollout[-1][query]
-    last = s.weights[-1].mean(0)[query]
-    others = np.where(np.arange(len(roll)) == query, -1.0, roll)       # rollout's strongest *other* token
-    return {
-        "head": head_label(layer, head), "q": labels[query], "k": labels[key], "w": fmt.fixed(row[key]),
-        "rank": int((dist < dist[key]).sum()) + 1, "nearest": labels[int(dist.argmin())],
-        "var": fmt.fixed(100 * float(g.explained_variance_ratio.sum()), 0),
-        "roll_k": labels[int(others.argmax())], "roll_w": fmt.fixed(others.max()),
-        "last_k": labels[int(last.argmax())], "last_w": fmt.fixed(last.max()), "L": s.weights.shape[0],
-        "roll_self": fmt.fixed(roll[query])}
+    f = lab.sentence_summary(s, geometry(c.seed, c.mix, idx, layer, head), layer, head, query)
+    return {"head": head_label(layer, head), "q": labels[query], "k": labels[f.key], "w": fmt.fixed(f.weight),
+            "rank": f.rank, "nearest": labels[f.nearest], "var": fmt.fixed(100 * f.plane_variance, 0),
+            "roll_k": labels[f.rollout_key], "roll_w": fmt.fixed(f.rollout_weight), "last_k": labels[f.last_key],
+            "last_w": fmt.fixed(f.last_weight), "L": s.weights.shape[0], "roll_self": fmt.fixed(f.rollout_self)}
 
 
 @cache_data(max_entries=32, max_bytes=1 * MB)

@@ -90,3 +90,54 @@ def test_the_tutorials_statistics_on_the_unmasked_run(lm, batch_examples):
     assert stats.pad_weight_max == pytest.approx(pad.max(1).values.numpy(), abs=1e-7)
     masked_seed = lab.seed_analyzer_stats(masked, 0.1)
     assert (masked_seed.entropy - seed.entropy).abs().max() > 1e-3   # the unmasked run is another run
+
+
+def test_the_notices_summaries_against_loops():
+    """``stats_summary``, ``pattern_summary``, ``sentence_summary``: what the analysis page's notices quote, from
+    synthetic arrays, checked by plain loops over every head, pattern and key."""
+    import numpy as np
+
+    from attention_core.analysis import PATTERNS, QKGeometry
+
+    rng = np.random.default_rng(5)
+    L, h, n = 2, 3, 6
+    ent, spa = rng.random((L, h)), rng.random((L, h))
+    stats = lab.BatchStats(*([None] * len(lab.BatchStats._fields)))._replace(
+        entropy=ent, sparsity=spa, lengths=np.array([4, 5, 6]))
+    f = lab.stats_summary(stats, normalize=False)
+    cells = [(ent[a, b], (a, b)) for a in range(L) for b in range(h)]
+    assert (f.lo_entropy, f.lo) == min(cells) and (f.hi_entropy, f.hi) == max(cells)
+    assert f.uniform_entropy == pytest.approx(math.log(5.0)) and f.mean_length == 5.0
+    assert lab.stats_summary(stats, normalize=True).uniform_entropy == 1.0
+    assert (f.sparsity_min, f.sparsity_max) == (spa.min(), spa.max())
+
+    counts = rng.integers(0, 9, (L, h, len(PATTERNS)))
+    pats = lab.BatchPatterns(counts, rng.random((L, h)), rng.random((L, h)))
+    p = lab.pattern_summary(pats)
+    totals = [sum(counts[a, b, k] for a in range(L) for b in range(h)) for k in range(len(PATTERNS))]
+    assert p.top == totals.index(max(totals)) and p.top_share == pytest.approx(max(totals) / sum(totals))
+    broad = PATTERNS.index("broad")
+    assert p.n_broad == sum(int(np.argmax(counts[a, b]) == broad) for a in range(L) for b in range(h))
+    assert p.n_heads == L * h
+    assert max((pats.adjective[a, b], (a, b)) for a in range(L) for b in range(h)) == (p.adjective_weight,
+                                                                                      p.adjective_head)
+    assert max((pats.agree[a, b], (a, b)) for a in range(L) for b in range(h)) == (p.referent_fraction,
+                                                                                  p.referent_head)
+
+    w = rng.random((L, h, n, n))
+    w /= w.sum(-1, keepdims=True)
+    roll = rng.random((L, n, n))
+    view = lab.SentenceView(list("abcdef"), "abcdef", 2, w, None, None, [], roll)
+    queries, keys = torch.randn(n, 2), torch.randn(n, 2)
+    g = QKGeometry(queries, keys, None, torch.zeros(n, n), torch.tensor([0.5, 0.25]))
+    layer, head, q = 1, 2, 3
+    s = lab.sentence_summary(view, g, layer, head, q)
+    key = max(range(n), key=lambda j: w[layer, head, q, j])
+    dist = [math.dist(keys[j].tolist(), queries[q].tolist()) for j in range(n)]
+    assert (s.key, s.weight) == (key, w[layer, head, q, key])
+    assert s.rank == 1 + sum(d < dist[key] for d in dist) and s.nearest == dist.index(min(dist))
+    assert s.plane_variance == pytest.approx(0.75)
+    other = max((j for j in range(n) if j != q), key=lambda j: roll[-1, q, j])
+    assert (s.rollout_key, s.rollout_weight, s.rollout_self) == (other, roll[-1, q, other], roll[-1, q, q])
+    mean = [sum(w[-1, b, q, j] for b in range(h)) / h for j in range(n)]
+    assert s.last_key == mean.index(max(mean)) and s.last_weight == pytest.approx(max(mean))

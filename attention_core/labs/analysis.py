@@ -294,3 +294,86 @@ def pattern_shares(counts: np.ndarray) -> dict[str, float]:
     """Share of all (head, sentence) labels of the batch that fall on each classifier pattern."""
     total = max(float(counts.sum()), 1.0)
     return {p: float(counts[..., k].sum()) / total for k, p in enumerate(PATTERNS)}
+
+
+# --------------------------------------------------------------------------------------------------
+# what the notices quote
+# --------------------------------------------------------------------------------------------------
+
+class StatsSummary(NamedTuple):
+    """The entropy and sparsity notices' numbers: the heads (layer, head) of lowest and highest entropy and
+    their values, the entropy of even attention over the batch's mean length (1 when normalised), and the
+    range of the heads' sparsity."""
+
+    lo: tuple[int, int]
+    lo_entropy: float
+    hi: tuple[int, int]
+    hi_entropy: float
+    mean_length: float
+    uniform_entropy: float
+    sparsity_min: float
+    sparsity_max: float
+
+
+def stats_summary(s: BatchStats, normalize: bool) -> StatsSummary:
+    h = s.entropy.shape[1]
+    lo, hi = int(s.entropy.argmin()), int(s.entropy.argmax())
+    n_mean = float(np.mean(s.lengths))
+    return StatsSummary(divmod(lo, h), float(s.entropy.reshape(-1)[lo]), divmod(hi, h),
+                        float(s.entropy.reshape(-1)[hi]), n_mean, 1.0 if normalize else float(np.log(n_mean)),
+                        float(s.sparsity.min()), float(s.sparsity.max()))
+
+
+class PatternSummary(NamedTuple):
+    """The patterns notice's numbers: the pattern given most often (its index in ``PATTERNS``) and its share of
+    all labels, how many heads are labelled broad most often, and the heads (layer, head) that weigh the
+    adjective most and that prefer the referent most often, with those values."""
+
+    top: int
+    top_share: float
+    n_broad: int
+    n_heads: int
+    adjective_head: tuple[int, int]
+    adjective_weight: float
+    referent_head: tuple[int, int]
+    referent_fraction: float
+
+
+def pattern_summary(p: BatchPatterns) -> PatternSummary:
+    L, h, _ = p.counts.shape
+    counts = p.counts.reshape(L * h, -1)
+    top = counts.sum(0)
+    return PatternSummary(int(top.argmax()), float(top.max() / max(top.sum(), 1)),
+                          int((counts.argmax(1) == PATTERNS.index("broad")).sum()), L * h,
+                          divmod(int(p.adjective.argmax()), h), float(p.adjective.max()),
+                          divmod(int(p.agree.argmax()), h), float(p.agree.max()))
+
+
+class SentenceSummary(NamedTuple):
+    """For one head's query row of a sentence: the key it weighs most and that weight; that key's rank among the
+    keys by distance to the query in the drawn q/k plane (1: the nearest) and the nearest key; the share of
+    variance the plane keeps; rollout's strongest other token from the query, its weight and the query's own;
+    the last layer's heads averaged: its strongest token and weight."""
+
+    key: int
+    weight: float
+    rank: int
+    nearest: int
+    plane_variance: float
+    rollout_key: int
+    rollout_weight: float
+    rollout_self: float
+    last_key: int
+    last_weight: float
+
+
+def sentence_summary(s: SentenceView, g, layer: int, head: int, query: int) -> SentenceSummary:
+    """``g``: the head's ``analysis.qk_geometry`` (queries and keys in one plane)."""
+    row = s.weights[layer, head, query]
+    dist = np.linalg.norm(g.keys.numpy() - g.queries.numpy()[query], axis=1)
+    key = int(row.argmax())
+    roll, last = s.rollout[-1][query], s.weights[-1].mean(0)[query]
+    others = np.where(np.arange(len(roll)) == query, -1.0, roll)       # rollout's strongest *other* token
+    return SentenceSummary(key, float(row[key]), int((dist < dist[key]).sum()) + 1, int(dist.argmin()),
+                           float(g.explained_variance_ratio.sum()), int(others.argmax()), float(others.max()),
+                           float(roll[query]), int(last.argmax()), float(last.max()))
