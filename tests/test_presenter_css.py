@@ -62,3 +62,22 @@ def test_the_presenter_style_keeps_fill_placeholders_and_rescales_the_fit_rules(
     assert '"fontSize": 18' in out and "918273000" in out                   # a fill placeholder stays as it is
     assert "bandwidth('x') >= 50 && bandwidth('y') >= 22" in out and "ceil(26 / max(" in out
     assert styled(spec, "") is spec
+
+
+def test_without_custom_components_the_first_run_waits_a_fixed_moment_and_says_so(monkeypatch):
+    """An upgrade without ``st.components.v2``: the held-back run waits ``STYLE_WAIT_S`` and reruns itself, and
+    every page names the feature that stepped down, in the learner's language."""
+    from serving import compat
+    from ui import presenter
+    from ui.i18n import catalog
+
+    monkeypatch.setattr(presenter, "_style_ready", None)
+    monkeypatch.setattr(compat, "_missing", {})
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["lang"], at.query_params["present"] = "zh", "1"
+    at.run()                                                        # no report to wait for: it reran by itself
+    assert exceptions(at) == [] and at.title and not held_back(at)
+    zh = catalog("zh")
+    notice = zh["common.compat_notice"].format(feature=zh["common.compat_presenter_style"])
+    assert notice in [c.value for c in at.caption]
+    assert compat.degraded() == {"presenter_style": "st.components.v2.component"}
