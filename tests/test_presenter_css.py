@@ -1,8 +1,9 @@
 """Presenter mode's layout comes from the router, first (``ui.presenter.early_css``): with ``?present=1`` the first
-element of the run is the CSS (a style-only ``st.html``: it hides the sidebar) with the URL's step, drawn alone in a session's
-first presenter run (``styling_first``, with the component that reports from the browser once it applies) and first again in the run that draws the page, and the presenter skeleton of
-every chart kind has its text at least ``PRESENT_MIN_FONT`` px; without it there is no such CSS and charts keep
-their sizes. The browser side (first paint, fonts as drawn): tests/test_presenter_browser.py."""
+element of the run is the CSS (a style-only ``st.html``: it hides the sidebar) with the URL's step, drawn alone in a
+session's first presenter run (``styling_first``, with the component that reports from the browser once it applies)
+and first again in the run that draws the page, and the presenter skeleton of every chart kind has its text at
+least ``PRESENT_MIN_FONT`` px; without it there is no such CSS and charts keep their sizes. The browser side (first
+paint, fonts as drawn): tests/test_presenter_browser.py."""
 import json
 
 from streamlit.testing.v1 import AppTest
