@@ -74,6 +74,9 @@ IDLE_JS = """(needTitle = true) => {
   if (document.querySelector('[data-testid=stMain] [data-testid=stException]')) return true;   // crashed: report it
   if (needTitle && !document.querySelector('[data-testid=stMain] h1')) return false;
   if (document.querySelector('[data-testid=stSkeleton]')) return false;
+  // an expander opens by animating its height for half a second, clipping its content meanwhile
+  for (const d of document.querySelectorAll('[data-testid=stMain] details'))
+    if (d.getAnimations({subtree: true}).some(a => a.playState === 'running')) return false;
   for (const c of document.querySelectorAll('[data-testid=stVegaLiteChart]')) {
     const r = c.getBoundingClientRect();
     if (r.width === 0 && r.height === 0) continue;            // in a closed tab or expander
@@ -234,6 +237,18 @@ CHECK_JS = r"""(args) => {
   return {charts, findings};
 }"""
 
+# the top edge of every chart shown (px from the page's top), in page order
+TOPS_JS = """() => [...document.querySelectorAll('[data-testid=stVegaLiteChart]')]
+  .filter(c => c.offsetParent !== null && c.getBoundingClientRect().height > 0)
+  .map(c => c.getBoundingClientRect().top + window.scrollY)"""
+
+# open every visible closed expander of the main area at once; how many were opened (a locator per expander would
+# shift under its own clicks: opening one changes which others match ``details:not([open])``)
+OPEN_JS = """() => { let n = 0;
+  for (const s of document.querySelectorAll('[data-testid=stMain] [data-testid=stExpander] details:not([open]) > summary'))
+    if (s.getBoundingClientRect().width > 0) { s.click(); n++; }
+  return n; }"""
+
 # every tab button that is visible now (nested tab bars appear when their parent tab is opened)
 TABS_JS = """() => [...document.querySelectorAll('[data-testid=stMain] [role=tablist]')].flatMap((list, li) =>
   [...list.querySelectorAll('[role=tab]')].filter(t => t.getBoundingClientRect().width > 0)
@@ -272,6 +287,7 @@ class PageReport:
     error: str = ""
     outside: list[str] = field(default_factory=list)     # requests that left localhost (the app works offline)
     main_text: str = ""                                  # the page's main area as first drawn (its title is in it)
+    chart_tops: list = field(default_factory=list)       # px from the page's top of each chart shown, as first drawn
 
 
 def check_page(browser, base: str, key: str, lang: str, viewport: str, shots: pathlib.Path | None = None,
@@ -300,15 +316,12 @@ def check_page(browser, base: str, key: str, lang: str, viewport: str, shots: pa
         page.goto(page_url(base, key, lang))
         wait_idle(page)
         report.main_text = page.locator("[data-testid=stMain]").inner_text()
+        report.chart_tops = page.evaluate(TOPS_JS)
         if shots is not None:
             shots.mkdir(parents=True, exist_ok=True)
             page.screenshot(path=str(shots / f"{key}_{lang}_{viewport}.png"), full_page=True)
-        for exp in page.locator("[data-testid=stMain] [data-testid=stExpander] details:not([open]) > summary").all():
-            try:
-                exp.click(timeout=5_000)
-            except Exception:   # noqa: BLE001 - an expander that cannot be clicked is simply not opened
-                pass
-        wait_idle(page)
+        if page.evaluate(OPEN_JS):
+            wait_idle(page)
         check(hscroll=viewport == "390x844")
         visited = set()
         for _ in range(60):                                   # every tab, nested ones as they appear
@@ -321,6 +334,8 @@ def check_page(browser, base: str, key: str, lang: str, viewport: str, shots: pa
                 page.locator("[data-testid=stMain] [role=tablist]").nth(t["li"]).locator("[role=tab]").filter(
                     has_text=t["label"]).first.click()
                 wait_idle(page)
+                if page.evaluate(OPEN_JS):                    # the tab's own expanders
+                    wait_idle(page)
                 check(hscroll=viewport == "390x844")
         exc = page.locator("[data-testid=stException]").all_inner_texts()
         if exc:

@@ -17,6 +17,7 @@ import pytest
 
 from scripts.layout_check import VIEWPORTS, check_page, launch_browser, page_keys
 from scripts.server import start_server
+from ui.registry import available_pages
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SHOTS = ROOT / "shots" / "layout"
@@ -29,6 +30,7 @@ if shutil.which("chromium") is None:
 
 sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
 
+CONCEPT = {p.key for p in available_pages()} - {"home", "glossary", "summary", "teach", "poll"}
 # (page, language, viewport): heatmaps with numbers in cells, many tabs, legends, long axis titles, formulas
 SUBSET = [("multihead", "en", "1280x720"), ("efficiency", "zh", "390x844"),
           ("pronoun", "zh", "1280x720"), ("positional", "en", "390x844")]
@@ -115,7 +117,8 @@ def server():
 @pytest.mark.parametrize("key,lang,viewport", VIEWS)
 def test_no_chart_text_is_clipped_or_overlapping(server, browser, key, lang, viewport):
     """Also the page-in-browser check, in the same visit: the page draws its title in its language, shows no
-    exception (``report.error``) and sends no request outside localhost (the app works offline)."""
+    exception (``report.error``) and sends no request outside localhost (the app works offline); and outside
+    presenter mode, a concept page shows a chart on its first screen at 1280x720 (its top above 720 px)."""
     from ui.i18n import catalog
 
     report = check_page(browser, server, key, lang, viewport, shots=SHOTS)
@@ -124,3 +127,6 @@ def test_no_chart_text_is_clipped_or_overlapping(server, browser, key, lang, vie
     assert catalog(lang)["home.title" if key == "home" else f"{key}.title"] in report.main_text
     assert report.findings == [], f"{len(report.findings)} layout problems:\n" + "\n".join(
         f.line() for f in report.findings)
+    if key in CONCEPT and viewport == "1280x720":          # a picture on a concept page's first screen (a projector)
+        assert report.chart_tops and min(report.chart_tops) < 720, \
+            f"the first chart starts at y={min(report.chart_tops, default=None)} (of 720)"

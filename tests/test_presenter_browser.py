@@ -9,7 +9,8 @@
   the sidebar is never visible and the page's text is never drawn at the normal 16 px (``presenter.styling_first``), and the page drawn is the one linked, with its step bar;
 - a control inside a fragment (the seed) keeps the step shown, and a tab opened in presenter mode starts at its
   first step (the step holding the tab bar, or the first one in the tab), shown (``presenter.Lesson.part``, ``tabs``);
-- outside presenter mode, every concept page shows a chart on its first screen (its top above 720 px).
+- outside presenter mode, every concept page shows a chart on its first screen (its top above 720 px): checked in
+  the visit of tests/test_layout.py (``PageReport.chart_tops``).
 
 ``PRESENT=subset`` checks a few pages (the densest charts, tabs, many steps) for a quick local run.
 """
@@ -215,19 +216,6 @@ def test_a_fragment_keeps_the_step_and_a_tab_opens_at_its_first_step(server, bro
         assert f"step={first}" in page.url
     finally:
         page.close()
-
-
-@pytest.mark.parametrize("lang", ["en", "zh"])
-@pytest.mark.parametrize("key", SUBSET if os.environ.get("PRESENT") == "subset" else CONCEPT)
-def test_a_concept_page_shows_a_chart_on_its_first_screen(server, browser, key, lang):
-    page = browser.new_page(viewport=VIEWPORT)
-    try:
-        page.goto(f"{server}/{key}?lang={lang}")
-        settle(page)
-        tops = [c["top"] for c in page.evaluate(CHARTS_JS)]
-    finally:
-        page.close()
-    assert tops and min(tops) < VIEWPORT["height"], f"the first chart starts at y={min(tops, default=None)}"
 
 
 if __name__ == "__main__":          # a survey of every page: python -m tests.test_presenter_browser [keys]
