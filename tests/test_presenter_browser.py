@@ -110,7 +110,7 @@ def presenter_problems(page, base: str, key: str, lang: str) -> list[str]:
             page.locator(".st-key-present_next button").click()
             label = catalog(lang)["common.present_step"].format(i=step, n=n)
             page.wait_for_function(STEP_SHOWN_JS, arg=label, timeout=30_000, polling=50)
-            settle(page)
+            wait_idle(page)
         assert page.evaluate("window.scrollY") == 0
         height = page.evaluate(STEP_HEIGHT_JS, step)
         if height < 30:             # e.g. a step inside a tab that is not open
