@@ -313,7 +313,7 @@ def grouped_rows_chart(frame, *, key_title: str, weight_title: str, series_title
         xOffset=alt.XOffset("series:N", sort=series),
         y=alt.Y("weight:Q", title=weight_title, scale=alt.Scale(domain=domain)),
         color=alt.Color("series:N", sort=series, title=series_title, scale=alt.Scale(range=list(colours)),
-                        legend=alt.Legend(orient="bottom", columns=1, labelLimit=320, titleLimit=400)),
+                        legend=alt.Legend(orient="bottom", direction="vertical", labelLimit=320, titleLimit=400)),
         tooltip=[alt.Tooltip("series:N", title=series_title), alt.Tooltip("key:N", title=key_title),
                  alt.Tooltip("exact:N", title=weight_title)],
     ).properties(height=height)
