@@ -236,9 +236,9 @@ def test_nbytes_counts_buffers():
 
 
 def test_every_page_cache_has_a_byte_budget_and_the_total_is_bounded():
-    """No page keeps results in Streamlit's entry-count caches ; the budgets of serving.cache
-    hold the total (README, "Memory")."""
-    for path in sorted((ROOT / "app_pages").glob("*.py")):
+    """No page (nor its sections' module, ui/<page>_sections.py) keeps results in Streamlit's entry-count caches ;
+    the budgets of serving.cache hold the total (README, "Memory")."""
+    for path in sorted((ROOT / "app_pages").glob("*.py")) + sorted((ROOT / "ui").glob("*_sections.py")):
         if path.stem == "home":
             continue
         text = path.read_text(encoding="utf-8")

@@ -42,9 +42,12 @@ NOT_CONTROLS = {"lang"}
 
 
 def source_keys(page: str) -> set[str]:
-    """Literal keys of the bound controls written in ``app_pages/<page>.py``."""
+    """Literal keys of the bound controls written in ``app_pages/<page>.py`` and in its sections' module
+    ``ui/<page>_sections.py`` (where a page's section bodies live)."""
     keys = set()
-    for node in ast.walk(ast.parse((ROOT / "app_pages" / f"{page}.py").read_text(encoding="utf-8"))):
+    files = [ROOT / "app_pages" / f"{page}.py", ROOT / "ui" / f"{page}_sections.py"]
+    trees = [ast.parse(f.read_text(encoding="utf-8")) for f in files if f.exists()]
+    for node in (n for tree in trees for n in ast.walk(tree)):
         if isinstance(node, ast.Call):
             kw = {k.arg: k.value for k in node.keywords}
             bind, key = kw.get("bind"), kw.get("key")

@@ -14,7 +14,7 @@ from ui import charts as ui_charts
 from ui import training_charts as tc
 from ui.i18n import catalog
 
-PRONOUN_TASK = "it / 它 → ?"      # the task's label in app_pages/training.py (the URL value, both languages)
+PRONOUN_TASK = "it / 它 → ?"      # the task's label in ui/training_sections.py (the URL value, both languages)
 
 EN, ZH = catalog("en"), catalog("zh")
 STEPS, EVERY = 40, 10
