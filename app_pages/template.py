@@ -1,9 +1,9 @@
 """TEMPLATE: copy this file to start a concept page (README, "Adding a concept page").
 
-Not in the navigation; tests/pages/test_template.py keeps it working. It teaches one small idea, self-attention
-weights on a typed sentence with a temperature, so that every part of the page anatomy (docs/architecture.md) is
-shown once: header, intuition, formula, URL-bound controls, the question BEFORE the evidence, one chart, what to notice
-(quoting the numbers on screen), a pitfall, and the code that ran. The page is composition only:
+Not in the navigation; tests/pages/test_template.py keeps it working. One small idea (self-attention weights on a
+typed sentence, with a temperature) shows every part of the page anatomy (docs/architecture.md) once: header,
+intuition, formula, URL-bound controls, the question BEFORE the evidence, a chart, what to notice (quoting the numbers
+on screen), a pitfall, the code that ran. A page is composition only, at most 350 lines (ui/<key>_sections.py):
 - maths: the library (attention_core) or the page's lab, attention_core/labs/<key>.py (no Streamlit there);
 - drawing: ui.charts (attention_heatmap, or a @chart_kind in ui/<key>_charts.py), shown with ui.anatomy;
 - words: assets/i18n/{en,zh}/<key>.toml (both languages; tests/test_i18n.py checks parity).
@@ -28,9 +28,7 @@ D_MODEL = 16
 TEMPERATURES = (0.25, 0.5, 1.0, 2.0, 4.0)
 
 
-class Inputs(NamedTuple):
-    """What the controls chose: a named type, never a bare tuple read by position."""
-
+class Inputs(NamedTuple):        # what the controls chose: a named type, never a bare tuple read by position
     tokens: tuple[str, ...]
     temperature: float
     seed: int
@@ -43,10 +41,7 @@ def self_attention_weights(tokens: tuple[str, ...], temperature: float, seed: in
     out = scaled_dot_product_attention(x, x, x, scale=1.0 / (D_MODEL ** 0.5 * temperature))
     return out.weights[0, 0].numpy()
 
-
-@cache_data(max_entries=64, max_bytes=1 * MB)       # the key is derived from the arguments: plain values only
-def cached_weights(tokens: tuple[str, ...], temperature: float, seed: int) -> np.ndarray:
-    return self_attention_weights(tokens, temperature, seed)
+cached_weights = cache_data(max_entries=64, max_bytes=1 * MB)(self_attention_weights)   # keyed on plain arguments
 
 
 # ------------------------------------------------------------------ sections, in lesson order
@@ -62,8 +57,7 @@ def controls_section() -> Inputs | None:
     return None if tokens is None else Inputs(tuple(tokens), float(temperature), seed)
 
 
-def question_section() -> None:
-    """The question comes before the chart that answers it."""
+def question_section() -> None:                  # the question comes before the chart that answers it
     anatomy.exercise(f"{NS}_ex", t(f"{NS}.ex_question"), [t(f"{NS}.ex_a"), t(f"{NS}.ex_b"), t(f"{NS}.ex_c")],
                      answer=1, explanation=t(f"{NS}.ex_explain"))
 
@@ -83,10 +77,6 @@ def notice_section(inputs: Inputs, weights: np.ndarray) -> None:
                     t(f"{NS}.notice_rows", n=len(weights))])
 
 
-def pitfall_section() -> None:
-    anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=t(f"{NS}.pit_code"))
-
-
 # ------------------------------------------------------------------ the page
 anatomy.header(NS)
 lesson = presenter.Lesson(NS)          # presenter mode (?present=1) shows one step at a time
@@ -102,6 +92,6 @@ if chosen is not None:
         shown = evidence_section(chosen)
         notice_section(chosen, shown)
 with lesson.step("pitfall"):
-    pitfall_section()
+    anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=t(f"{NS}.pit_code"))
 anatomy.show_code(self_attention_weights, scaled_dot_product_attention)
 lesson.end()
