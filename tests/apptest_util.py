@@ -10,6 +10,13 @@ from streamlit.testing.v1 import AppTest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
+NOT_LESSONS = {"home", "glossary", "summary", "poll", "teach"}     # pages without presenter steps
+
+
+def lesson_pages() -> list[str]:
+    """The concept pages, in the course's order: each is a lesson with presenter steps and a chart up front."""
+    from ui.registry import available_pages
+    return [p.key for p in available_pages() if p.key not in NOT_LESSONS]
 
 
 def held_back(at: AppTest) -> bool:

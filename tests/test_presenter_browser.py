@@ -6,7 +6,8 @@
 - each step that shows a chart shows it on the step's first screen: the chart's top is inside the viewport with
   room for some of it (``ROOM`` px) before the bottom edge, without scrolling;
 - the first paint of a fresh load is already the presenter layout: sampled every 30 ms from the navigation on,
-  the sidebar is never visible and the page's text is never drawn at the normal 16 px (``presenter.styling_first``), and the page drawn is the one linked, with its step bar;
+  the sidebar is never visible and the page's text is never drawn at the normal 16 px
+  (``presenter.styling_first``), and the page drawn is the one linked, with its step bar;
 - a control inside a fragment (the seed) keeps the step shown, and a tab opened in presenter mode starts at its
   first step (the step holding the tab bar, or the first one in the tab), shown (``presenter.Lesson.part``, ``tabs``);
 - outside presenter mode, every concept page shows a chart on its first screen (its top above 720 px): checked in
@@ -24,9 +25,9 @@ import pytest
 
 from scripts.layout_check import launch_browser, wait_idle
 from scripts.server import start_server
+from tests.apptest_util import lesson_pages
 from ui.charts import PRESENT_MIN_FONT
 from ui.i18n import catalog
-from ui.registry import available_pages
 
 if shutil.which("chromium") is None:
     if os.environ.get("CI"):
@@ -38,7 +39,7 @@ sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
 
 VIEWPORT = {"width": 1280, "height": 720}
 ROOM = 100            # px of a step's chart that must be on its first screen
-CONCEPT = [p.key for p in available_pages() if p.key not in ("home", "glossary", "summary", "teach", "poll")]
+CONCEPT = lesson_pages()
 SUBSET = ["masking", "kv_cache", "gqa", "scaling"]
 PAGES = {"subset": SUBSET}.get(os.environ.get("PRESENT", ""), CONCEPT)
 

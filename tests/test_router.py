@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests.apptest_util import exceptions, open_page, run
+from tests.apptest_util import NOT_LESSONS, exceptions, open_page, run
 from ui.i18n import catalog
 from ui.registry import available_pages
 
 PAGES = [p.key for p in available_pages()]
 OTHER = {"en": "zh", "zh": "en"}
-NOT_LESSONS = {"home", "glossary", "summary", "poll", "teach"}     # pages without presenter steps
 
 
 def title_of(key: str, lang: str) -> str:
