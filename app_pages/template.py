@@ -3,7 +3,7 @@
 Not in the navigation; tests/pages/test_template.py keeps it working. One small idea (self-attention weights on a
 typed sentence, with a temperature) shows every part of the page anatomy (docs/architecture.md) once: header,
 intuition, formula, URL-bound controls, the question BEFORE the evidence, a chart, what to notice (quoting the numbers
-on screen), a pitfall, the code that ran. A page is composition only, at most 350 lines (ui/<key>_sections.py):
+on screen), a pitfall, the code that ran (declared by the step that runs it). A page is composition only, at most 350 lines (ui/<key>_sections.py):
 - maths: the library (attention_core) or the page's lab, attention_core/labs/<key>.py (no Streamlit there);
 - drawing: ui.charts (attention_heatmap, or a @chart_kind in ui/<key>_charts.py), shown with ui.anatomy;
 - words: assets/i18n/{en,zh}/<key>.toml (both languages; tests/test_i18n.py checks parity).
@@ -88,10 +88,9 @@ with lesson.step("controls", keep=True):
 if chosen is not None:
     with lesson.step("question"):
         question_section()
-    with lesson.step("evidence"):
+    with lesson.step("evidence", shows=(self_attention_weights, scaled_dot_product_attention)):
         shown = evidence_section(chosen)
         notice_section(chosen, shown)
 with lesson.step("pitfall"):
     anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=t(f"{NS}.pit_code"))
-anatomy.show_code(self_attention_weights, scaled_dot_product_attention)
-lesson.end()
+lesson.end()          # and "Show the code": what the steps declared (``shows``) in the order they ran

@@ -94,9 +94,9 @@ def shown(monkeypatch):
     objects: list = []
     original = ui.anatomy.show_code
 
-    def recording_show_code(*objs):
+    def recording_show_code(*objs, **kw):
         objects.extend(objs)
-        return original(*objs)
+        return original(*objs, **kw)
 
     monkeypatch.setattr(ui.anatomy, "show_code", recording_show_code)
     return objects
@@ -148,9 +148,9 @@ def test_the_code_is_drawn_only_when_its_expander_is_open(monkeypatch):
     shown = []
     original = ui.anatomy.show_code
 
-    def recording(*objects):
-        shown.append(objects)
-        original(*objects)
+    def recording(*objects, **kw):
+        shown.append((objects, kw.get("key")))
+        original(*objects, **kw)
 
     monkeypatch.setattr(ui.anatomy, "show_code", recording)
     label = "Show the code that produced this"
@@ -158,9 +158,10 @@ def test_the_code_is_drawn_only_when_its_expander_is_open(monkeypatch):
     assert exceptions(at) == [] and shown
     closed = [x for x in at.get("expander") if x.label == label]
     assert closed and all(not list(x.get("code")) for x in closed)
-    key = ui.anatomy.code_key(*shown[0])
+    objects, key = shown[0]
+    key = key or ui.anatomy.code_key(*objects)
     at = open_page("scaling", "en", {key: "true"})
     assert exceptions(at) == []
     opened = [x for x in at.get("expander") if x.label == label and list(x.get("code"))]
     assert len(opened) == 1
-    assert [c.value for c in opened[0].get("code")] == [ui.anatomy._source(o).rstrip() for o in shown[0]]
+    assert [c.value for c in opened[0].get("code")] == [ui.anatomy._source(o).rstrip() for o in objects]

@@ -21,6 +21,7 @@ from .charts import matrix_csv
 from .format import md_escape  # noqa: F401 - re-exported: pages escape user text through anatomy
 from .i18n import label_notices, t
 from .presenter import active as presenting
+from .presenter import shows as declare_shown
 
 
 def header(ns: str) -> None:
@@ -159,11 +160,12 @@ def explanation(text: str, title: str | None = None) -> None:
 
 
 def pitfall(title: str, body: str, code: str | None = None, demo: Callable[[], None] | None = None, *,
-            key: str | None = None) -> bool:
+            key: str | None = None, shows: Sequence = ()) -> bool:
     """8. A pitfall from the tutorials, with the buggy code and, where possible, a live demo. With ``key`` the
     demo sits in an expander ("Run it: watch it go wrong") that computes and draws it only while open
-    (``?<key>=true`` opens it), so a rerun of the page does not redraw it (the redraw budget). Returns whether the
-    demo ran (a page passes the demo's functions to ``show_code`` only then)."""
+    (``?<key>=true`` opens it), so a rerun of the page does not redraw it (the redraw budget). ``shows``: the
+    library code the demo runs, declared to the lesson's "Show the code" only when the demo ran. Returns whether
+    the demo ran."""
     # in presenter mode the demo comes first and the code is folded under it: the step's chart on its first screen
     folded = bool(code) and presenting()
     with st.container(border=True):
@@ -171,6 +173,8 @@ def pitfall(title: str, body: str, code: str | None = None, demo: Callable[[], N
         if code and not folded:
             st.code(code, language="python")
         ran = _pitfall_demo(demo, key)
+        if ran:
+            declare_shown(*shows)
         if folded:
             with st.expander(t("common.pitfall_code"), icon=":material/code:"):
                 st.code(code, language="python")
@@ -203,11 +207,12 @@ def code_key(*objects) -> str:
     return f"code_{zlib.crc32(' '.join(names).encode())}"
 
 
-def show_code(*objects) -> None:
-    """9. The attention_core source that produced the picture (the very functions that ran). The source is
-    drawn only while the expander is open: syntax-highlighted code is thousands of DOM nodes that every rerun
-    of the page would otherwise re-render (the redraw budget, docs/performance.md)."""
-    key = code_key(*objects)
+def show_code(*objects, key: str | None = None) -> None:
+    """9. The attention_core source that produced the picture (the very functions that ran): a page does not call
+    this, its lesson does (``presenter.Lesson.end``, with what the sections declared). The source is drawn only
+    while the expander is open: syntax-highlighted code is thousands of DOM nodes that every rerun of the page
+    would otherwise re-render (the redraw budget, docs/performance.md)."""
+    key = key or code_key(*objects)
     with st.container(key=f"secondary_{key}"):   # hidden in presenter mode
         box = st.expander(t("common.show_code"), icon=":material/code:", key=key, on_change="rerun",
                           bind="query-params")

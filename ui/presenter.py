@@ -6,6 +6,11 @@ and their URL values) but only the current one is shown, with large type, the si
 (show the code, CSV downloads) hidden, and Previous / Next buttons (PageUp / PageDown: what a presentation
 clicker sends). The current step is in the URL (``?step=3``), so a teacher can prepare a sequence of links.
 Steps marked ``keep=True`` (the controls) stay visible under every step.
+
+The lesson also knows what ran: a section declares the library code it calls (``step(..., shows=...)``, or
+``shows(...)`` where the call is conditional), and ``end`` draws "Show the code" with exactly that, in the order it
+ran. A fragment (``part``) rerunning on its own declares again; when what it declares changes while "Show the code"
+is open, the page reruns so the list is redrawn (the list sits outside the fragment).
 """
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ from .i18n import t
 PARAM, STEP_PARAM = "present", "step"
 STYLE_WAIT_S = 0.4     # without the component below: a fixed wait for the browser to load the HTML element's code
 _KEY = "present_step_{}"
+_LESSON = "_lesson"        # the Lesson of the page's last full run: ``shows`` declares into it
 T = TypeVar("T")
 
 # The presenter layout, sent by the router before anything else of a run (``early_css``): the first paint of a
@@ -146,12 +152,29 @@ def sidebar_toggle() -> None:
                       on_change=_enter)
 
 
+def shows(*objects: Any) -> None:
+    """Declare that these library objects (functions, methods, classes) ran in this run: the lesson being drawn
+    lists them in "Show the code". Called where the code is called, so the list is never kept by hand."""
+    lesson = st.session_state.get(_LESSON)
+    if lesson is not None:
+        lesson.shows(*objects)
+
+
+def code_key(ns: str) -> str:
+    """The key (and URL parameter) of a page's "Show the code" expander: ``?code_<page>=true`` opens it."""
+    return f"code_{ns}"
+
+
 def _current(n_hint: int) -> int:
     try:
         step = int(str(st.query_params.get(STEP_PARAM, "1")))
     except ValueError:
         step = 1
     return max(1, min(step, max(n_hint, 1)))
+
+
+def _same(a: list, b: list | None) -> bool:
+    return b is not None and len(a) == len(b) and all(x is y for x, y in zip(a, b))
 
 
 class Lesson:
@@ -178,6 +201,15 @@ class Lesson:
         self.inside = 0                           # the step being drawn (0: none, or a kept section)
         self.ended = False                        # True once ``end`` ran: a fragment rerunning after is its own run
         self.reached: dict[str, int] = {}         # the step count at the end of each ``part``, by its body's name
+        self.code: list = []                      # what ran, for "Show the code" (``shows``), in order, each once
+        self.code_of: dict[str, list] = {}        # what each ``part`` declared, by its body's name
+        st.session_state[_LESSON] = self
+
+    def shows(self, *objects: Any) -> None:
+        """These objects ran: "Show the code" lists them (``end`` draws it)."""
+        for obj in objects:
+            if not any(obj is seen for seen in self.code):
+                self.code.append(obj)
 
     def tabs(self, labels: list[str], *, lazy: bool = False, **kwargs) -> list:
         """``st.tabs(labels, key="tab", ...)``. ``lazy``: only the open tab runs (``tab.open``); in presenter mode
@@ -214,25 +246,31 @@ class Lesson:
         docs/performance.md), and the presenter steps it draws keep their numbers (the fragment's own rerun numbers
         them from where the full run was when it got here). On the full run, ``body``'s return value; a fragment's own
         rerun returns to Streamlit, not to the page."""
-        counters, name = (self.count, self.kept), body.__qualname__
+        counters, name, before = (self.count, self.kept), body.__qualname__, list(self.code)
 
         @functools.wraps(body)      # the fragment's identity is the body's name (and where it is drawn)
         def rerunnable(*a: Any) -> T:
-            own = self.ended and self.on        # the fragment's own rerun, in presenter mode
-            if own and st.session_state.get("tab") != st.session_state.get(f"_present_tab_{self.ns}"):
+            own = self.ended                    # the fragment's own rerun (``end`` ran in the full run)
+            if own and self.on and st.session_state.get("tab") != st.session_state.get(f"_present_tab_{self.ns}"):
                 st.rerun(scope="app")          # another tab opened in it: the page's step bar starts that tab
             self.count, self.kept = counters
+            self.code = list(before)
             out = body(*a)
-            if own and self.count != self.reached.get(name, self.count):
+            if own and self.on and self.count != self.reached.get(name, self.count):
                 st.rerun(scope="app")          # its number of steps changed: the step bar (outside) counts anew
-            self.reached[name] = self.count
+            declared = self.code[len(before):]
+            if own and st.session_state.get(code_key(self.ns)) and not _same(declared, self.code_of.get(name)):
+                st.rerun(scope="app")          # it ran other code while "Show the code" is open: redraw the list
+            self.reached[name], self.code_of[name] = self.count, declared
             return out
 
         return st.fragment(rerunnable)(*args)
 
     @contextlib.contextmanager
-    def step(self, name: str, *, keep: bool = False):
-        """One step of the lesson (``name`` only documents it); ``keep``: shown under every step."""
+    def step(self, name: str, *, keep: bool = False, shows: tuple = ()):
+        """One step of the lesson (``name`` only documents it); ``keep``: shown under every step; ``shows``: the
+        library code the step runs, listed in "Show the code"."""
+        self.shows(*shows)
         if keep:                      # not a step of its own: shown under every step
             self.kept += 1
             key = f"present_keep_{self.kept}"
@@ -249,7 +287,11 @@ class Lesson:
             self.inside = outer
 
     def end(self) -> None:
-        """In presenter mode: the step bar (Previous / Next / exit) and the CSS showing the current step."""
+        """"Show the code" with what ran; in presenter mode the step bar (Previous / Next / exit) and the CSS
+        showing the current step."""
+        from .anatomy import show_code          # anatomy draws with presenter's state: imported when used
+        if self.code:
+            show_code(*self.code, key=code_key(self.ns))
         self.ended = True
         st.session_state[f"_present_steps_{self.ns}"] = self.count
         st.session_state[f"_present_where_{self.ns}"] = self.tab_steps
