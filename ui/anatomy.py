@@ -6,9 +6,6 @@ i18n namespace, so each part exists in both languages.
 """
 from __future__ import annotations
 
-import functools
-import inspect
-import zlib
 from typing import Callable, Sequence
 
 import streamlit as st
@@ -18,6 +15,7 @@ from serving import url_guard
 
 from . import a11y, poll
 from .charts import matrix_csv
+from .code_view import _source, code_key, show_code  # noqa: F401 - 9. "Show the code"
 from .format import md_escape  # noqa: F401 - re-exported: pages escape user text through anatomy
 from .i18n import label_notices, t
 from .presenter import active as presenting
@@ -194,33 +192,6 @@ def _pitfall_demo(demo: Callable[[], None] | None, key: str | None) -> bool:
             demo()
         return True
     return False
-
-
-@functools.cache
-def _source(obj) -> str:
-    return inspect.getsource(obj)
-
-
-def code_key(*objects) -> str:
-    """The key (and URL parameter) of the "Show the code" expander of these objects: ``?code_…=true`` opens it."""
-    names = [f"{obj.__module__}.{obj.__qualname__}" for obj in objects]
-    return f"code_{zlib.crc32(' '.join(names).encode())}"
-
-
-def show_code(*objects, key: str | None = None) -> None:
-    """9. The attention_core source that produced the picture (the very functions that ran): a page does not call
-    this, its lesson does (``presenter.Lesson.end``, with what the sections declared). The source is drawn only
-    while the expander is open: syntax-highlighted code is thousands of DOM nodes that every rerun of the page
-    would otherwise re-render (the redraw budget, docs/performance.md)."""
-    key = key or code_key(*objects)
-    with st.container(key=f"secondary_{key}"):   # hidden in presenter mode
-        box = st.expander(t("common.show_code"), icon=":material/code:", key=key, on_change="rerun",
-                          bind="query-params")
-        if box.open:
-            with box:
-                for obj in objects:
-                    st.caption(f"`{obj.__module__}.{obj.__qualname__}`")
-                    st.code(_source(obj), language="python")
 
 
 def problem(key: str, **fields) -> None:

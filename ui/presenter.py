@@ -23,6 +23,7 @@ import streamlit as st
 
 from serving import compat
 
+from . import code_view
 from .i18n import t
 
 PARAM, STEP_PARAM = "present", "step"
@@ -289,9 +290,8 @@ class Lesson:
     def end(self) -> None:
         """"Show the code" with what ran; in presenter mode the step bar (Previous / Next / exit) and the CSS
         showing the current step."""
-        from .anatomy import show_code          # anatomy draws with presenter's state: imported when used
         if self.code:
-            show_code(*self.code, key=code_key(self.ns))
+            code_view.show_code(*self.code, key=code_key(self.ns))
         self.ended = True
         st.session_state[f"_present_steps_{self.ns}"] = self.count
         st.session_state[f"_present_where_{self.ns}"] = self.tab_steps

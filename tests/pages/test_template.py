@@ -84,12 +84,13 @@ def test_template_shows_the_code_that_ran(monkeypatch):
     """"Show the code" names the functions that ran; their source is drawn once its expander is open (it is
     lazy: ``?code_template=true``, the key ``ui.presenter.code_key`` gives). The page lists nothing itself: the
     evidence step declares what it runs and the lesson's end draws it."""
-    import ui.anatomy
+    import ui.code_view
     from ui.presenter import code_key
-    shown, original = [], ui.anatomy.show_code
-    monkeypatch.setattr(ui.anatomy, "show_code", lambda *objs, **kw: (shown.append(objs), original(*objs, **kw))[1])
+    shown, original = [], ui.code_view.show_code
+    monkeypatch.setattr(ui.code_view, "show_code", lambda *objs, **kw: (shown.append(objs), original(*objs, **kw))[1])
     at = open_template("en")
-    assert [[o.__name__ for o in objs] for objs in shown] == [["self_attention_weights", "scaled_dot_product_attention"]]
+    names = [[o.__name__ for o in objs] for objs in shown]
+    assert names == [["self_attention_weights", "scaled_dot_product_attention"]]
     assert not [c for c in at.caption if "scaled_dot_product_attention" in c.value]     # closed
     at = open_template("en", **{code_key("template"): "true"})
     captions = [c.value for c in at.caption]
