@@ -2,7 +2,8 @@
 whose controls redraw only their fragment (the redraw budget) still keep what lies outside it right. A block size
 changed in efficiency's approximations fragment reruns the page so the sparse pitfalls below follow it; a step count
 changed in training's settings fragment reruns the page so the schedule pitfall follows it; a new seed on the KV-cache
-page re-sends only its fragment (the whole page was 72 messages). Runtime: about 30-60 s on the
+page re-sends only its fragment (the whole page was 72 messages); and on a planted lesson, "Show the code" (drawn
+outside the fragment) follows what the fragment ran while it is open. Runtime: about 30-60 s on the
 shared 2-core machine (one server, three pages)."""
 import re
 import shutil
@@ -81,3 +82,54 @@ def test_kv_cache_seed_redraws_only_its_fragment(page):
     assert seed.input_value() == "1"
     # the fragment ran again (its controls, grid and notice were re-sent), the rest of the page was not: 72 before
     assert 10 < len(page.frames_received) < 30, len(page.frames_received)
+
+
+PLANTED_LESSON = '''
+import sys
+sys.path.insert(0, {root!r})
+import streamlit as st
+from ui import presenter
+
+
+def first():
+    return 1
+
+
+def second():
+    return 2
+
+
+def body(steps):
+    chosen = first if st.radio("which", ["first", "second"], key="which") == "first" else second
+    chosen()
+    presenter.shows(chosen)
+
+
+steps = presenter.Lesson("planted")
+steps.part(body, steps)
+steps.end()
+'''
+
+
+def test_show_the_code_follows_what_a_fragment_ran_while_it_is_open(tmp_path):
+    """The lesson draws "Show the code" outside the fragment that declared it; a control of the fragment that
+    makes it run other code, while the list is open, reruns the page so the list names the code that ran."""
+    (tmp_path / "app.py").write_text(PLANTED_LESSON.format(root=str(ROOT)))
+    proc = start_server(tmp_path)
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=ARGS)
+            tab = browser.new_page(viewport={"width": 1280, "height": 720})
+            tab.goto(f"{proc.base}/?code_planted=true")
+            wait_idle(tab, title=False)
+            captions = lambda: " ".join(tab.locator("[data-testid=stCaptionContainer]").all_inner_texts())  # noqa: E731
+            assert "__main__.first" in captions() and "second" not in captions()
+            tab.locator("[data-testid=stRadio]").get_by_text("second", exact=True).click()
+            tab.wait_for_function("() => [...document.querySelectorAll('[data-testid=stCaptionContainer]')]"
+                                  ".some(c => c.innerText.includes('__main__.second'))", timeout=30_000)
+            wait_idle(tab, title=False)
+            assert "__main__.second" in captions() and "__main__.first" not in captions()
+            browser.close()
+    finally:
+        proc.terminate()
+        proc.wait(10)

@@ -18,7 +18,8 @@ def _source(obj) -> str:
 
 
 def code_key(*objects) -> str:
-    """The key (and URL parameter) of the "Show the code" expander of these objects: ``?code_…=true`` opens it."""
+    """The key (and URL parameter) of a "Show the code" expander drawn with these objects by a page that still
+    lists them itself; a lesson's list has one key per page (``presenter.code_key``)."""
     names = [f"{obj.__module__}.{obj.__qualname__}" for obj in objects]
     return f"code_{zlib.crc32(' '.join(names).encode())}"
 
