@@ -111,25 +111,24 @@ steps.end()
 '''
 
 
-def test_show_the_code_follows_what_a_fragment_ran_while_it_is_open(tmp_path):
+def test_show_the_code_follows_what_a_fragment_ran_while_it_is_open(page, tmp_path):
     """The lesson draws "Show the code" outside the fragment that declared it; a control of the fragment that
-    makes it run other code, while the list is open, reruns the page so the list names the code that ran."""
+    makes it run other code, while the list is open, reruns the page so the list names the code that ran.
+    (A second tab of the module's browser: a second sync Playwright inside the first one's loop is refused.)"""
     (tmp_path / "app.py").write_text(PLANTED_LESSON.format(root=str(ROOT)))
     proc = start_server(tmp_path)
+    tab = page.context.browser.new_page(viewport={"width": 1280, "height": 720})
     try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=ARGS)
-            tab = browser.new_page(viewport={"width": 1280, "height": 720})
-            tab.goto(f"{proc.base}/?code_planted=true")
-            wait_idle(tab, title=False)
-            captions = lambda: " ".join(tab.locator("[data-testid=stCaptionContainer]").all_inner_texts())  # noqa: E731
-            assert "__main__.first" in captions() and "second" not in captions()
-            tab.locator("[data-testid=stRadio]").get_by_text("second", exact=True).click()
-            tab.wait_for_function("() => [...document.querySelectorAll('[data-testid=stCaptionContainer]')]"
-                                  ".some(c => c.innerText.includes('__main__.second'))", timeout=30_000)
-            wait_idle(tab, title=False)
-            assert "__main__.second" in captions() and "__main__.first" not in captions()
-            browser.close()
+        tab.goto(f"{proc.base}/?code_planted=true")
+        wait_idle(tab, title=False)
+        captions = lambda: " ".join(tab.locator("[data-testid=stCaptionContainer]").all_inner_texts())  # noqa: E731
+        assert "__main__.first" in captions() and "second" not in captions()
+        tab.locator("[data-testid=stRadio]").get_by_text("second", exact=True).click()
+        tab.wait_for_function("() => [...document.querySelectorAll('[data-testid=stCaptionContainer]')]"
+                              ".some(c => c.innerText.includes('__main__.second'))", timeout=30_000)
+        wait_idle(tab, title=False)
+        assert "__main__.second" in captions() and "__main__.first" not in captions()
     finally:
+        tab.close()
         proc.terminate()
         proc.wait(10)
