@@ -87,6 +87,11 @@ class Page:
         self.kinds = drawn_widgets(at)
         self.tabs = [tab.label for tab in at.tabs]
         self.tab_key = next((k for k in source_keys(page) if k == "tab"), None) if self.tabs else None
+        self.tab_defaults: dict = {}     # the defaults of controls drawn only in another tab (``spells_default``)
+        for label in self.tabs[1:] if self.tab_key else []:
+            at.session_state[self.tab_key] = label
+            at.run()
+            self.tab_defaults = self._values(at) | self.tab_defaults
 
     @staticmethod
     def _values(at: AppTest) -> dict:
@@ -97,7 +102,7 @@ class Page:
 
     def spells_default(self, key: str, sent) -> bool:
         """``?key=<the default>`` is dropped from the URL without a message: nothing was rejected."""
-        default = self.defaults.get(key)
+        default = self.defaults.get(key, self.tab_defaults.get(key))
         if isinstance(sent, list) or default is None:
             return False
         try:

@@ -19,6 +19,7 @@ import pytest
 import streamlit as st
 
 import ui.anatomy
+import ui.code_view
 from serving import cache as ui_cache
 from tests.apptest_util import exceptions, open_page
 from ui.registry import available_pages
@@ -90,15 +91,18 @@ class Recorder:
 
 @pytest.fixture
 def shown(monkeypatch):
-    """Every object passed to ui.anatomy.show_code (pages look it up when their script runs)."""
+    """Every object passed to show_code: by a page (``ui.anatomy.show_code``, looked up when its script runs) or by
+    the lesson's end (``ui.code_view.show_code``, what a page declared): without the second, a converted page's
+    list would go unchecked."""
     objects: list = []
-    original = ui.anatomy.show_code
+    original = ui.code_view.show_code
 
     def recording_show_code(*objs, **kw):
         objects.extend(objs)
         return original(*objs, **kw)
 
     monkeypatch.setattr(ui.anatomy, "show_code", recording_show_code)
+    monkeypatch.setattr(ui.code_view, "show_code", recording_show_code)
     return objects
 
 

@@ -304,8 +304,8 @@ def test_neuron_view_shows_the_code_that_ran(monkeypatch):
         return original(q_row, k_row)
 
     monkeypatch.setattr(lab, "neuron_view", counted)
-    from ui.anatomy import code_key
-    opened = code_key(lab.qkv_step_through, lab.neuron_view, lab.normalisation_pitfalls)   # ?code_…=true opens it
+    from ui.presenter import code_key
+    opened = code_key("qkv")                    # ?code_qkv=true opens "Show the code"
     at = open_page("qkv", "en", params={"tab": TAB[2], "kt": "tired", opened: "true"})
     assert exceptions(at) == []
     assert calls, "the neuron view did not call lab.neuron_view"
