@@ -211,7 +211,7 @@ def test_serving_imports_no_page_nor_plotting_and_only_leaves_of_ui():
 
 
 # pages not yet split into their composition and ui/<key>_sections.py: this list only shrinks
-NOT_YET_SPLIT = {"masking.py", "positional.py"}
+NOT_YET_SPLIT = {"masking.py"}
 
 
 def test_a_page_file_is_its_lessons_composition_within_350_lines():
