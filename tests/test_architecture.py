@@ -210,15 +210,11 @@ def test_serving_imports_no_page_nor_plotting_and_only_leaves_of_ui():
         assert from_ui <= SERVING_MAY_USE_FROM_UI, f"{path.name} imports {from_ui - SERVING_MAY_USE_FROM_UI} from ui"
 
 
-# pages not yet split into their composition and ui/<key>_sections.py: this list only shrinks
-NOT_YET_SPLIT = {"masking.py"}
-
-
 def test_a_page_file_is_its_lessons_composition_within_350_lines():
     """A page reads as its lesson: the steps in order, the code it shows; section bodies beyond 350 lines live in
     ui/<key>_sections.py. The template shows the whole pattern in under 100 lines."""
     lengths = {p.name: len(p.read_text(encoding="utf-8").splitlines()) for p in (ROOT / "app_pages").glob("*.py")}
-    assert {k: n for k, n in lengths.items() if n > 350}.keys() == NOT_YET_SPLIT
+    assert {k: n for k, n in lengths.items() if n > 350} == {}
     assert lengths["template.py"] < 100
 
 
