@@ -271,7 +271,10 @@ def date_fragment(lesson: presenter.Lesson) -> None:
     if text is None:
         return
     res = read(text)
-    with lesson.step("answer"):
+    # the additive attention that ran: W_k h_j once per sentence, then v^T tanh(W_q s + W_k h_j) at each step
+    # (AdditiveAttention.forward computes the same, but decoding takes this faster path, so it never runs here)
+    with lesson.step("answer", shows=(seq2seq.AttentionDecoder.project_keys, seq2seq.AttentionDecoder.attend,
+                                      seq2seq.AttentionDecoder.step, seq2seq.translate)):
         answer_section(text, res)
         if not res.output:
             return
@@ -307,8 +310,4 @@ if not models.unavailable("dates"):
         if not anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=t(f"{NS}.pit_code"),
                                demo=lambda: pitfall_demo(text), key=PIT_KEY):
             st.session_state.pop(PIT_SHOWN, None)
-# the additive attention that ran: W_k h_j once per sentence, then v^T tanh(W_q s + W_k h_j) at each step
-# (AdditiveAttention.forward computes the same, but decoding takes this faster path, so it never runs here)
-anatomy.show_code(seq2seq.AttentionDecoder.project_keys, seq2seq.AttentionDecoder.attend,
-                  seq2seq.AttentionDecoder.step, seq2seq.translate)
-lesson.end()
+lesson.end()          # and "Show the code": what the steps declared

@@ -83,7 +83,7 @@ with lesson.step("intuition"):
     anatomy.formula(r"M_{ij} = [j \le i] \wedge \big([i - j < W] \vee [j < s]\big)")
     anatomy.formula(r"o_i = \sum_{j:M_{ij}} v_j \, \mathrm{softmax}_j\Big(\frac{q_i \cdot k_j}{\sqrt{d}}\Big)",
                     t(f"{NS}.formula_caption"))
-with lesson.step("window"):
+with lesson.step("window", shows=(sliding_window_mask, lab.receptive_field)):
     window_part()
 lm = models.model(lab.RECIPE)
 ev = None if lm is None else sec.recorded(lm.meta)
@@ -91,7 +91,7 @@ if lm is None:
     models.unavailable(lab.RECIPE)
 elif ev is not None:
     stamp = float(lm.meta.get("train_seconds", 0.0))       # a rebuilt checkpoint gets new cache entries
-    with lesson.step("sinks"):
+    with lesson.step("sinks", shows=(lab.head_view,)):
         best = sec.sinks_section(lm, ev)
         head_part(lm, best, stamp)
     with lesson.step("stream"):
@@ -100,10 +100,8 @@ elif ev is not None:
         sec.stream_explained(ev["stream"]["cache"], ev["stream"]["long_len"], ev["train_len"], ev["stream"]["sinks"])
     with lesson.step("stream evidence"):      # its own step: the question's screen does not show its answer
         sec.stream_evidence(ev)
-    with lesson.step("live"):
+    with lesson.step("live", shows=(StreamingCache.append, StreamingDecoder._attend, lab.stream_all_at_once)):
         live_section(stamp, lm.meta)
     with lesson.step("pitfall"):
         sec.pitfall_section(ev)
-anatomy.show_code(sliding_window_mask, lab.receptive_field, StreamingCache.append, StreamingDecoder._attend,
-                  lab.stream_all_at_once, lab.head_view)
-lesson.end()
+lesson.end()          # and "Show the code": what the steps declared

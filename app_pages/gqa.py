@@ -206,7 +206,7 @@ def sharing_body(steps: presenter.Lesson) -> None:
         chosen = controls_section()
     with steps.step("question"):
         question_section()
-    with steps.step("evidence"):
+    with steps.step("evidence", shows=(lab.kv_head_of, grouped_query_attention, lab.bytes_per_token)):
         evidence_section(chosen)
 
 
@@ -218,14 +218,12 @@ with lesson.step("intuition"):
     anatomy.formula(r"\mathrm{head}_i = \operatorname{softmax}\!\Big(\frac{q_i K_{g(i)}^\top}{\sqrt{d}}\Big) V_{g(i)}\,")
     anatomy.formula(r"g(i) = \Big\lfloor \frac{i}{h / h_{kv}} \Big\rfloor", t(f"{NS}.formula_caption"))
 lesson.part(sharing_body, lesson)
-with lesson.step("quality"):
+with lesson.step("quality", shows=(lab.quality_row,)):
     quality_section()
-with lesson.step("mla"):
+with lesson.step("mla", shows=(MultiHeadLatentAttention.forward,)):
     mla_section()
-with lesson.step("absorption"):
+with lesson.step("absorption", shows=(MultiHeadLatentAttention.absorbed, lab.absorption)):
     absorption_section()
 with lesson.step("pitfall"):
     pitfall_section()
-anatomy.show_code(lab.kv_head_of, grouped_query_attention, lab.bytes_per_token, lab.quality_row,
-                  MultiHeadLatentAttention.forward, MultiHeadLatentAttention.absorbed, lab.absorption)
-lesson.end()
+lesson.end()          # and "Show the code": what the steps declared

@@ -292,6 +292,7 @@ def live_section() -> None:
     run_seed, result = kept
     snaps = list(result["snaps"])
     phase = lab.phase_change(snaps)
+    presenter.shows(lab.train_run, lab.snapshot)      # the learner's run, trained on this server (the queue's job)
     last = snaps[-1].step
     anatomy.show_chart(loss_chart(snaps, phase.step, t(f"{NS}.live_loss_title", seed=run_seed), last,
                                   float(np.log(len(ih.SYMBOLS)))), key="live_loss")
@@ -324,17 +325,15 @@ with lesson.step("intuition"):
     anatomy.formula(FORMULA[1], t(f"{NS}.formula_caption"))
 with lesson.step("question"):
     question_section(shown_run)
-with lesson.step("recorded"):
+with lesson.step("recorded", shows=(ih.repeated_tokens, ih.previous_token_scores, ih.induction_scores,
+                                    ih.half_losses, lab.phase_change)):
     recorded_section(shown_run)
 with lesson.step("patterns"):
     patterns_section(shown_run)
-with lesson.step("ablation"):
+with lesson.step("ablation", shows=(lab.block_without_heads, lab.ablation)):
     ablation_section()
 with lesson.step("live"):
     live_section()
-with lesson.step("pitfall"):
+with lesson.step("pitfall", shows=(lab.offset_head_demo,)):
     pitfall_section()
-ran = [lab.train_run, lab.snapshot] if st.session_state.get("_ih_run") else []
-anatomy.show_code(ih.repeated_tokens, ih.previous_token_scores, ih.induction_scores, ih.half_losses,
-                  lab.block_without_heads, lab.ablation, lab.phase_change, lab.offset_head_demo, *ran)
-lesson.end()
+lesson.end()          # and "Show the code": what the steps declared

@@ -262,7 +262,8 @@ def pitfall_section() -> None:
 def generation_part(lesson: presenter.Lesson) -> None:
     with lesson.step("controls", keep=True):
         chosen = controls_section()
-    with lesson.step("evidence"):
+    with lesson.step("evidence", shows=(lab.generate_with_cache, lab.generate_without_cache,
+                                        CausalSelfAttention.forward, KVCache.append)):
         shown = evidence_section(chosen)
         notice_section(chosen, shown)
 
@@ -283,12 +284,10 @@ with lesson.step("question"):          # static: posed before the controls, outs
 lesson.part(generation_part, lesson)
 with lesson.step("timing"):
     timing_section()
-with lesson.step("size"):
+with lesson.step("size", shows=(lab.kv_cache_bytes,)):
     size_heading()
     size_part()
     published_section()
-with lesson.step("pitfall"):
+with lesson.step("pitfall", shows=(lab.forgotten_offset,)):
     pitfall_section()
-anatomy.show_code(lab.generate_with_cache, lab.generate_without_cache, CausalSelfAttention.forward, KVCache.append,
-                  lab.kv_cache_bytes, lab.forgotten_offset)
-lesson.end()
+lesson.end()          # and "Show the code": what the steps declared

@@ -293,17 +293,18 @@ def length_sections(lesson: presenter.Lesson, shown: Shipped | None) -> None:
     """The method and length controls and the three sections they drive: wavelengths, logit, live accuracy."""
     with lesson.step("controls", keep=True):
         chosen = controls_section()
-    with lesson.step("angles"):
+    with lesson.step("angles", shows=(rope_linear_frequencies, rope_ntk_frequencies, rope_yarn_frequencies,
+                                      yarn_attention_factor)):
         angles_section(chosen)
     if shown is not None:
-        with lesson.step("logit"):
+        with lesson.step("logit", shows=(lab.topic_logits,)):
             logit_section(chosen, shown)
-        with lesson.step("live"):
+        with lesson.step("live", shows=(lm.recall_batch, lm.set_rope_scaling)):
             live_section(chosen, shown)
 
 
 def alibi_fragment(lesson: presenter.Lesson) -> None:
-    with lesson.step("alibi"):
+    with lesson.step("alibi", shows=(alibi_slopes,)):
         alibi_section()
 
 
@@ -327,6 +328,4 @@ lesson.part(alibi_fragment, lesson)
 if shown is not None:
     with lesson.step("pitfall"):
         pitfall_section(shown)
-anatomy.show_code(lm.recall_batch, lm.set_rope_scaling, rope_linear_frequencies, rope_ntk_frequencies,
-                  rope_yarn_frequencies, yarn_attention_factor, lab.topic_logits, alibi_slopes)
-lesson.end()
+lesson.end()          # and "Show the code": what the steps declared

@@ -66,13 +66,13 @@ with steps.step("controls", keep=True):
     source, example = sec.sentence_section()
     if example is not None:
         other = sec.contrast_choice(example)
-code = [tasks.parse_pronoun_sentence] if source == "type" else []     # the code that ran, shown below
 if example is not None:
     result, result2 = sec.run(example), sec.run(other)
     facts = sec.sentence_facts(example, result, other, result2, best)
     with steps.step("question"):
         sec.agreement_exercise(lm, best)
-    with steps.step("answers"):
+    with steps.step("answers", shows=(resolver.PronounResolver.forward, resolver.resolve, lab.build_example,
+                                      lab.flipped, lab.pronoun_rows, lab.fresh_figures)):
         sec.answers_section(example, result, other, result2, lm)
     with steps.step("from it"):
         drilled = sec.from_it_section(example, result, other, result2, best)
@@ -83,7 +83,4 @@ if example is not None:
     steps.part(fresh_fragment, steps, facts, best)
     with steps.step("pitfall"):
         sec.readout_pitfall(facts, lm)
-    code = [resolver.PronounResolver.forward, resolver.resolve, lab.build_example, lab.flipped, *code,
-            lab.pronoun_rows, lab.fresh_figures]
-anatomy.show_code(*code)
-steps.end()
+steps.end()          # and "Show the code": what the steps declared

@@ -132,6 +132,7 @@ def typed_sentence() -> tasks.PronounExample | None:
                          max_chars=controls.MAX_CHARS, help=t(f"{NS}.typed_help"))
     lang = tasks.sentence_language(text)
     parsed = tasks.parse_pronoun_sentence(text, lang)
+    presenter.shows(tasks.parse_pronoun_sentence)
     if parsed.ok:
         return parsed.example
     key, fields = pc.parse_message(parsed, lang)

@@ -130,10 +130,11 @@ def test_a_live_run_goes_through_the_queue_and_is_drawn(monkeypatch):
     to the same run of the lab; the trainer's code is then listed as code that ran."""
     import time
 
-    import ui.anatomy
+    import ui.code_view
     monkeypatch.setattr(lab, "LIVE_STEPS", 30)
-    shown_objects, original = [], ui.anatomy.show_code          # "Show the code" is lazy: record what it lists
-    monkeypatch.setattr(ui.anatomy, "show_code", lambda *objs: (shown_objects.append(objs), original(*objs))[1])
+    shown_objects, original = [], ui.code_view.show_code        # "Show the code" is lazy: record what it lists
+    monkeypatch.setattr(ui.code_view, "show_code",
+                        lambda *objs, **kw: (shown_objects.append(objs), original(*objs, **kw))[1])
     at = open_page("induction_heads", "en", {"train_seed": "2"})
     cat = catalog("en")
     assert cat["induction_heads.press"] in [i.value for i in at.info]
