@@ -30,11 +30,11 @@ def stats_tab(choice: lab.Batch) -> None:
     """Entropy and sparsity over the batch: the question, the two heatmaps, what to notice, the tutorial's analyser."""
     with steps.step("question"):
         sec.sparsity_exercise(choice)
-    with steps.step("entropy and sparsity"):
+    with steps.step("entropy and sparsity", shows=(lab.head_stats, analysis.head_entropy, analysis.head_sparsity)):
         sec.stats_section(choice)
         facts = sec.stats_facts(choice)
         anatomy.notice([t(f"{NS}.notice_{k}", **facts) for k in ("entropy", "sparsity")])
-    with steps.step("pitfall"):
+    with steps.step("pitfall", shows=(lab.seed_analyzer_stats,)):
         sec.seed_pitfall(choice)
 
 
@@ -42,7 +42,7 @@ def patterns_tab(choice: lab.Batch) -> None:
     """The classifier's patterns over the batch (the only tab that classifies every head of every sentence)."""
     with steps.step("patterns question"):
         sec.patterns_question()
-    with steps.step("patterns"):
+    with steps.step("patterns", shows=(lab.sentence_labels, analysis.classify_heads)):
         pats = sec.patterns(choice.b, choice.seed, choice.mix)
         sec.patterns_section(pats, choice)
         anatomy.notice([t(f"{NS}.notice_patterns", **sec.pattern_facts(pats))])
@@ -50,11 +50,11 @@ def patterns_tab(choice: lab.Batch) -> None:
 
 def sentence_tab(choice: lab.Batch) -> None:
     """One sentence: every head, the query/key geometry of one head, rollout."""
-    with steps.step("one sentence"):
+    with steps.step("one sentence", shows=(analysis.classify_heads,)):
         st.subheader(t(f"{NS}.sentence_heading"))
         idx = sec.sentence_choice(choice.b, choice.seed, choice.mix)
         sec.heads_section(choice.seed, choice.mix, idx)
-    with steps.step("geometry"):
+    with steps.step("geometry", shows=(lab.head_qk, analysis.qk_geometry)):
         st.subheader(t(f"{NS}.geometry_heading"))
         st.markdown(lesson(f"{NS}/geometry"))
         # the default head: the one whose attention from "it" most often prefers the referent over the batch
@@ -68,7 +68,7 @@ def sentence_tab(choice: lab.Batch) -> None:
                                key="an_geo", width="content")
         with right:
             st.markdown(t(f"{NS}.geo_caption", **facts))
-    with steps.step("rollout"):
+    with steps.step("rollout", shows=(analysis.attention_rollout,)):
         sec.rollout_section(choice.seed, choice.mix, idx)
         anatomy.notice([t(f"{NS}.notice_rollout", **facts)])
 
@@ -92,17 +92,11 @@ def batch_fragment() -> None:
         choice = sec.batch_controls()
     # lazy tabs: only the open tab computes and draws; a new seed redraws that tab's charts only
     tabs = steps.tabs([t(f"{NS}.tab_{k}") for k in TABS], lazy=True, key="tab", bind="query-params")
-    ran = []
-    for tab, body in zip(tabs, CODE):
+    for tab, body in zip(tabs, (stats_tab, patterns_tab, sentence_tab)):
         if tab.open or (tab.open is None and body is stats_tab):        # None: no state yet (the first tab)
             with tab:
                 body(choice)
-            ran += CODE[body]
-    anatomy.show_code(*ran)                    # the source of what ran in the open tab
 
 
-CODE = {stats_tab: (lab.head_stats, lab.seed_analyzer_stats, analysis.head_entropy, analysis.head_sparsity),
-        patterns_tab: (lab.sentence_labels, analysis.classify_heads),
-        sentence_tab: (analysis.classify_heads, lab.head_qk, analysis.qk_geometry, analysis.attention_rollout)}
 steps.part(batch_fragment)
 steps.end()

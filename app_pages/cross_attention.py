@@ -37,7 +37,7 @@ def decoder_part() -> None:
     with lesson.step("decoder controls", keep=True):           # no exercise here: the translation, then the notice
         translation, seed = sec.decoder_controls()
     if translation is not None:
-        with lesson.step("decoder evidence"):
+        with lesson.step("decoder evidence", shows=(lab.decoder_cross_attention, modules.MultiHeadAttention.forward)):
             sec.decoder_section(translation, seed)
 
 
@@ -52,7 +52,8 @@ def crossmodal_part() -> None:
         scene, seed = sec.crossmodal_controls()
     seen = None
     if scene is not None:
-        with lesson.step("crossmodal evidence"):
+        with lesson.step("crossmodal evidence",
+                         shows=(crossmodal.CrossModalAttention.forward, crossmodal.grounded_features)):
             seen = sec.crossmodal_section(scene, seed)
     with lesson.step("crossmodal pitfall"):          # its demo runs on this caption: inside the fragment
         anatomy.pitfall(t("cross_attention.pit_title"), t("cross_attention.pit_body"),
@@ -73,7 +74,7 @@ def paths_part() -> None:
         paths = sec.paths_controls()
     with lesson.step("paths question"):
         sec.paths_question(paths.n)
-    with lesson.step("paths evidence"):
+    with lesson.step("paths evidence", shows=(lab.layer_connections, lab.path_lengths, lab.table1)):
         sec.paths_section(paths)
 
 
@@ -84,14 +85,8 @@ def paths_tab_body() -> None:
 
 
 # lazy tabs (the redraw budget): only the open tab runs and draws, so a new seed redraws two charts, not five
-CODE = {decoder_tab_body: (lab.decoder_cross_attention, modules.MultiHeadAttention.forward),
-        crossmodal_tab_body: (crossmodal.CrossModalAttention.forward, crossmodal.grounded_features),
-        paths_tab_body: (lab.layer_connections, lab.path_lengths, lab.table1)}
-ran = []
-for tab, body in zip((decoder_tab, crossmodal_tab, paths_tab), CODE):
+for tab, body in zip((decoder_tab, crossmodal_tab, paths_tab), (decoder_tab_body, crossmodal_tab_body, paths_tab_body)):
     if tab.open or (tab.open is None and body is decoder_tab_body):   # None: no state yet (the first tab)
         with tab:
             body()
-        ran += CODE[body]
-anatomy.show_code(*ran)                    # the source of what ran in the open tab
 lesson.end()

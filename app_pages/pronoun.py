@@ -15,7 +15,6 @@ import streamlit as st
 
 from attention_core.labs import pronoun as lab
 from attention_core.models import pronoun as resolver
-from attention_core.models import tasks
 from ui import anatomy, models, presenter
 from ui import pronoun_sections as sec
 from ui.i18n import lesson, t
