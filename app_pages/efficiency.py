@@ -19,19 +19,17 @@ from ui.i18n import lesson, t
 NS = "efficiency"
 
 
-def tips_section() -> list:
+def tips_section() -> None:
     with steps.step("tips_lesson"):
         st.markdown(lesson("efficiency/tips"))
-    ran = steps.part(sec.checkpointing_section, steps)
-    ran += steps.part(sec.precision_section, steps)
+    steps.part(sec.checkpointing_section, steps)
+    steps.part(sec.precision_section, steps)
     with steps.step("tips_pitfall"):
         anatomy.pitfall(t("efficiency.tips_pit_title"), t("efficiency.tips_pit_body"), t("efficiency.tips_pit_code"),
-                        demo=lambda: st.markdown(ec.underflow_note(lab.underflow())))
-    return ran + [lab.underflow]
+                        demo=lambda: st.markdown(ec.underflow_note(lab.underflow())), shows=(lab.underflow,))
 
 
 # ------------------------------------------------------------------ the page
-st.session_state[sec.FULL_RUN] = True
 anatomy.header(NS)
 steps = presenter.Lesson(NS)           # presenter mode (?present=1): one step at a time; a tab's steps when open
 with steps.step("intuition"):
@@ -41,27 +39,24 @@ with steps.step("inputs", keep=True):
     inputs, labels = sec.read_inputs()
 tabs = steps.tabs([t(f"efficiency.tab_{x}") for x in ("approx", "cost", "flash", "rnn", "tips")], lazy=True,
                   key="tab", bind="query-params")
-ran = []
 if tabs[0].open is not False:
     with tabs[0]:
         if inputs is None:
             st.caption(t("efficiency.need_input"))
         else:
-            ran += sec.approximations_section(steps, inputs, labels)
+            sec.approximations_section(steps, inputs, labels)
         with steps.step("approx_pitfalls"):
-            ran += sec.sparse_pitfalls(inputs)
+            sec.sparse_pitfalls(inputs)
 if tabs[1].open:
     with tabs[1]:
-        ran += sec.cost_section(steps)
+        sec.cost_section(steps)
 if inputs is not None and tabs[2].open:
     with tabs[2]:
-        ran += sec.flash_section(steps, inputs, labels)
+        sec.flash_section(steps, inputs, labels)
 if inputs is not None and tabs[3].open:
     with tabs[3]:
-        ran += sec.rnn_section(steps, inputs, labels)
+        sec.rnn_section(steps, inputs, labels)
 if tabs[4].open:
     with tabs[4]:
-        ran += tips_section()
-anatomy.show_code(*dict.fromkeys(ran))
-steps.end()
-st.session_state[sec.FULL_RUN] = False
+        tips_section()
+steps.end()                            # "Show the code": what each step declared it ran

@@ -8,7 +8,7 @@ the query/key geometry of one head.
 """
 import streamlit as st
 
-from attention_core.analysis import classify_heads, head_similarity, qk_geometry
+from attention_core.analysis import classify_heads, head_similarity
 from attention_core.labs import multihead as lab
 from attention_core.modules import MultiHeadAttention
 from ui import anatomy, controls, presenter
@@ -50,11 +50,13 @@ def lesson_body(lesson: presenter.Lesson) -> None:
         ok = sec.sizes_ok(tokens, d_model, num_heads)
         if ok:
             picked = sec.pick_head_and_query(tokens, num_heads)
-    ran = []
     if ok:
         with lesson.step("question"):                 # asked before the tabs and the notice that answer it
             sec.parameter_exercise(d_model, num_heads)
-        with lesson.step("evidence"):
+        with lesson.step("evidence", shows=(MultiHeadAttention, lab.build_mha,
+                                            lab.structured_mha if mode == "structured" else lab.random_mha,
+                                            lab.model_input, lab.trace_mha, lab.parameter_count, classify_heads,
+                                            head_similarity)):
             seed_row = st.container()                 # the seed, above the tab bar it redraws
             drawn = open_tabs()
         with lesson.step("notice"):
@@ -64,8 +66,8 @@ def lesson_body(lesson: presenter.Lesson) -> None:
             sec.averaging_pitfall()
         with seed_row:
             weights_body(drawn, notice, tokens, d_model, num_heads, mode, picked)
-        ran = [body for _, body in drawn]
-    closing(lesson, mode, ran)
+    with lesson.step("pitfall: divisibility"):
+        anatomy.pitfall(t(f"{NS}.pit_div_title"), t(f"{NS}.pit_div_body"), code=t(f"{NS}.pit_div_code"))
 
 
 @st.fragment
@@ -85,17 +87,6 @@ def weights_body(drawn: list[tuple], notice, tokens: list[str], d_model: int, nu
             body(result, view)
     with notice:
         sec.what_to_notice(result, view, lab.averaging_facts(result, view.head, view.query))
-
-
-def closing(lesson: presenter.Lesson, mode: str, ran: list) -> None:
-    """The divisibility pitfall and the code that ran."""
-    with lesson.step("pitfall: divisibility"):
-        anatomy.pitfall(t(f"{NS}.pit_div_title"), t(f"{NS}.pit_div_body"), code=t(f"{NS}.pit_div_code"))
-    # the code that ran, the open tab's too
-    anatomy.show_code(MultiHeadAttention, lab.build_mha,
-                      lab.structured_mha if mode == "structured" else lab.random_mha,
-                      lab.model_input, lab.trace_mha, lab.parameter_count, classify_heads, head_similarity,
-                      *([qk_geometry] if sec.geometry_section in ran else []))
 
 
 anatomy.header(NS)

@@ -30,6 +30,11 @@ NS = "pretrained"
 PANEL = 54                  # px: a panel of the model view
 # one short line each: a phone (358 px) shows the formula without scrolling sideways; the closing thin space, as on
 # the other pages, keeps the block from measuring 2 px wider than its box there
+# the code of each family's forward pass, beside the sentence run that calls it ("Show the code")
+MODEL_CODE = {"bert": (pt.BertEncoder, pt.BertEmbeddings, pt.BertLayer, pt.post_ln_residual, MultiHeadAttention),
+              "gpt2": (pt.GPT2Model, pt.GPT2Block, pt.GPT2MLP, MultiHeadAttention),
+              "llama": (pt.LlamaModel, pt.LlamaBlock, pt.LlamaAttention, pt.RMSNorm, pt.LlamaMLP,
+                        grouped_query_attention, apply_rotary)}
 FORMULA = (r"\begin{gathered}x_j = \mathrm{LN}(E[t_j] + P[j] + S[s_j])\\[4pt]"
            r"a = \mathrm{LN}\big(x + \mathrm{MultiHead}(x)\big)\\[4pt]"
            r"x' = \mathrm{LN}\big(a + \mathrm{FFN}(a)\big)\\[4pt]"
@@ -263,7 +268,7 @@ def pitfall_section(ck: pt.Checkpoint, key: tuple[str, str, str]) -> bool:
         st.markdown(t(f"{NS}.pit_result", pad=fmt.pct(share[0]), masked=fmt.pct(share[1]), n=lab.PAD_TO))
 
     return anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body", n=lab.PAD_TO), code=t(f"{NS}.pit_code"),
-                           demo=demo if ck.family == "bert" else None, key="pt_pit")
+                           demo=demo if ck.family == "bert" else None, key="pt_pit", shows=(lab.padding_pitfall,))
 
 
 @cache_data(max_entries=32, max_bytes=1 * MB)
@@ -295,22 +300,16 @@ with steps.step("controls", keep=True):
 if run is not None:
     text = str(st.session_state.get("pt_text") or "")
     key = (name, folder, text)
-    with steps.step("question"):
+    with steps.step("question", shows=(lab.sentence_run, pt.encode, pt.forward, *MODEL_CODE[ck.family],
+                                       analysis.classify_heads, lab.share_to, lab.previous_token_share)):
         question_section(run, ck.family)
     with steps.step("head view"):
         row = head_section(run, key, layer, head)
         notice_section(run, ck.family, layer, head)
     with steps.step("model view"):
         model_section(run, key)
-    with steps.step("rollout"):
+    with steps.step("rollout", shows=(analysis.attention_rollout,)):
         rollout_section(run, key, row)
     with steps.step("pitfall"):
-        pitfall_ran = pitfall_section(ck, key)
-    model_code = {"bert": (pt.BertEncoder, pt.BertEmbeddings, pt.BertLayer, pt.post_ln_residual, MultiHeadAttention),
-                  "gpt2": (pt.GPT2Model, pt.GPT2Block, pt.GPT2MLP, MultiHeadAttention),
-                  "llama": (pt.LlamaModel, pt.LlamaBlock, pt.LlamaAttention, pt.RMSNorm, pt.LlamaMLP,
-                            grouped_query_attention, apply_rotary)}[ck.family]
-    anatomy.show_code(lab.sentence_run, pt.encode, pt.forward, *model_code,
-                      analysis.classify_heads, analysis.attention_rollout, lab.share_to, lab.previous_token_share,
-                      *((lab.padding_pitfall,) if pitfall_ran else ()))
+        pitfall_section(ck, key)
 steps.end()

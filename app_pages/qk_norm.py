@@ -23,14 +23,6 @@ LIVE = live_run.LiveRun(NS, "_qk_ticket", sec.job, sec.keep, sec.draw_live, prog
                         again=lambda spec: any(r["spec"] == spec for r in sec.live_runs()))   # kept already: train anew
 
 
-def code_that_ran() -> list:
-    shown = [lab.grown_weights, lab.attention_stats, CausalSelfAttention.logits, CausalSelfAttention.project,
-             lab.logit_bound, lab.softmax_jacobian, lab.saturation]
-    if sec.live_runs():                 # ran in the queue's worker for this session
-        shown.append(lab.train_run)
-    return shown
-
-
 # ------------------------------------------------------------------ fragments: a control reruns only its part
 # (``lesson.part``; elements outside a fragment are not re-sent: the redraw budget).
 def recorded_sections(lesson: presenter.Lesson, doc) -> tuple[float, int]:
@@ -43,7 +35,8 @@ def recorded_sections(lesson: presenter.Lesson, doc) -> tuple[float, int]:
 
 
 def why_fragment(lesson: presenter.Lesson) -> None:
-    with lesson.step("why"):
+    with lesson.step("why", shows=(lab.grown_weights, lab.attention_stats, CausalSelfAttention.logits,
+                                   CausalSelfAttention.project, lab.logit_bound)):
         sec.why_section()
 
 
@@ -64,11 +57,12 @@ chosen_seed = lesson.part(recorded_sections, lesson, shown_doc)[1]
 with lesson.step("sweep"):
     sec.sweep_section(shown_doc)
 lesson.part(why_fragment, lesson)
-with lesson.step("saturation"):
+with lesson.step("saturation", shows=(lab.softmax_jacobian, lab.saturation)):
     sec.saturation_section()
 with lesson.step("live"):
     sec.live_section(chosen_seed, LIVE)    # a full run (the Train button) reads the seed chosen above
+    if sec.live_runs():                    # a run of this session trained in the queue's worker
+        lesson.shows(lab.train_run)
 with lesson.step("pitfall"):
     sec.pitfall_section()
-anatomy.show_code(*code_that_ran())
 lesson.end()

@@ -30,23 +30,22 @@ def lesson_body(steps: presenter.Lesson) -> None:
         seed_box = st.container()
     with steps.step("1. question: the variance of q.k"):
         ex_var = sec.variance_question()
-    with steps.step("1. evidence: histogram and variance against d_k"):
+    with steps.step("1. evidence: histogram and variance against d_k",
+                    shows=(sl.sample_qk, sl.sweep_scores, sl.variance_sweep)):
         hist, var, var_notice = sec.variance_evidence_text(d_k)
-    with steps.step("2. softmax of growing scores"):
+    with steps.step("2. softmax of growing scores", shows=(sl.score_scale, masked_softmax, sl.softmax_view)):
         heat, bars = sec.softmax_text(d_k, scaled, tau)
-    with steps.step("3. the gradient signal"):
+    with steps.step("3. the gradient signal", shows=(sl.saturation_curves, sl.saturation_stats,
+                                                     softmax_jacobian_norm)):
         sec.gradient_section(d_k, scaled, tau)
     with steps.step("4. question: temperature"):
         sec.temperature_question()
-    with steps.step("4. evidence: max weight against tau"):
+    with steps.step("4. evidence: max weight against tau", shows=(sl.temperature_curve,)):
         temperature, temperature_notice = sec.temperature_text(d_k, tau)
     demo: list[DeltaGenerator] = []
     with steps.step("pitfall"):
-        demo_ran = anatomy.pitfall(t("scaling.pitfall_title"), t("scaling.pitfall_body"),
-                                   demo=lambda: demo.append(st.container()), key="pitx")   # only when open
-    anatomy.show_code(sl.sample_qk, sl.sweep_scores, sl.variance_sweep, sl.score_scale, masked_softmax,
-                      sl.softmax_view, sl.saturation_curves, sl.saturation_stats, softmax_jacobian_norm,
-                      sl.temperature_curve, *([sl.naive_softmax, sl.overflow_rows] if demo_ran else []))
+        anatomy.pitfall(t("scaling.pitfall_title"), t("scaling.pitfall_body"), key="pitx",   # only when open
+                        demo=lambda: demo.append(st.container()), shows=(sl.naive_softmax, sl.overflow_rows))
     slots = sec.Slots(ex_var, hist, var, var_notice, heat, bars, temperature, temperature_notice,
                       demo[0] if demo else None)
     with seed_box:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import streamlit as st
 
-from attention_core.labs import seed_bugs
 from attention_core.labs import training as lab
 from attention_core.models import recipes, trainer
 from attention_core.models.pronoun import pronoun_loss
@@ -32,46 +31,32 @@ LIVE = live_run.LiveRun(NS, "_train_ticket", sec.job, sec.keep, sec.draw_live, p
 
 
 # ------------------------------------------------------------------ the page
-def code_that_ran() -> list:
+def trained_code() -> tuple:
     """The trainer and a task's loss run in the queue's worker: listed once a run of this session has finished."""
     trained = {r.settings.task for r in sec.runs()}
-    fit = [trainer.TransformerTrainer.fit, trainer.TransformerTrainer.train_step] if trained else []
-    fit += ([pronoun_loss] if "pronoun" in trained else []) + ([seq2seq_loss] if trained - {"pronoun"} else [])
-    return [recipes.live_run, *fit, trainer.warmup_cosine, seed_bugs.tutorial_loss_on_encoder_states,
-            seed_bugs.weight_decay_effect]
+    fit = (trainer.TransformerTrainer.fit, trainer.TransformerTrainer.train_step) if trained else ()
+    fit += ((pronoun_loss,) if "pronoun" in trained else ()) + ((seq2seq_loss,) if trained - {"pronoun"} else ())
+    return (recipes.live_run, *fit)
 
 
 # The run's settings, the question they set and the Train button run as an st.fragment (redraw budget): a control (the
-# seed too) redraws only this part, not the lesson, the kept runs or the pitfalls. What lies outside and depends on
-# the fragment asks for a rerun of the whole page: a run that has finished (the kept runs, the code that ran) and a
-# new step count (the schedule pitfall draws it).
-FULL_RUN = "_train_full_run"
-
-
+# seed too) redraws only this part, not the lesson, the kept runs or the pitfalls.
 def run_part() -> lab.RunSettings | None:
-    fragment_rerun = not st.session_state.pop(FULL_RUN, False)   # set by the page just before a full run's call
     with lesson_steps.step("controls", keep=True):
         settings = sec.controls()
         task_now = settings.task if settings else None
         st.caption(t(f"{NS}.facts_pronoun" if task_now == "pronoun" else f"{NS}.facts", cap=fmt.fixed(sec.TIME_CAP, 0),
                      lr=sec.LRS.get(task_now, sec.LR), warmup=sec.WARMUP))
-    if fragment_rerun and (stale_steps(settings) or finished()):
-        st.rerun()                     # the whole page (scope "app"): what lies outside the fragment follows
     with lesson_steps.step("question"):
         sec.start_exercise(settings)           # before any run: how sharp is attention at step 0?
     with lesson_steps.step("train"):
-        sec.train_section(settings, LIVE)
+        sec.train_section(settings, LIVE)      # harvests a run that has finished: the kept runs below follow
     return settings
 
 
-def stale_steps(settings: lab.RunSettings | None) -> bool:
-    """The schedule pitfall (outside the fragment) was drawn for another number of steps."""
-    return st.session_state.get(sec.SCHED_STEPS, sec.STEPS[2]) != (settings.steps if settings else sec.STEPS[2])
-
-
-def finished() -> bool:
-    """This session's run has finished: the page's next full run keeps it (harvest)."""
-    return LIVE.finished()
+def drawn_for(settings: lab.RunSettings | None) -> tuple:
+    """What the page outside the run's part was drawn for: the schedule pitfall's number of steps, the kept runs."""
+    return (settings.steps if settings else sec.STEPS[2]), [r.name for r in sec.runs()]
 
 
 anatomy.header(NS)
@@ -80,11 +65,9 @@ with lesson_steps.step("intuition"):
     anatomy.intuition(NS)
     st.markdown(lesson(f"{NS}/run"))
     anatomy.formula(FORMULA, t(f"{NS}.formula_caption"))
-st.session_state[FULL_RUN] = True
-settings = lesson_steps.part(run_part)
-with lesson_steps.step("results"):
+settings = lesson_steps.part(run_part, follow=drawn_for)
+with lesson_steps.step("results", shows=trained_code()):
     sec.results_section(LIVE)
 with lesson_steps.step("pitfalls"):
     sec.pitfalls(settings.steps if settings else sec.STEPS[2])
-anatomy.show_code(*code_that_ran())
 lesson_steps.end()

@@ -222,3 +222,34 @@ def test_a_pages_sections_never_reach_back_into_the_page():
     for path in (ROOT / "ui").glob("*_sections.py"):
         assert not reaches(absolute_imports(path, "ui"), "app_pages"), f"ui/{path.name} imports a page"
         assert (ROOT / "app_pages" / path.name.replace("_sections", "")).exists(), f"ui/{path.name}: no such page"
+
+
+def code_list_problems(source: str) -> list[str]:
+    """What a page or section file does that the lesson framework does for it: drawing "Show the code" itself
+    (``show_code(...)``: ``Lesson.end`` draws what the steps declared) or keeping a list of what ran by hand."""
+    problems = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
+            if name == "show_code":
+                problems.append(f"line {node.lineno}: calls show_code (declare with step(shows=...) instead)")
+        elif isinstance(node, (ast.FunctionDef, ast.Name)):
+            name = node.name if isinstance(node, ast.FunctionDef) else node.id
+            if name in {"ran", "code_that_ran", "FULL_RUN", "demo_ran", "pitfall_ran"}:
+                problems.append(f"line {node.lineno}: keeps {name} by hand")
+    return problems
+
+
+def test_pages_declare_the_code_they_run_and_keep_no_list_of_it():
+    """Every page's "Show the code" is drawn by the lesson (``Lesson.end``) from what its steps, pitfalls and
+    sections declared where they ran; no page or section file draws it or keeps a list of what ran."""
+    files = [*(ROOT / "app_pages").glob("*.py"), *(ROOT / "ui").glob("*_sections.py")]
+    found = {p.name: code_list_problems(p.read_text(encoding="utf-8")) for p in files}
+    assert {k: v for k, v in found.items() if v} == {}
+
+
+def test_the_hand_kept_check_sees_what_it_looks_for():
+    planted = "ran = []\nran += [f]\nanatomy.show_code(*ran)\ndef code_that_ran():\n    return []\n"
+    assert len(code_list_problems(planted)) == 5
+    assert code_list_problems("with lesson.step('x', shows=(f,)):\n    pass\n") == []

@@ -150,13 +150,13 @@ def test_the_code_is_drawn_only_when_its_expander_is_open(monkeypatch):
     every rerun would re-render (the redraw budget). Opened (``?code_…=true``, the expander's bound key), it draws the
     source of each object passed, under the object's name."""
     shown = []
-    original = ui.anatomy.show_code
+    original = ui.code_view.show_code
 
     def recording(*objects, **kw):
         shown.append((objects, kw.get("key")))
         original(*objects, **kw)
 
-    monkeypatch.setattr(ui.anatomy, "show_code", recording)
+    monkeypatch.setattr(ui.code_view, "show_code", recording)
     label = "Show the code that produced this"
     at = open_page("scaling", "en")
     assert exceptions(at) == [] and shown

@@ -115,27 +115,20 @@ def with_seed(inputs: lab.LabInputs) -> lab.LabInputs:
 
 # Each tab's controls and what they drive run as an st.fragment (the redraw budget): a control (the seed too) reruns and
 # redraws only that part (``steps.part``); the tab's lesson, question and pitfalls stay outside and are not re-sent.
-# Something outside a fragment that follows one of its controls asks for a rerun of the whole page when that control
-# changes (``follows``).
-FULL_RUN = "_eff_full_run"           # True while the whole page runs (set at its top, cleared at its end)
 
 
-def tab_lesson(steps: presenter.Lesson, tab: str, lesson_name: str, n_options: int, answer: int, body, *args) -> list:
+def tab_lesson(steps: presenter.Lesson, tab: str, lesson_name: str, n_options: int, answer: int, body, *args,
+               follow=None) -> None:
     """A tab's lesson text and its question, static and so outside the fragment; then ``body`` (the tab's controls
-    and the evidence they redraw) as a fragment."""
+    and the evidence they redraw) as a fragment; ``follow``: what the page outside it was drawn for
+    (``Lesson.part``)."""
     with steps.step(f"{tab}_lesson"):
         st.markdown(lesson(f"efficiency/{lesson_name}"))
     with steps.step(f"{tab}_question"):
         anatomy.exercise(f"{tab}_ex", t(f"efficiency.{tab}_ex_question"),
                          [t(f"efficiency.{tab}_ex_opt{i}") for i in range(n_options)], answer=answer,
                          explanation=t(f"efficiency.{tab}_ex_explain"))
-    return steps.part(body, steps, *args)
-
-
-def follows(key: str, value) -> None:
-    """In a fragment's own rerun: rerun the whole page if what lies outside was drawn for another ``value``."""
-    if not st.session_state.get(FULL_RUN) and st.session_state.get(key, value) != value:
-        st.rerun()
+    steps.part(body, steps, *args, follow=follow)
 
 
 # ------------------------------------------------------------------ 1. the approximations
@@ -166,13 +159,14 @@ def knob_controls(variant: str, inputs: lab.LabInputs) -> tuple[lab.Knobs, list[
     return lab.Knobs(**kw), notes, c_seed
 
 
-def approximations_section(steps: presenter.Lesson, inputs: lab.LabInputs, labels: list[str]) -> list:
+def approximations_section(steps: presenter.Lesson, inputs: lab.LabInputs, labels: list[str]) -> None:
     """The question; the variant, its knob and the seed; exact weights beside the method's, metrics, one row,
-    the sweep."""
-    return tab_lesson(steps, "approx", "variants", 4, 2, approximations_part, inputs, labels)
+    the sweep. The sparse pitfalls below the tab's fragment are drawn for its block slider: they follow it."""
+    tab_lesson(steps, "approx", "variants", 4, 2, approximations_part, inputs, labels,
+               follow=lambda _: pitfall_block())
 
 
-def approximations_part(steps: presenter.Lesson, inputs: lab.LabInputs, labels: list[str]) -> list:
+def approximations_part(steps: presenter.Lesson, inputs: lab.LabInputs, labels: list[str]) -> None:
     with steps.step("approx_controls", keep=True):
         variant = st.segmented_control(t("efficiency.variant"), list(lab.VARIANTS), default="performer",
                                        required=True, format_func=lambda v: t(f"efficiency.v_{v}"), key="v",
@@ -182,25 +176,25 @@ def approximations_part(steps: presenter.Lesson, inputs: lab.LabInputs, labels: 
         knobs, notes, c_seed = knob_controls(variant, inputs)
         for note in notes:
             st.caption(note)
-    follows(PITFALL_BLOCK, pitfall_block())        # the pitfalls below (outside) are drawn for the block slider
     with steps.step("approx_evidence"):
         evidence = st.container()
     with c_seed:
-        return seeded_evidence(evidence, inputs, labels, variant, knobs)
+        seeded_evidence(evidence, inputs, labels, variant, knobs)
 
 
 @st.fragment
-def seeded_evidence(evidence, inputs: lab.LabInputs, labels: list[str], variant: str, knobs: lab.Knobs) -> list:
+def seeded_evidence(evidence, inputs: lab.LabInputs, labels: list[str], variant: str, knobs: lab.Knobs) -> None:
     """The seed (in its column of the knob row) and the evidence it redraws, written into the evidence step:
     a fragment nested in the tab's, so a new seed re-sends neither the variant, its caption nor the knobs."""
     inputs = with_seed(inputs)
     with evidence:
-        return approximations_evidence(inputs, labels, variant, dataclasses.replace(knobs, seed=inputs.seed))
+        approximations_evidence(inputs, labels, variant, dataclasses.replace(knobs, seed=inputs.seed))
 
 
-def approximations_evidence(inputs: lab.LabInputs, labels: list[str], variant: str, knobs: lab.Knobs) -> list:
+def approximations_evidence(inputs: lab.LabInputs, labels: list[str], variant: str, knobs: lab.Knobs) -> None:
     n, name = inputs.n, t(f"efficiency.v_{variant}")
     view = variant_view(inputs, variant, knobs)
+    presenter.shows(*view.code)                 # the method's own code, as it ran
     signed = variant == "linformer" and knobs.proj == "gauss"     # an untrained projection: weights < 0
     left, right = st.columns(2)
     with left:
@@ -226,24 +220,23 @@ def approximations_evidence(inputs: lab.LabInputs, labels: list[str], variant: s
                            key="row_pair")
         st.caption(t("efficiency.row_caption", q=escaped(labels)[row], tv=fmt.pct(tv[row], 1)))
     with right:
-        swept = knob_chart(inputs, variant, knobs, view)
+        knob_chart(inputs, variant, knobs, view)
     anatomy.notice(ec.approx_notes(variant, knobs, view, escaped(labels), lab.D))
-    return [*view.code, *swept]
 
 
-def knob_chart(inputs: lab.LabInputs, variant: str, knobs: lab.Knobs, view: lab.VariantView) -> list:
-    """Error and cost against the variant's knob, over SWEEP_SEEDS; returns the functions that ran."""
+def knob_chart(inputs: lab.LabInputs, variant: str, knobs: lab.Knobs, view: lab.VariantView) -> None:
+    """Error and cost against the variant's knob, over SWEEP_SEEDS."""
     name = lab.KNOB[variant]
     if name is None:
         st.info(t(f"efficiency.no_knob_{variant}"), icon=":material/tune:")
-        return []
+        return
+    presenter.shows(lab.knob_sweep)
     sweep = knob_sweep(variant, inputs.tokens, inputs.n, knobs.for_sweep(variant), SWEEP_SEEDS, gain=inputs.gain)
     knob_title = t(f"efficiency.knob_{name}")
     anatomy.show_chart(ec.knob(sweep, current=getattr(knobs, name), this_error=view.rel_error, knob_title=knob_title,
                                title=title_lines(t("efficiency.knob_title", knob=knob_title, seeds=len(SWEEP_SEEDS))),
                                log_x=name == "m"), key="knob_chart")
     st.caption(t("efficiency.knob_caption", seeds=len(SWEEP_SEEDS), seed=inputs.seed))
-    return [lab.knob_sweep]
 
 
 def pitfall_first_tutorial(inputs: lab.LabInputs) -> None:
@@ -258,39 +251,36 @@ def pitfall_first_tutorial(inputs: lab.LabInputs) -> None:
         st.markdown(ec.mask_timing_note(st.session_state["eff_masks"]))
 
 
-PITFALL_BLOCK = "_eff_pitfall_block"     # the block size the sparse pitfalls were drawn for
-
-
 def pitfall_block() -> int:
     return int(st.session_state.get("block", 4) or 4)
 
 
-def sparse_pitfalls(inputs: lab.LabInputs | None) -> list:
-    """The tutorials' sparse attention layers, run as written on this input; returns the functions that ran."""
+def sparse_pitfalls(inputs: lab.LabInputs | None) -> None:
+    """The tutorials' sparse attention layers, run as written on this input."""
     n, block = inputs.n if inputs is not None else PITFALL_N, pitfall_block()
-    st.session_state[PITFALL_BLOCK] = block
     anatomy.pitfall(t("efficiency.pit2_title"), t("efficiency.pit2_body"), t("efficiency.pit2_code"),
                     demo=lambda: say(ec.second_tutorial_notes(n, block, lab.tutorial_chunks(n, block),
                                                               lab.tutorial_chunks(100, 32),
-                                                              lab.tutorial_global_branch(n))))
+                                                              lab.tutorial_global_branch(n))),
+                    shows=(lab.tutorial_chunks, lab.tutorial_global_branch))
     if inputs is not None:
         anatomy.pitfall(t("efficiency.pit1_title"), t("efficiency.pit1_body"), t("efficiency.pit1_code"),
-                        demo=lambda: pitfall_first_tutorial(inputs))
+                        demo=lambda: pitfall_first_tutorial(inputs), shows=(lab.tutorial_strided_mask_loops,))
     anatomy.pitfall(t("efficiency.pit_bm_title"), t("efficiency.pit_bm_body"), t("efficiency.pit_bm_code"),
-                    demo=lambda: say(ec.block_mask_notes(block_mask_demo(n, block), n, block)))
-    return [lab.tutorial_strided_mask_loops] * (inputs is not None) + [
-        lab.tutorial_chunks, lab.tutorial_global_branch, seed_bugs.tutorial_block_local_attention]
+                    demo=lambda: say(ec.block_mask_notes(block_mask_demo(n, block), n, block)),
+                    shows=(seed_bugs.tutorial_block_local_attention,))
 
 
 # ------------------------------------------------------------------ 2. cost, measured
-def cost_section(steps: presenter.Lesson) -> list:
+def cost_section(steps: presenter.Lesson) -> None:
     """The question; the recorded run (time, memory against n), the tutorial's table, the LRA paper, a live run."""
     with steps.step("cost_lesson"):
         st.markdown(lesson("efficiency/cost"))
         doc = models.bench()
         if models.unavailable("bench"):
-            return []
-    with steps.step("cost_question"):
+            return
+    with steps.step("cost_question", shows=(bench.doubling_ratios, bench.measured_ratios, bench.lra_reference,
+                                            bench.quoted_sizes)):
         a, b, ratio = bench.doubling_ratios(doc)
         anatomy.exercise("eff_ex", t("efficiency.ex_question", a=a, b=b),
                          [t(f"efficiency.ex_opt{i}") for i in range(4)],
@@ -321,12 +311,11 @@ def cost_section(steps: presenter.Lesson) -> list:
         st.warning(lesson("efficiency/lra_caveat"), icon=":material/balance:")
     with steps.step("cost_live"):
         st.subheader(t("efficiency.live_title"))
-        timed = live_section(doc)
-    return [bench.doubling_ratios, bench.measured_ratios, bench.lra_reference, bench.quoted_sizes, *timed]
+        live_section(doc)
 
 
-def live_section(doc: dict) -> list:
-    """The learner's own timings, on request (kept in the session); returns the functions that ran."""
+def live_section(doc: dict) -> None:
+    """The learner's own timings, on request (kept in the session)."""
     st.markdown(t("efficiency.live_intro", sizes=", ".join(map(str, lab.LIVE_SIZES)),
                   methods=", ".join(t(f"efficiency.r_{m}") for m in lab.LIVE_METHODS)))
     if st.button(t("efficiency.live_run"), key="live_run", icon=":material/timer:", type="primary"):
@@ -338,21 +327,21 @@ def live_section(doc: dict) -> list:
     results = st.session_state.get("eff_live")
     if not results:
         st.caption(t("efficiency.live_none"))
-        return []
+        return
+    presenter.shows(lab.live_timings, lab.time_method)
     frame = ec.live_frame(results, {m: t(f"efficiency.r_{m}") for m in lab.LIVE_METHODS})
     anatomy.show_chart(ec.live(frame, lab.LIVE_METHODS), key="live_chart")
     st.markdown(t("efficiency.live_table", n=max(lab.LIVE_SIZES)))
     st.dataframe(ec.live_table(frame, doc, lab.LIVE_METHODS[1:], max(lab.LIVE_SIZES)), hide_index=True)
-    return [lab.live_timings, lab.time_method]
 
 
 # ------------------------------------------------------------------ 3. flash attention, tile by tile
-def flash_section(steps: presenter.Lesson, inputs: lab.LabInputs, labels: list[str]) -> list:
+def flash_section(steps: presenter.Lesson, inputs: lab.LabInputs, labels: list[str]) -> None:
     """The tile sizes and the tile to look at; the question; the tiles, the running statistics, the result."""
-    return tab_lesson(steps, "flash", "flash", 3, 0, flash_part, inputs, labels)
+    tab_lesson(steps, "flash", "flash", 3, 0, flash_part, inputs, labels)
 
 
-def flash_part(steps: presenter.Lesson, inputs: lab.LabInputs, labels: list[str]) -> list:
+def flash_part(steps: presenter.Lesson, inputs: lab.LabInputs, labels: list[str]) -> None:
     n = inputs.n
     with steps.step("flash_controls", keep=True):
         c1, c2, c3, c4 = st.columns([2, 2, 1.4, 1.1], vertical_alignment="bottom")
@@ -370,7 +359,8 @@ def flash_part(steps: presenter.Lesson, inputs: lab.LabInputs, labels: list[str]
         step_no = min(max(step_no, 1), total)
         if total > 400:
             st.caption(t("efficiency.many_tiles", total=total))
-    with steps.step("flash_evidence"):
+    with steps.step("flash_evidence", shows=(eff.flash_attention, lab.flash_step, lab.tile_status,
+                                             lab.flash_extra_floats)):
         view = flash_step_view(inputs, bq, bk, causal, step_no - 1)
         where, after = ec.flash_step_notes(view, step_no, total, bq, bk, escaped(labels))
         left, right = st.columns([1.1, 1])
@@ -386,16 +376,15 @@ def flash_part(steps: presenter.Lesson, inputs: lab.LabInputs, labels: list[str]
                            icon=":material/done_all:")
         st.success(ec.flash_final(run, at_last_tile=step_no == total), icon=":material/check_circle:")
         anatomy.notice(ec.flash_notes(run, n, lab.flash_extra_floats(n, lab.D, bq, bk), causal))
-    return [eff.flash_attention, lab.flash_step, lab.tile_status, lab.flash_extra_floats]
 
 
 # ------------------------------------------------------------------ 4. causal linear attention as an RNN
-def rnn_section(steps: presenter.Lesson, inputs: lab.LabInputs, labels: list[str]) -> list:
+def rnn_section(steps: presenter.Lesson, inputs: lab.LabInputs, labels: list[str]) -> None:
     """The step i; the question; the state S_i, the normaliser z_i and the output both ways; the tutorial's mask."""
-    return tab_lesson(steps, "rnn", "rnn", 3, 0, rnn_part, inputs, labels)
+    tab_lesson(steps, "rnn", "rnn", 3, 0, rnn_part, inputs, labels)
 
 
-def rnn_part(steps: presenter.Lesson, inputs: lab.LabInputs, labels: list[str]) -> list:
+def rnn_part(steps: presenter.Lesson, inputs: lab.LabInputs, labels: list[str]) -> None:
     n = inputs.n
     with steps.step("rnn_controls", keep=True):
         c1, c2 = st.columns([4, 1], vertical_alignment="bottom")
@@ -404,13 +393,13 @@ def rnn_part(steps: presenter.Lesson, inputs: lab.LabInputs, labels: list[str]) 
         i = int(c1.slider(t("efficiency.step"), 1, MAX_TOKENS if inputs.tokens is not None else N_RANDOM[1],
                           min(4, n), key="rnn_step", bind="query-params", help=t("efficiency.step_help")))
         i = min(max(i, 1), n)
-    with steps.step("rnn_evidence"):
+    with steps.step("rnn_evidence", shows=(eff.linear_attention_states, eff.linear_attention,
+                                           eff.linear_attention_weights)):
         rnn_evidence(inputs, labels, i)
     with steps.step("rnn_pitfall"):           # in the fragment: its demo runs on this seed's queries
         anatomy.pitfall(t("efficiency.pit_lin_title"), t("efficiency.pit_lin_body", tab=t("efficiency.tab_rnn")),
-                        t("efficiency.pit_lin_code"), demo=lambda: say(ec.linear_mask_notes(linear_mask_demo(inputs))))
-    return [eff.linear_attention_states, eff.linear_attention, eff.linear_attention_weights,
-            seed_bugs.tutorial_linear_attention, seed_bugs.linear_mask_demo]
+                        t("efficiency.pit_lin_code"), demo=lambda: say(ec.linear_mask_notes(linear_mask_demo(inputs))),
+                        shows=(seed_bugs.tutorial_linear_attention, seed_bugs.linear_mask_demo))
 
 
 def rnn_evidence(inputs: lab.LabInputs, labels: list[str], i: int) -> None:
@@ -428,7 +417,7 @@ def rnn_evidence(inputs: lab.LabInputs, labels: list[str], i: int) -> None:
 
 
 # ------------------------------------------------------------------ 5. the tutorial's performance tips (10.2)
-def checkpointing_section(steps: presenter.Lesson) -> list:
+def checkpointing_section(steps: presenter.Lesson) -> None:
     with steps.step("ck_question"):
         st.subheader(t("efficiency.tips_ck_heading"))
         anatomy.formula(ec.checkpoint_formula(), t("efficiency.tips_ck_formula_caption"))
@@ -443,14 +432,13 @@ def checkpointing_section(steps: presenter.Lesson) -> list:
         anatomy.exercise("tips_ck_ex", t("efficiency.tips_ck_ex_question", layers=layers, n=n),
                          [t(f"efficiency.tips_ck_ex_opt{i}", layers=layers) for i in range(3)], answer=2,
                          explanation=t("efficiency.tips_ck_ex_explain"))
-    with steps.step("ck_evidence"):
+    with steps.step("ck_evidence", shows=(lab.checkpoint_report, lab.saved_tensor_bytes, lab.run_encoder)):
         r = checkpoint_report(int(n), layers, autocast=bf16)
         metrics(ec.checkpoint_metrics(r))
         anatomy.notice(ec.checkpoint_notes(r, layers))
-    return [lab.checkpoint_report, lab.saved_tensor_bytes, lab.run_encoder]
 
 
-def precision_section(steps: presenter.Lesson) -> list:
+def precision_section(steps: presenter.Lesson) -> None:
     with steps.step("mp_question"):
         st.subheader(t("efficiency.tips_mp_heading"))
         c1, c2 = st.columns([4, 1], vertical_alignment="bottom")
@@ -462,11 +450,10 @@ def precision_section(steps: presenter.Lesson) -> list:
         anatomy.exercise("tips_mp_ex", t("efficiency.tips_mp_ex_question"),
                          [t(f"efficiency.tips_mp_r_{name}") for name in lab.RECIPES[1:]], answer=0,
                          explanation=t("efficiency.tips_mp_ex_explain"))
-    with steps.step("mp_evidence"):
+    with steps.step("mp_evidence", shows=(lab.precision_table, lab.attention_in, lab.largest_score)):
         rows = precision_table(PREC_N, PREC_D, gain, seed)
         table = ec.precision_table(rows).set_index(t("efficiency.tips_mp_c_recipe"))   # two wrapping tables (the
         st.table(table[table.columns[:3]])                                      # format; its errors): fit a phone
         st.table(table[table.columns[3:]])
         st.caption(t("efficiency.tips_mp_caption", n=PREC_N, d=PREC_D, seed=seed))
         anatomy.notice(ec.precision_notes(rows, gain, lab.largest_score(PREC_N, PREC_D, gain, seed)))
-    return [lab.precision_table, lab.attention_in, lab.largest_score]

@@ -16,7 +16,7 @@ from attention_core.labs import multihead as lab
 from attention_core.modules import HeadDivisibilityError
 from serving import url_guard
 from serving.cache import MB, cache_data
-from ui import anatomy, controls, i18n
+from ui import anatomy, controls, i18n, presenter
 from ui import format as fmt
 from ui import multihead_charts as mc
 from ui.anatomy import md_escape, show_chart
@@ -265,6 +265,7 @@ def geometry_section(r: lab.HeadsLesson, v: View) -> None:
     head, query, labels = v.head, v.query, v.labels
     st.markdown(i18n.lesson(f"{NS}/geometry"))
     g = qk_geometry(*(torch.from_numpy(m[head]) for m in (r.q, r.k, r.v)))
+    presenter.shows(qk_geometry)
     w_row = r.weights[head, query]
     var = g.explained_variance_ratio.numpy()
     words = dict(weight_title=t("common.weight"), token_title=t(f"{NS}.token"))

@@ -204,6 +204,7 @@ class Lesson:
         self.reached: dict[str, int] = {}         # the step count at the end of each ``part``, by its body's name
         self.code: list = []                      # what ran, for "Show the code" (``shows``), in order, each once
         self.code_of: dict[str, list] = {}        # what each ``part`` declared, by its body's name
+        self.followed: dict[str, Any] = {}        # what the page outside each ``part`` was drawn for (``follow``)
         st.session_state[_LESSON] = self
 
     def shows(self, *objects: Any) -> None:
@@ -242,11 +243,13 @@ class Lesson:
         finally:
             self.tab_now = None
 
-    def part(self, body: Callable[..., T], *args: Any) -> T:
+    def part(self, body: Callable[..., T], *args: Any, follow: Callable[[T], Any] | None = None) -> T:
         """``body(*args)`` as an ``st.fragment``: the controls drawn in it rerun and redraw only it (the redraw budget,
         docs/performance.md), and the presenter steps it draws keep their numbers (the fragment's own rerun numbers
         them from where the full run was when it got here). On the full run, ``body``'s return value; a fragment's own
-        rerun returns to Streamlit, not to the page."""
+        rerun returns to Streamlit, not to the page. ``follow``: what the page outside the part was drawn for, read
+        from ``body``'s result (a control's value, "a run has finished"); when the part's own rerun reads another
+        value, the whole page reruns so that what lies outside follows."""
         counters, name, before = (self.count, self.kept), body.__qualname__, list(self.code)
 
         @functools.wraps(body)      # the fragment's identity is the body's name (and where it is drawn)
@@ -263,6 +266,10 @@ class Lesson:
             if own and st.session_state.get(code_key(self.ns)) and not _same(declared, self.code_of.get(name)):
                 st.rerun(scope="app")          # it ran other code while "Show the code" is open: redraw the list
             self.reached[name], self.code_of[name] = self.count, declared
+            if follow is not None:
+                drawn_for, self.followed[name] = self.followed.get(name), follow(out)
+                if own and self.followed[name] != drawn_for:
+                    st.rerun(scope="app")      # what lies outside was drawn for another value: it follows
             return out
 
         return st.fragment(rerunnable)(*args)

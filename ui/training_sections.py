@@ -319,11 +319,7 @@ def start_exercise(cfg: lab.RunSettings | None) -> None:
 
 
 # ------------------------------------------------------------------ pitfalls of the tutorial's train_step
-SCHED_STEPS = "_train_sched_steps"     # the step count the schedule pitfall was drawn for (the page's run_part: read)
-
-
 def schedule_demo(steps: int) -> None:
-    st.session_state[SCHED_STEPS] = steps           # drawn for these steps (a new count reruns the page: run_part)
     ours = [trainer.warmup_cosine(s, min(WARMUP, steps), steps) for s in range(steps)]
     theirs = [trainer.seed_warmup_cosine(s, WARMUP) for s in range(steps)]
     anatomy.show_chart(tc.schedules(ours, theirs, names=(t(f"{NS}.sched_ours"), t(f"{NS}.sched_tutorial")),
@@ -362,8 +358,8 @@ def adamw_demo() -> None:
 
 def pitfalls(steps: int) -> None:
     anatomy.pitfall(t(f"{NS}.pit_title"), t(f"{NS}.pit_body"), code=t(f"{NS}.pit_code"),
-                    demo=lambda: schedule_demo(steps))
+                    demo=lambda: schedule_demo(steps), shows=(trainer.warmup_cosine,))
     anatomy.pitfall(t(f"{NS}.pit_head_title"), t(f"{NS}.pit_head_body"), code=t(f"{NS}.pit_head_code"),
-                    demo=loss_head_demo)
+                    demo=loss_head_demo, shows=(seed_bugs.tutorial_loss_on_encoder_states,))
     anatomy.pitfall(t(f"{NS}.pit_decay_title"), t(f"{NS}.pit_decay_body"), code=t(f"{NS}.pit_decay_code"),
-                    demo=adamw_demo)
+                    demo=adamw_demo, shows=(seed_bugs.weight_decay_effect,))

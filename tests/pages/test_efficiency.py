@@ -469,13 +469,13 @@ def test_show_code_shows_only_functions_that_ran(params, monkeypatch):
     import threading
 
     from serving import cache
-    from ui import anatomy, models
+    from ui import code_view, models
 
     for c in list(cache._BY_FUNCTION.values()):
         c.clear()
     models._cached.clear()                           # the recorded benchmark and the LRA table are read again
     called, shown = set(), []
-    monkeypatch.setattr(anatomy, "show_code", lambda *objects: shown.extend(objects))
+    monkeypatch.setattr(code_view, "show_code", lambda *objects, **kw: shown.extend(objects))
 
     def profile(frame, event, arg):
         if event == "call":

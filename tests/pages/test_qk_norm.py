@@ -115,13 +115,9 @@ def test_the_weight_growth_demo_squares_the_logits_without_qk_norm():
 def test_a_live_run_trains_through_the_queue_and_draws_its_curves(monkeypatch):
     monkeypatch.setattr(lab, "STEPS", 30)
     monkeypatch.setattr(ui_charts, "VERIFY", True)      # every chart also built directly by Altair
-    from attention_core.decoder import CausalSelfAttention
-    from ui.anatomy import code_key
-    ran = (lab.grown_weights, lab.attention_stats, CausalSelfAttention.logits, CausalSelfAttention.project,
-           lab.logit_bound, lab.softmax_jacobian, lab.saturation)
-    # "Show the code" draws its source only while open: ?code_…=true opens both its versions (without and with
-    # the training function)
-    opened = {code_key(*ran): "true", code_key(*ran, lab.train_run): "true"}
+    from ui import presenter
+    # "Show the code" draws its source only while open: ?code_qk_norm=true opens it, before and after the training
+    opened = {presenter.code_key("qk_norm"): "true"}
     at = open_page("qk_norm", "en", {"live_lr": "0.3", "live_qk": "false", **opened})
     assert exceptions(at) == []
     assert any(c.value == "`attention_core.labs.qk_norm.grown_weights`" for c in at.caption)      # open
