@@ -27,7 +27,6 @@ import asyncio
 import json
 import pathlib
 import random
-import subprocess
 import sys
 import threading
 import time
@@ -38,7 +37,7 @@ import psutil
 
 HERE = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(HERE))
-from scripts.server import free_port, start_server  # noqa: E402  (the one way to start a server)
+from scripts.server import free_port, start_server, stop_server  # noqa: E402  (the one way to start a server)
 
 BUDGET_MB = 700
 SAMPLE_S = 0.05
@@ -268,12 +267,7 @@ def main() -> int:
             scenario("d", f"{a.sessions} heavy sessions at once", [pool[:a.sessions]])
     finally:
         sampler.stop.set()
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        stop_server(proc)
     results["overall_peak_mb"] = round(max((mb for _, mb in sampler.samples), default=0.0), 1)
     results["failures"] = failures
     print(f"overall peak {results['overall_peak_mb']} MB (budget {BUDGET_MB} MB)")

@@ -39,6 +39,16 @@ def wait_healthy(port: int, proc: subprocess.Popen, timeout: float = 60.0, log=N
     raise RuntimeError(f"the server did not answer /_stcore/health within {timeout:.0f} s")
 
 
+def stop_server(proc: subprocess.Popen, grace: float = 15.0) -> None:
+    """Ask the process to stop; kill it if it has not exited within ``grace`` seconds."""
+    proc.terminate()
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
+
+
 def start_server(root: pathlib.Path = ROOT, port: int | None = None) -> subprocess.Popen:
     """``streamlit run app.py`` of ``root`` on 127.0.0.1:``port`` (``proc.port``), once it is healthy. Its log goes
     to a temporary file: a pipe nobody reads would stall a chatty server."""

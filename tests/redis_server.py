@@ -12,6 +12,8 @@ import time
 
 import pytest
 
+from scripts.server import stop_server
+
 REDIS_SERVER = shutil.which("redis-server") or next(
     (p for p in ("/usr/bin/redis-server", "/usr/sbin/redis-server") if os.access(p, os.X_OK)), None)
 
@@ -55,10 +57,5 @@ def redis_server(folder: pathlib.Path):
             time.sleep(0.05)
         yield f"redis://127.0.0.1:{port}/0"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        stop_server(proc, 10)
         log.close()

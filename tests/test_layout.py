@@ -9,14 +9,13 @@ for a quick local run. A planted app first shows that the checker finds each kin
 import os
 import pathlib
 import shutil
-import subprocess
 import tempfile
 import textwrap
 
 import pytest
 
 from scripts.layout_check import VIEWPORTS, check_page, launch_browser, page_keys
-from scripts.server import start_server
+from scripts.server import start_server, stop_server
 from tests.apptest_util import lesson_pages
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -67,15 +66,6 @@ st.latex(r"\\mathrm{" + "+".join(["softmax(QK^T/\\\\sqrt{d_k})V"] * 6) + "}")   
 '''
 
 
-def stop(proc):
-    proc.terminate()
-    try:
-        proc.wait(30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(10)
-
-
 @pytest.fixture(scope="module")
 def browser():
     with sync_playwright() as p:
@@ -92,7 +82,7 @@ def test_the_checker_finds_each_planted_problem_and_passes_a_clean_chart(browser
             wide = check_page(browser, proc.base, "home", "en", "1280x720")
             phone = check_page(browser, proc.base, "home", "en", "390x844")
         finally:
-            stop(proc)
+            stop_server(proc)
     assert wide.error == "" and phone.error == "", (wide.error, phone.error)
     kinds = {(f.chart, f.kind) for f in wide.findings}
     lines = "\n".join(f.line() for f in wide.findings)
@@ -111,7 +101,7 @@ def test_the_checker_finds_each_planted_problem_and_passes_a_clean_chart(browser
 def server():
     proc = start_server(ROOT)
     yield proc.base
-    stop(proc)
+    stop_server(proc)
 
 
 @pytest.mark.parametrize("key,lang,viewport", VIEWS)

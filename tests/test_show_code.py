@@ -20,6 +20,7 @@ import streamlit as st
 
 import ui.anatomy
 import ui.code_view
+import ui.presenter
 from serving import cache as ui_cache
 from tests.apptest_util import exceptions, open_page
 from ui.registry import available_pages
@@ -163,7 +164,7 @@ def test_the_code_is_drawn_only_when_its_expander_is_open(monkeypatch):
     closed = [x for x in at.get("expander") if x.label == label]
     assert closed and all(not list(x.get("code")) for x in closed)
     objects, key = shown[0]
-    key = key or ui.anatomy.code_key(*objects)
+    assert key == ui.presenter.code_key("scaling")     # one key per page, ?code_scaling=true
     at = open_page("scaling", "en", {key: "true"})
     assert exceptions(at) == []
     opened = [x for x in at.get("expander") if x.label == label and list(x.get("code"))]

@@ -15,7 +15,7 @@ from serving import url_guard
 
 from . import a11y, poll
 from .charts import matrix_csv
-from .code_view import _source, code_key, show_code  # noqa: F401 - 9. "Show the code"
+from .code_view import _source, show_code  # noqa: F401 - 9. "Show the code"
 from .format import md_escape  # noqa: F401 - re-exported: pages escape user text through anatomy
 from .i18n import label_notices, t
 from .presenter import active as presenting

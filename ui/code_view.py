@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import zlib
 
 import streamlit as st
 
@@ -17,19 +16,11 @@ def _source(obj) -> str:
     return inspect.getsource(obj)
 
 
-def code_key(*objects) -> str:
-    """The key (and URL parameter) of a "Show the code" expander drawn with these objects by a page that still
-    lists them itself; a lesson's list has one key per page (``presenter.code_key``)."""
-    names = [f"{obj.__module__}.{obj.__qualname__}" for obj in objects]
-    return f"code_{zlib.crc32(' '.join(names).encode())}"
-
-
-def show_code(*objects, key: str | None = None) -> None:
+def show_code(*objects, key: str) -> None:
     """9. The attention_core source that produced the picture (the very functions that ran): a page does not call
     this, its lesson does (``presenter.Lesson.end``, with what the sections declared). The source is drawn only
     while the expander is open: syntax-highlighted code is thousands of DOM nodes that every rerun of the page
     would otherwise re-render (the redraw budget, docs/performance.md)."""
-    key = key or code_key(*objects)
     with st.container(key=f"secondary_{key}"):   # hidden in presenter mode
         box = st.expander(t("common.show_code"), icon=":material/code:", key=key, on_change="rerun",
                           bind="query-params")
