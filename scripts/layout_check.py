@@ -288,65 +288,95 @@ class PageReport:
     outside: list[str] = field(default_factory=list)     # requests that left localhost (the app works offline)
     main_text: str = ""                                  # the page's main area as first drawn (its title is in it)
     chart_tops: list = field(default_factory=list)       # px from the page's top of each chart shown, as first drawn
+    extra: object = None                                 # what check_views' ``on_load`` returned (first size only)
+
+
+def check_views(browser, base: str, key: str, lang: str, viewports: list[str], shots: pathlib.Path | None = None,
+                max_pairs: int = 3, on_load=None) -> list[PageReport]:
+    """Open one page and check it at each size in turn (the window resized and the page reloaded, so that it is
+    drawn as a fresh load at that size draws it): at each, open every expander, visit every tab and check every
+    chart shown. ``on_load(page)``, when given, is
+    called once, on the page as first drawn at the first size; what it returns is in ``reports[0].extra``."""
+    t0 = time.perf_counter()
+    w, h = VIEWPORTS[viewports[0]]
+    ctx = browser.new_context(viewport={"width": w, "height": h}, device_scale_factor=1)
+    page = ctx.new_page()
+    outside: list[str] = []
+    page.on("request", lambda r: outside.append(r.url)
+            if urlparse(r.url).hostname not in ("localhost", "127.0.0.1", None) else None)
+    reports = [PageReport(key, vp, lang, 0.0) for vp in viewports]
+    try:
+        page.goto(page_url(base, key, lang))
+        wait_idle(page)
+        for i, (vp, report) in enumerate(zip(viewports, reports)):
+            t1 = t0 if i == 0 else time.perf_counter()     # the first view's time includes the load
+            try:
+                if i:
+                    page.set_viewport_size(dict(zip(("width", "height"), VIEWPORTS[vp])))
+                    page.reload()              # drawn for this size from the start, as a fresh load draws it
+                    wait_idle(page)
+                _check_view(page, report, shots, max_pairs, on_load if i == 0 else None)
+            except Exception as e:  # noqa: BLE001 - reported per view, the run goes on
+                report.error = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
+            report.seconds = time.perf_counter() - t1
+    except Exception as e:  # noqa: BLE001
+        for report in reports:
+            report.error = report.error or f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
+    finally:
+        ctx.close()
+    for report in reports:
+        report.outside = outside
+    return reports
 
 
 def check_page(browser, base: str, key: str, lang: str, viewport: str, shots: pathlib.Path | None = None,
                max_pairs: int = 3) -> PageReport:
     """Open one page at one size, open every expander, visit every tab, and check every chart shown."""
-    t0 = time.perf_counter()
-    w, h = VIEWPORTS[viewport]
-    ctx = browser.new_context(viewport={"width": w, "height": h}, device_scale_factor=1)
-    page = ctx.new_page()
-    report = PageReport(key, viewport, lang, 0.0)
-    seen: dict[tuple, dict] = {}
-    page.on("request", lambda r: report.outside.append(r.url)
-            if urlparse(r.url).hostname not in ("localhost", "127.0.0.1", None) else None)
+    return check_views(browser, base, key, lang, [viewport], shots, max_pairs)[0]
 
-    def check(hscroll: bool):
+
+def _check_view(page, report: PageReport, shots, max_pairs: int, on_load) -> None:
+    seen: dict[tuple, dict] = {}
+    hscroll = report.viewport == "390x844"
+
+    def check():
         res = page.evaluate(CHECK_JS, {"maxPairs": max_pairs, "hscroll": hscroll})
         for c in res["charts"]:
             seen.setdefault((c["tab"], c["chart"]), c)
         for f in res["findings"]:
-            fd = Finding(key, viewport, lang, f["tab"], f["chart"], f["title"], f["kind"], f["role"], f["text"],
-                         f["detail"])
+            fd = Finding(report.page, report.viewport, report.lang, f["tab"], f["chart"], f["title"], f["kind"],
+                         f["role"], f["text"], f["detail"])
             if fd not in report.findings:
                 report.findings.append(fd)
 
-    try:
-        page.goto(page_url(base, key, lang))
+    report.main_text = page.locator("[data-testid=stMain]").inner_text()
+    report.chart_tops = page.evaluate(TOPS_JS)
+    if on_load is not None:
+        report.extra = on_load(page)
+    if shots is not None:
+        shots.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(shots / f"{report.page}_{report.lang}_{report.viewport}.png"), full_page=True)
+    if page.evaluate(OPEN_JS):
         wait_idle(page)
-        report.main_text = page.locator("[data-testid=stMain]").inner_text()
-        report.chart_tops = page.evaluate(TOPS_JS)
-        if shots is not None:
-            shots.mkdir(parents=True, exist_ok=True)
-            page.screenshot(path=str(shots / f"{key}_{lang}_{viewport}.png"), full_page=True)
-        if page.evaluate(OPEN_JS):
+    check()
+    visited = set()
+    for _ in range(60):                                   # every tab, nested ones as they appear
+        tabs = [t for t in page.evaluate(TABS_JS) if (t["li"], t["label"]) not in visited]
+        if not tabs:
+            break
+        t = tabs[0]
+        visited.add((t["li"], t["label"]))
+        if not t["selected"]:
+            page.locator("[data-testid=stMain] [role=tablist]").nth(t["li"]).locator("[role=tab]").filter(
+                has_text=t["label"]).first.click()
             wait_idle(page)
-        check(hscroll=viewport == "390x844")
-        visited = set()
-        for _ in range(60):                                   # every tab, nested ones as they appear
-            tabs = [t for t in page.evaluate(TABS_JS) if (t["li"], t["label"]) not in visited]
-            if not tabs:
-                break
-            t = tabs[0]
-            visited.add((t["li"], t["label"]))
-            if not t["selected"]:
-                page.locator("[data-testid=stMain] [role=tablist]").nth(t["li"]).locator("[role=tab]").filter(
-                    has_text=t["label"]).first.click()
+            if page.evaluate(OPEN_JS):                    # the tab's own expanders
                 wait_idle(page)
-                if page.evaluate(OPEN_JS):                    # the tab's own expanders
-                    wait_idle(page)
-                check(hscroll=viewport == "390x844")
-        exc = page.locator("[data-testid=stException]").all_inner_texts()
-        if exc:
-            report.error = "exception on the page: " + exc[0][:300]
-    except Exception as e:  # noqa: BLE001 - reported per page, the run goes on
-        report.error = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
-    finally:
-        ctx.close()
+            check()
+    exc = page.locator("[data-testid=stException]").all_inner_texts()
+    if exc:
+        report.error = "exception on the page: " + exc[0][:300]
     report.charts = list(seen.values())
-    report.seconds = time.perf_counter() - t0
-    return report
 
 
 def run(root: pathlib.Path, keys: list[str], langs: list[str], viewports: list[str],
