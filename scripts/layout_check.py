@@ -39,9 +39,9 @@ TOOL_ROOT = pathlib.Path(__file__).resolve().parent.parent
 if str(TOOL_ROOT) not in sys.path:
     sys.path.insert(0, str(TOOL_ROOT))
 
-from scripts.server import start_server  # noqa: E402
+from scripts.server import start_server, stop_server  # noqa: E402
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
 VIEWPORTS = {"1280x720": (1280, 720), "390x844": (390, 844)}
 
@@ -295,8 +295,9 @@ def check_views(browser, base: str, key: str, lang: str, viewports: list[str], s
                 max_pairs: int = 3, on_load=None) -> list[PageReport]:
     """Open one page and check it at each size in turn (the window resized and the page reloaded, so that it is
     drawn as a fresh load at that size draws it): at each, open every expander, visit every tab and check every
-    chart shown. ``on_load(page)``, when given, is
-    called once, on the page as first drawn at the first size; what it returns is in ``reports[0].extra``."""
+    chart shown. ``on_load(page)``, when given, is called once, on the page as first drawn at the first size; what
+    it returns is in ``reports[0].extra``. The requests that left localhost are those of the whole visit (every
+    report holds the same list)."""
     t0 = time.perf_counter()
     w, h = VIEWPORTS[viewports[0]]
     ctx = browser.new_context(viewport={"width": w, "height": h}, device_scale_factor=1)
@@ -389,17 +390,17 @@ def run(root: pathlib.Path, keys: list[str], langs: list[str], viewports: list[s
             browser = launch_browser(p)
             for key in keys:
                 for lang in langs:
-                    for vp in viewports:
-                        r = check_page(browser, proc.base, key, lang, vp, shots)
+                    for r in check_views(browser, proc.base, key, lang, viewports, shots):   # one visit, every size
                         reports.append(r)
-                        log(f"# {key} {lang} {vp}: {len(r.charts)} charts, {len(r.findings)} problems, "
+                        log(f"# {key} {lang} {r.viewport}: {len(r.charts)} charts, {len(r.findings)} problems, "
                             f"{r.seconds:.1f} s {r.error}")
                         for f in r.findings:
                             log("  " + f.line())
+                    if reports[-1].outside:
+                        log(f"  requests leaving localhost during the visit: {reports[-1].outside[:5]}")
             browser.close()
     finally:
-        proc.terminate()
-        proc.wait(10)
+        stop_server(proc)
     return reports
 
 

@@ -50,3 +50,38 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.browser)
         if item.path.stem in SERVING_MODULES:
             item.add_marker(pytest.mark.serving)
+
+
+# One `streamlit run app.py` of this checkout and one Chromium per xdist worker, for every browser test that needs no
+# fresh server: a module-scoped server was started again whenever the scheduler moved a worker to another module,
+# and each new server drew every page cold again (~2 s to start, ~4 s more on the first visit of a page). Tests that
+# must meet a fresh server (a deep link as its first request, a planted app) start their own with
+# scripts/server.start_server.
+def _need_chromium():
+    import shutil
+    if shutil.which("chromium") is None:
+        if os.environ.get("CI"):
+            raise RuntimeError("CI must install Debian's chromium for the browser tests (.ci/run does)")
+        pytest.skip("no chromium on this machine: `apt-get install -y chromium` to run the browser tests")
+
+
+@pytest.fixture(scope="session")
+def server():
+    """The base URL of the worker's shared server."""
+    from scripts.server import start_server, stop_server
+    _need_chromium()
+    proc = start_server(ROOT)
+    yield proc.base
+    stop_server(proc, 30)
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """The worker's Chromium (scripts/layout_check.launch_browser); each test opens its own page or context."""
+    _need_chromium()
+    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+    from scripts.layout_check import launch_browser
+    with sync_playwright() as p:
+        b = launch_browser(p)
+        yield b
+        b.close()

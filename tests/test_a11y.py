@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import argparse
 import collections
-import os
 import pathlib
-import shutil
 import sys
 
 import pytest
@@ -109,26 +107,10 @@ def test_the_declaration_names_the_language(in_lang):
 
 
 @pytest.fixture(scope="module")
-def server():
-    if shutil.which("chromium") is None:
-        if os.environ.get("CI"):
-            raise RuntimeError("CI must install Debian's chromium for the browser tests (.ci/run does)")
-        pytest.skip("no chromium on this machine: `apt-get install -y chromium` to run the browser tests")
-    proc = start_server(ROOT)
-    yield proc.base
-    proc.terminate()
-    proc.wait(30)
-
-
-@pytest.fixture(scope="module")
-def tab(server):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = launch_browser(p)
-        page = browser.new_page(viewport=VIEWPORT, device_scale_factor=1)
-        yield page
-        browser.close()
+def tab(browser):
+    page = browser.new_page(viewport=VIEWPORT, device_scale_factor=1)
+    yield page
+    page.close()
 
 
 def test_a_planted_page_shows_what_the_check_catches(tab):

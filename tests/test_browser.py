@@ -21,8 +21,6 @@ from ui.registry import available_pages
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SHOTS = ROOT / "shots"
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 if shutil.which("chromium") is None:
     if os.environ.get("CI"):
@@ -30,25 +28,7 @@ if shutil.which("chromium") is None:
     pytest.skip("no chromium on this machine: `apt-get install -y chromium` to run the browser tests",
                 allow_module_level=True)
 
-sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
-
-
-@pytest.fixture(scope="module")
-def server():
-    t0 = time.perf_counter()
-    proc = start_server(ROOT)
-    print(f"server healthy after {time.perf_counter() - t0:.2f} s")
-    yield proc.base
-    proc.terminate()
-    proc.wait(10)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=shutil.which("chromium"), args=ARGS)
-        yield b
-        b.close()
+pytest.importorskip("playwright.sync_api")       # the server and browser fixtures: tests/conftest.py
 
 
 # the page's own charts, not the intuition's picture (ui.anatomy.intuition draws it in a container keyed picture_<ns>)

@@ -202,28 +202,21 @@ show_chart(charts.bars(rng.random(6), words[:6], title="Attention weights under 
 
 
 @pytest.mark.browser
-def test_shared_chart_kinds_are_legible_in_a_browser_at_1280_and_390_px(tmp_path):
+def test_shared_chart_kinds_are_legible_in_a_browser_at_1280_and_390_px(tmp_path, browser):
     """Headless Chromium, the layout checker of scripts/layout_check.py: 7 heatmaps (5x5 to 40x40, numbers in 12x12
     cells that fit at 1280 px and not at 390 px) and 6 bar rows: no overlap, clipping or truncation at either size, and
     the numbers of a 12 x 12 heatmap are shown on the projector; long titles shrink instead of being cut.
     About 45 s on a loaded 2-core machine."""
     import pathlib
-    import shutil
 
-    if shutil.which("chromium") is None:
-        pytest.skip("no chromium on this machine")
-    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
-    from scripts.layout_check import check_page, launch_browser
+    from scripts.layout_check import check_page
     from scripts.server import start_server
 
     root = pathlib.Path(__file__).resolve().parent.parent
     (tmp_path / "app.py").write_text(PLANTED.format(root=str(root)))
     proc = start_server(tmp_path)
     try:
-        with sync_playwright() as p:
-            browser = launch_browser(p)
-            reports = {vp: check_page(browser, proc.base, "home", "en", vp) for vp in ("1280x720", "390x844")}
-            browser.close()
+        reports = {vp: check_page(browser, proc.base, "home", "en", vp) for vp in ("1280x720", "390x844")}
     finally:
         proc.terminate()
         proc.wait(30)

@@ -13,25 +13,20 @@ import pytest
 
 from scripts.layout_check import wait_idle
 from scripts.server import start_server
-from tests.test_browser import ARGS, ROOT
+from tests.apptest_util import ROOT
 
 sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
 pytestmark = pytest.mark.skipif(shutil.which("chromium") is None, reason="no chromium on this machine")
 
 
 @pytest.fixture(scope="module")
-def page():
-    proc = start_server(ROOT)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=ARGS)
-        tab = browser.new_page(viewport={"width": 1280, "height": 720})
-        tab.base = proc.base
-        frames = tab.frames_received = []
-        tab.on("websocket", lambda ws: ws.on("framereceived", lambda payload: frames.append(len(payload))))
-        yield tab
-        browser.close()
-    proc.terminate()
-    proc.wait(10)
+def page(server, browser):
+    tab = browser.new_page(viewport={"width": 1280, "height": 720})
+    tab.base = server
+    frames = tab.frames_received = []
+    tab.on("websocket", lambda ws: ws.on("framereceived", lambda payload: frames.append(len(payload))))
+    yield tab
+    tab.close()
 
 
 def open_url(page, path: str) -> None:

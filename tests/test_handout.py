@@ -9,12 +9,9 @@ import unicodedata
 
 import pytest
 
-from scripts.server import start_server
 from ui.i18n import catalog
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 SUMMARY_ZH_SHEETS = 6      # A4 sheets; on the app without the print style it was 6 with the sidebar on each, and
                            # each of its three sections now starts a sheet of its own
 
@@ -28,24 +25,9 @@ sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
 pypdf = pytest.importorskip("pypdf")
 
 
-@pytest.fixture(scope="module")
-def base():
-    proc = start_server(ROOT)
-    yield proc.base
-    proc.terminate()
-    try:
-        proc.wait(30)
-    except Exception:               # a busy machine: the server is still closing its sessions
-        proc.kill()
-        proc.wait(10)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=shutil.which("chromium"), args=ARGS)
-        yield b
-        b.close()
+@pytest.fixture
+def base(server):
+    return server
 
 
 def loaded(context, url: str):

@@ -16,7 +16,7 @@ import textwrap
 import pytest
 
 from scripts.a11y_check import app_failures, chart_labels, describe, run_axe
-from scripts.layout_check import VIEWPORTS, check_page, check_views, launch_browser, page_keys
+from scripts.layout_check import VIEWPORTS, check_page, check_views, page_keys
 from scripts.server import start_server, stop_server
 from tests.apptest_util import lesson_pages
 
@@ -67,14 +67,6 @@ st.latex(r"\\mathrm{" + "+".join(["softmax(QK^T/\\\\sqrt{d_k})V"] * 6) + "}")   
 '''
 
 
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as p:
-        b = launch_browser(p)
-        yield b
-        b.close()
-
-
 def test_the_checker_finds_each_planted_problem_and_passes_a_clean_chart(browser):
     with tempfile.TemporaryDirectory() as d:
         (pathlib.Path(d) / "app.py").write_text(textwrap.dedent(PLANTED))
@@ -96,13 +88,6 @@ def test_the_checker_finds_each_planted_problem_and_passes_a_clean_chart(browser
     assert len(wide.charts) == 5
     assert not any(f.kind == "h-scroll" for f in wide.findings)           # sideways scrolling is a phone check
     assert any(f.kind == "h-scroll" for f in phone.findings), "\n".join(f.line() for f in phone.findings)
-
-
-@pytest.fixture(scope="module")
-def server():
-    proc = start_server(ROOT)
-    yield proc.base
-    stop_server(proc)
 
 
 def accessibility(page) -> dict:

@@ -24,7 +24,6 @@ import shutil
 import pytest
 
 from scripts.layout_check import launch_browser, wait_idle
-from scripts.server import start_server
 from tests.apptest_util import lesson_pages
 from ui.charts import PRESENT_MIN_FONT
 from ui.i18n import catalog
@@ -71,22 +70,6 @@ STEP_SHOWN_JS = """(label) => {
   const app = document.querySelector('[data-testid=stApp]');
   return app && app.getAttribute('data-test-script-state') === 'notRunning'
     && document.querySelector('[data-testid=stMain]').innerText.includes(label); }"""
-
-
-@pytest.fixture(scope="module")
-def server():
-    proc = start_server()
-    yield proc.base
-    proc.terminate()
-    proc.wait(10)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as p:
-        b = launch_browser(p)
-        yield b
-        b.close()
 
 
 def settle(page) -> None:

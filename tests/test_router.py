@@ -5,9 +5,12 @@
 - Every ordered pair of pages (run A, go to B with A's control values), in both languages: no traceback, and every
   control of B starts where a fresh visit of B starts — a value of A's control with the same key (``h``, ``n``,
   ``layers`` ...) never reaches it. The pairs are walked as one Eulerian circuit of the complete directed graph of
-  pages, so each ordered pair is one consecutive move: 22 x 21 moves per language in one session.
+  pages, so each ordered pair is one consecutive move: 22 x 21 moves per language, walked in ``CHUNKS`` stretches
+  (each its own session, starting on a fresh visit of its first page) so that two workers share them.
 """
 from __future__ import annotations
+
+import functools
 
 import pytest
 
@@ -81,23 +84,45 @@ def euler_circuit(nodes: list[str], start: str) -> list[str]:
     return walk[::-1]
 
 
+CHUNKS = 4
+
+
+def stretch(chunk: int) -> list[str]:
+    """The ``chunk``-th of ``CHUNKS`` consecutive stretches of the circuit; neighbouring stretches share a page, so
+    every move of the circuit is in exactly one of them."""
+    walk = euler_circuit(PAGES, "home")
+    moves = len(walk) - 1
+    lo, hi = chunk * moves // CHUNKS, (chunk + 1) * moves // CHUNKS
+    return walk[lo:hi + 1]
+
+
 def test_the_circuit_covers_every_ordered_pair_once():
     walk = euler_circuit(PAGES, "home")
     pairs = list(zip(walk, walk[1:]))
     assert len(pairs) == len(set(pairs)) == len(PAGES) * (len(PAGES) - 1)
     assert walk[0] == walk[-1] == "home"
+    chunked = [pair for c in range(CHUNKS) for pair in zip(stretch(c), stretch(c)[1:])]
+    assert chunked == pairs                         # the stretches, one after another, are the circuit
 
 
-@pytest.mark.parametrize("lang", ["en", "zh"])
-def test_every_ordered_pair_of_pages_navigates_without_carrying_values(lang):
+@functools.lru_cache(maxsize=None)
+def fresh_values(lang: str) -> dict[str, dict[str, object]]:
+    """Each page's control values on a fresh visit (once per worker and language)."""
     fresh = {}
     for key in PAGES:
         at = open_page(key, lang)
         assert exceptions(at) == [], (key, exceptions(at))
         fresh[key] = control_values(at)
+    return fresh
+
+
+@pytest.mark.parametrize("chunk", range(CHUNKS))
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_every_ordered_pair_of_pages_navigates_without_carrying_values(lang, chunk):
+    fresh = fresh_values(lang)
     assert "h" in set(fresh["qkv"]) & set(fresh["multihead"])      # a key two pages share: what is at risk
-    at = open_page("home", lang)
-    walk = euler_circuit(PAGES, "home")
+    walk = stretch(chunk)
+    at = open_page(walk[0], lang)
     problems, unsent = [], []
     for a, b in zip(walk, walk[1:]):
         try:

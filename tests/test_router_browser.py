@@ -8,8 +8,6 @@ import shutil
 
 import pytest
 
-from scripts.server import start_server
-from tests.apptest_util import ROOT
 from ui.i18n import catalog
 
 if shutil.which("chromium") is None:
@@ -18,24 +16,6 @@ if shutil.which("chromium") is None:
     pytest.skip("no chromium on this machine", allow_module_level=True)
 
 sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-
-
-@pytest.fixture(scope="module")
-def server():
-    proc = start_server(ROOT)
-    yield proc.base
-    proc.terminate()
-    proc.wait(10)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=shutil.which("chromium"), args=ARGS)
-        yield b
-        b.close()
 
 
 def idle(page) -> None:

@@ -8,9 +8,6 @@ import time
 
 import pytest
 
-from scripts.server import start_server
-from tests.test_browser import ARGS, ROOT
-
 sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
 if shutil.which("chromium") is None:
     pytest.skip("no chromium on this machine", allow_module_level=True)
@@ -34,15 +31,9 @@ def reading(page) -> tuple[list[str], int]:
     return lines, page.locator("[data-testid=stVegaLiteChart]").count()
 
 
-@pytest.fixture(scope="module")
-def browser_and_server():
-    proc = start_server(ROOT)
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=shutil.which("chromium"), args=ARGS)
-        yield b, proc.base
-        b.close()
-    proc.terminate()
-    proc.wait(10)
+@pytest.fixture
+def browser_and_server(browser, server):
+    return browser, server
 
 
 def test_seed_press_redraws_the_slots_in_place(browser_and_server):
