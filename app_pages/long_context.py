@@ -26,7 +26,7 @@ from attention_core.positional import (
 )
 from serving.cache import MB, cache_data
 from ui import anatomy, course, models, presenter
-from ui.charts import bars, heatmap
+from ui.charts import bars, chart_cache, heatmap
 from ui.format import fixed, pct
 from ui.i18n import t
 from ui.long_context_charts import lines_chart, lines_frame, pairs_frame, wavelength_chart
@@ -120,7 +120,7 @@ def short_input_check(stamps: Stamps) -> tuple[float, float]:
     return lm.summary(plain, lm.Kinds.NEAR)[0], lm.summary(squeezed, lm.Kinds.NEAR)[0]
 
 
-@cache_data(max_entries=32, max_bytes=2 * MB)
+@chart_cache(max_entries=32, max_bytes=2 * MB)
 def alibi_charts(head: int, heads: int, labels: tuple[str, ...], titles: tuple[str, ...]) -> tuple[dict, dict]:
     """The slopes bars and the bias heatmap of one head (finished specs: the heatmap builds its own frame)."""
     slope_title, head_title, bias_title, key_title, query_title, slopes_title, heat_title = titles

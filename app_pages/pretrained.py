@@ -22,7 +22,7 @@ from ui import anatomy, controls, presenter
 from ui import format as fmt
 from ui import multihead_charts as mc
 from ui import pretrained_models as models
-from ui.charts import attention_heatmap, bars, heatmap, heatmap_height, unique_labels
+from ui.charts import attention_heatmap, bars, chart_cache, heatmap, heatmap_height, unique_labels
 from ui.i18n import current_lang, lesson, t
 from ui.pretrained_models import MINILM
 
@@ -157,7 +157,7 @@ def question_section(run: lab.SentenceRun, family: str) -> None:
                                special=fmt.pct(s["special"]), heads=L * h, where=where))
 
 
-@cache_data(max_entries=64, max_bytes=8 * MB)
+@chart_cache(max_entries=64, max_bytes=8 * MB)
 def head_chart(name: str, folder: str, text: str, layer: int, head: int, selected: int | None, lang: str):
     run = sentence(name, folder, text)
     return attention_heatmap(run.weights[layer, head], run.tokens, selected_row=selected,
@@ -209,7 +209,7 @@ def notice_section(run: lab.SentenceRun, family: str, layer: int, head: int) -> 
     anatomy.notice(items)
 
 
-@cache_data(max_entries=32, max_bytes=16 * MB)
+@chart_cache(max_entries=32, max_bytes=16 * MB)
 def model_chart(name: str, folder: str, text: str, lang: str):
     run = sentence(name, folder, text)
     L, h, n, _ = run.weights.shape
@@ -242,7 +242,7 @@ def model_section(run: lab.SentenceRun, key: tuple[str, str, str]) -> None:
     st.caption(t(f"{NS}.labels_caption"))
 
 
-@cache_data(max_entries=32, max_bytes=4 * MB)
+@chart_cache(max_entries=32, max_bytes=4 * MB)
 def rollout_chart(name: str, folder: str, text: str, lang: str):
     run = sentence(name, folder, text)
     L = run.weights.shape[0]

@@ -419,8 +419,13 @@ def _code_digest(code) -> str:
     return h.hexdigest()
 
 
-def _decorate(fn: Callable, cache: ByteBudgetCache, share: bool) -> Callable:
+def _decorate(fn: Callable, cache: ByteBudgetCache, share: bool, context: Callable[[], Any] | None = None) -> Callable:
     key_of = _keyer(fn)
+    if context is not None:                 # ambient state the result depends on besides the arguments
+        plain_key = key_of
+
+        def key_of(args, kwargs):
+            return context(), plain_key(args, kwargs)
 
     if share:
         def compute(args, kwargs):
@@ -451,9 +456,11 @@ def shared_arrays(max_entries: int | None = None, *, max_bytes: int = 16 * MB, n
     return decorate
 
 
-def cache_data(max_entries: int | None = None, *, max_bytes: int = 8 * MB, name: str | None = None) -> Callable:
-    """Decorator: ``st.cache_data`` with a byte budget (the pickled result is kept; every call gets a copy)."""
+def cache_data(max_entries: int | None = None, *, max_bytes: int = 8 * MB, name: str | None = None,
+               context: Callable[[], Any] | None = None) -> Callable:
+    """Decorator: ``st.cache_data`` with a byte budget (the pickled result is kept; every call gets a copy).
+    ``context()``, when given, is part of every key: state the result depends on that is not an argument."""
     def decorate(fn: Callable) -> Callable:
-        return _decorate(fn, _cache_for(fn, max_bytes, max_entries, name), share=False)
+        return _decorate(fn, _cache_for(fn, max_bytes, max_entries, name), share=False, context=context)
 
     return decorate

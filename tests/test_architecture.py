@@ -253,3 +253,75 @@ def test_the_hand_kept_check_sees_what_it_looks_for():
     planted = "ran = []\nran += [f]\nanatomy.show_code(*ran)\ndef code_that_ran():\n    return []\n"
     assert len(code_list_problems(planted)) == 5
     assert code_list_problems("with lesson.step('x', shows=(f,)):\n    pass\n") == []
+
+
+def _called(fn: ast.AST) -> set[str]:
+    """The bare names ``fn`` calls (``f(..)`` and ``module.f(..)`` alike)."""
+    return {n.func.id if isinstance(n.func, ast.Name) else n.func.attr for n in ast.walk(fn)
+            if isinstance(n, ast.Call) and isinstance(n.func, (ast.Name, ast.Attribute))}
+
+
+def chart_builders() -> set[str]:
+    """The chart kinds of ui/charts.py and ui/*_charts.py, and every function there that calls one (a spec is read
+    in the style of the run that builds it: ``ui.charts.chart_style``)."""
+    funcs = {}
+    for path in [ROOT / "ui" / "charts.py", *(ROOT / "ui").glob("*_charts.py")]:
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.FunctionDef):
+                funcs[node.name] = node
+    found = {n for n, f in funcs.items() if any("chart_kind" in ast.unparse(d) for d in f.decorator_list)}
+    while True:
+        more = {n for n, f in funcs.items() if n not in found and _called(f) & found}
+        if not more:
+            return found
+        found |= more
+
+
+def _chart_calls(fn: ast.AST, names: set[str], modules: set[str]) -> set[str]:
+    """What ``fn`` calls of the chart modules: ``f(..)`` with ``f`` imported from one, ``m.f(..)`` with ``m`` one."""
+    out = set()
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in names:
+            out.add(n.func.id)
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and isinstance(n.func.value, ast.Name) \
+                and n.func.value.id in modules:
+            out.add(n.func.attr)
+    return out
+
+
+def style_blind_caches(source: str, builders: set[str]) -> list[str]:
+    """Functions cached with ``cache_data`` / ``shared_arrays`` (keyed by their arguments only) that build a chart."""
+    tree, names, modules = ast.parse(source), set(), set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.ImportFrom) and n.module == "ui.charts" or \
+                isinstance(n, ast.ImportFrom) and (n.module or "").startswith("ui.") and n.module.endswith("_charts"):
+            names |= {a.asname or a.name for a in n.names}
+        elif isinstance(n, ast.ImportFrom) and n.module in ("ui", None):
+            modules |= {a.asname or a.name for a in n.names if a.name == "charts" or a.name.endswith("_charts")}
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and _chart_calls(node, names, modules) & builders and any(
+                ast.unparse(d).startswith(("cache_data", "shared_arrays")) for d in node.decorator_list):
+            out.append(f"line {node.lineno}: {node.name} builds a chart under a cache that does not key the style")
+    return out
+
+
+def test_a_cached_chart_is_keyed_by_its_style():
+    """A cached function that returns chart specs is ``@chart_cache``: under ``cache_data`` the spec a student's run
+    drew first (normal text) reached the presenter's projector on the same server (text below 18 px)."""
+    builders = chart_builders()
+    assert {"heatmap", "bars", "attention_heatmap"} <= builders
+    files = [*(ROOT / "app_pages").glob("*.py"), *(ROOT / "ui").glob("*.py")]
+    found = {p.name: style_blind_caches(p.read_text(encoding="utf-8"), builders) for p in files}
+    assert {k: v for k, v in found.items() if v} == {}
+
+
+def test_the_style_check_sees_what_it_looks_for():
+    planted = ("from ui.charts import heatmap\nfrom ui import scaling_charts as sc\n"
+               "@cache_data(max_entries=4)\ndef a(x):\n    return heatmap(x)\n"
+               "@shared_arrays(max_entries=4)\ndef d(x):\n    return sc.heatmap(x)\n"
+               "@chart_cache(max_entries=4)\ndef b(x):\n    return heatmap(x)\n"
+               "@cache_data(max_entries=4)\ndef c(x):\n    return x + 1\n")
+    assert style_blind_caches(planted, {"heatmap"}) == [
+        "line 4: a builds a chart under a cache that does not key the style",
+        "line 7: d builds a chart under a cache that does not key the style"]

@@ -6,6 +6,8 @@ least ``PRESENT_MIN_FONT`` px; without it there is no such CSS and charts keep t
 paint, fonts as drawn): tests/test_presenter_browser.py."""
 import json
 
+import pytest
+
 from streamlit.testing.v1 import AppTest
 
 from tests.apptest_util import APP, chart_spec, charts, exceptions, held_back, open_page
@@ -39,6 +41,19 @@ def test_the_router_sends_the_presenter_css_first_and_charts_grow():
     assert not any("stHeader\"] {display: none;}" in h.proto.body for h in plain.get("html"))
     assert "_presenter_styled" not in plain.session_state
     assert min(s for c in charts(plain) for s in font_sizes(chart_spec(c))) < PRESENT_MIN_FONT
+
+
+@pytest.mark.parametrize("key", ["analysis", "pretrained", "long_context"])
+def test_a_chart_a_student_drew_first_reaches_the_projector_large(key):
+    """The pages that cache their chart specs (``ui.charts.chart_cache``): a student's run on the same server draws
+    them first in the normal style; the presenter's run after it still gets the large text."""
+    plain = open_page(key, "en")
+    assert min(s for c in charts(plain) for s in font_sizes(chart_spec(c))) < PRESENT_MIN_FONT
+    at = open_page(key, "en", {"present": "1"})
+    assert exceptions(at) == []
+    small = {i: min(font_sizes(chart_spec(c))) for i, c in enumerate(charts(at))
+             if min(font_sizes(chart_spec(c)), default=PRESENT_MIN_FONT) < PRESENT_MIN_FONT}
+    assert charts(at) and small == {}
 
 
 def test_a_sessions_first_presenter_run_draws_the_css_alone_until_the_browser_reports():

@@ -19,7 +19,7 @@ from ui import analysis_charts as ac
 from ui import anatomy, models
 from ui import format as fmt
 from ui import multihead_charts as mc
-from ui.charts import heatmap, heatmap_height, unique_labels
+from ui.charts import chart_cache, heatmap, heatmap_height, unique_labels
 from ui.controls import seed as seed_control
 from ui.i18n import current_lang, lesson, t
 
@@ -135,7 +135,7 @@ def batch_stats(c: lab.Batch) -> lab.BatchStats:
 
 
 # the charts: cached on plain arguments (the language too: titles), each spec built once per view
-@cache_data(max_entries=32, max_bytes=8 * MB)
+@chart_cache(max_entries=32, max_bytes=8 * MB)
 def stat_chart(c: lab.Batch, kind: str, lang: str):
     s, tau, normalize = batch_stats(c), c.tau, c.normalize
     m = s.entropy if kind == "entropy" else s.sparsity
@@ -175,7 +175,7 @@ def pattern_table(counts: np.ndarray, s: lab.BatchStats) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-@cache_data(max_entries=16, max_bytes=4 * MB)
+@chart_cache(max_entries=16, max_bytes=4 * MB)
 def patterns_chart(b: int, seed_: int, mix: str, lang: str):
     counts = patterns(b, seed_, mix).counts
     L, h, _ = counts.shape
@@ -233,7 +233,7 @@ def sentence_choice(b: int, seed_: int, mix: str) -> int:
     return 0 if idx is None else int(idx)
 
 
-@cache_data(max_entries=32, max_bytes=8 * MB)
+@chart_cache(max_entries=32, max_bytes=8 * MB)
 def heads_chart(seed_: int, mix: str, idx: int, lang: str):
     s = sentence(seed_, mix, idx)
     L, h = s.weights.shape[:2]
@@ -273,7 +273,7 @@ def geometry(seed_: int, mix: str, idx: int, layer: int, head: int) -> analysis.
     return analysis.qk_geometry(torch.from_numpy(s.q[layer, head]), torch.from_numpy(s.k[layer, head]))
 
 
-@cache_data(max_entries=64, max_bytes=8 * MB)
+@chart_cache(max_entries=64, max_bytes=8 * MB)
 def geometry_chart(seed_: int, mix: str, idx: int, layer: int, head: int, query: int, lang: str):
     """The multi-head page's query/key plane, with only the keys the caption quotes labelled (the most weighted
     and the nearest key): a label for every token overlaps on a 300 px plane."""
@@ -295,7 +295,7 @@ def geometry_chart(seed_: int, mix: str, idx: int, layer: int, head: int, query:
         y_title=t(f"{NS}.pc", i=2, pct=fmt.fixed(100 * var[1], 0)), x_domain=dx, y_domain=dy)
 
 
-@cache_data(max_entries=64, max_bytes=8 * MB)
+@chart_cache(max_entries=64, max_bytes=8 * MB)
 def rollout_chart(seed_: int, mix: str, idx: int, which: str, lang: str):
     s = sentence(seed_, mix, idx)
     L = s.weights.shape[0]
@@ -368,7 +368,7 @@ def sparsity_exercise(c: lab.Batch) -> None:
                      answer=answer, explanation=t(f"{NS}.ex_explain", **q))
 
 
-@cache_data(max_entries=32, max_bytes=4 * MB)
+@chart_cache(max_entries=32, max_bytes=4 * MB)
 def compare_chart(c: lab.Batch, kind: str, lang: str):
     s_, tau = stats(c.b, c.seed, c.mix, c.tau, False), c.tau
     L = len(s_.seed_entropy)

@@ -21,7 +21,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from serving.cache import MB, ByteBudgetCache, key_of_values, nbytes
+from serving.cache import MB, ByteBudgetCache, cache_data, key_of_values, nbytes
 
 # colour-blind-safe schemes: perceptually uniform sequential, and a blue/orange diverging one
 WEIGHT_SCHEME = "viridis"
@@ -485,6 +485,13 @@ def chart_style() -> str:
         return "present" if active() else ""
     except Exception:                   # no session, no query parameters: the normal style
         return ""
+
+
+def chart_cache(max_entries: int | None = None, *, max_bytes: int = 8 * MB):
+    """Decorator: ``cache_data`` for a function that returns chart specs. The style is part of the key: a spec
+    drawn for a student's screen must not reach a presenter's projector (its text would stay small), nor the
+    other way round."""
+    return cache_data(max_entries, max_bytes=max_bytes, context=chart_style)
 
 
 def _is_hole(value) -> bool:
