@@ -52,11 +52,13 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.serving)
 
 
-# One `streamlit run app.py` of this checkout and one Chromium per xdist worker, for every browser test that needs no
-# fresh server: a module-scoped server was started again whenever the scheduler moved a worker to another module,
-# and each new server drew every page cold again (~2 s to start, ~4 s more on the first visit of a page). Tests that
-# must meet a fresh server (a deep link as its first request, a planted app) start their own with
-# scripts/server.start_server.
+# One `streamlit run app.py` of this checkout per xdist worker, for every browser test that needs no fresh server: a
+# module-scoped server was started again whenever the scheduler moved a worker to another module, and each new
+# server drew every page cold again (~2 s to start, ~4 s more on the first visit of a page). Tests that must meet a
+# fresh server (a deep link as its first request, a planted app) start their own with scripts/server.start_server.
+# Chromium stays per module (~1 s to launch): Playwright's sync API runs an asyncio loop in the worker's main thread
+# while it is open, and a later test of that worker that calls asyncio.run (the serving and admission tests) fails
+# beside a running loop.
 def _need_chromium():
     import shutil
     if shutil.which("chromium") is None:
@@ -75,9 +77,9 @@ def server():
     stop_server(proc, 30)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
-    """The worker's Chromium (scripts/layout_check.launch_browser); each test opens its own page or context."""
+    """The module's Chromium (scripts/layout_check.launch_browser); each test opens its own page or context."""
     _need_chromium()
     sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
     from scripts.layout_check import launch_browser
