@@ -95,6 +95,38 @@ def wait_idle(page, timeout_ms: int = 90_000, settle_ms: int = 300, title: bool 
     page.wait_for_function(IDLE_JS, arg=title, timeout=timeout_ms, polling=50)
 
 
+# Counts the script runs the page has started (the app's state turning to "running"). A click that starts a run
+# starts it 60-180 ms later, so right after the click the page still looks idle; with the count, a test waits for
+# that run to end instead of sleeping long enough for it to start (``click_and_wait``).
+RUNS_JS = """window.__runs = 0;
+new MutationObserver(ms => { for (const m of ms)
+    if (m.target.getAttribute('data-test-script-state') === 'running') window.__runs++; })
+  .observe(document, {subtree: true, attributes: true, attributeFilter: ['data-test-script-state']});"""
+
+
+def watch_runs(target) -> None:
+    """Count the script runs of every page later opened in ``target`` (a Playwright page or context)."""
+    target.add_init_script(RUNS_JS)
+
+
+def click_and_wait(page, locator, *, start_ms: int = 400, settle_ms: int = 100, title: bool = True) -> None:
+    """Click ``locator`` (on a page under ``watch_runs``), then wait until the run the click starts, if one starts
+    within ``start_ms``, has ended with every visible chart drawn (and no second run follows within ``settle_ms``).
+    A click that starts no run (a tab drawn already, an expander) costs ``start_ms``: as long as ``wait_idle``'s
+    sleep, which was there to let such a run start."""
+    before = page.evaluate("window.__runs")
+    if before is None:
+        raise RuntimeError("click_and_wait needs a page under watch_runs (its init script counts the runs)")
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    locator.click()
+    try:
+        page.wait_for_function("(n) => window.__runs > n", arg=before, timeout=start_ms, polling=20)
+    except PlaywrightTimeout:                   # no run: the page as it is now is what the click shows
+        page.wait_for_function(IDLE_JS, arg=title, timeout=90_000, polling=50)
+        return
+    wait_idle(page, settle_ms=settle_ms, title=title)
+
+
 # ----------------------------------------------------------------------------------------------- the check
 CHECK_JS = r"""(args) => {
   const TOL = 1.0;
@@ -301,6 +333,7 @@ def check_views(browser, base: str, key: str, lang: str, viewports: list[str], s
     t0 = time.perf_counter()
     w, h = VIEWPORTS[viewports[0]]
     ctx = browser.new_context(viewport={"width": w, "height": h}, device_scale_factor=1)
+    watch_runs(ctx)
     page = ctx.new_page()
     outside: list[str] = []
     page.on("request", lambda r: outside.append(r.url)
@@ -368,9 +401,8 @@ def _check_view(page, report: PageReport, shots, max_pairs: int, on_load) -> Non
         t = tabs[0]
         visited.add((t["li"], t["label"]))
         if not t["selected"]:
-            page.locator("[data-testid=stMain] [role=tablist]").nth(t["li"]).locator("[role=tab]").filter(
-                has_text=t["label"]).first.click()
-            wait_idle(page)
+            click_and_wait(page, page.locator("[data-testid=stMain] [role=tablist]").nth(t["li"]).locator(
+                "[role=tab]").filter(has_text=t["label"]).first)
             if page.evaluate(OPEN_JS):                    # the tab's own expanders
                 wait_idle(page)
             check()

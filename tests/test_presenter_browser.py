@@ -23,7 +23,7 @@ import shutil
 
 import pytest
 
-from scripts.layout_check import launch_browser, wait_idle
+from scripts.layout_check import click_and_wait, launch_browser, wait_idle, watch_runs
 from tests.apptest_util import lesson_pages
 from ui.charts import PRESENT_MIN_FONT
 from ui.i18n import catalog
@@ -86,15 +86,16 @@ def step_count(page, lang: str) -> int:
 
 def presenter_problems(page, base: str, key: str, lang: str) -> list[str]:
     """Every step of ``key`` in presenter mode: the chart on the first screen, its text large enough."""
+    watch_runs(page)
     page.goto(f"{base}/{key}?lang={lang}&present=1&step=1")
     settle(page)
     n, problems = step_count(page, lang), []
     for step in range(1, n + 1):
         if step > 1:                        # what a teacher does: Next (PageDown), in the same session
-            page.locator(".st-key-present_next button").click()
+            click_and_wait(page, page.locator(".st-key-present_next button"))
             label = catalog(lang)["common.present_step"].format(i=step, n=n)
             page.wait_for_function(STEP_SHOWN_JS, arg=label, timeout=30_000, polling=50)
-            wait_idle(page)
+            wait_idle(page, settle_ms=0)   # its charts drawn (the run may have started after click_and_wait gave up)
         assert page.evaluate("window.scrollY") == 0
         height = page.evaluate(STEP_HEIGHT_JS, step)
         if height < 30:             # e.g. a step inside a tab that is not open
