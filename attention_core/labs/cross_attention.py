@@ -49,6 +49,7 @@ from ..crossmodal import (
 )
 from ..modules import MultiHeadAttention
 from ..text import embed_tokens
+from . import seeded
 
 # ---------------------------------------------------------------------------------------------
 # 1. decoder over encoder
@@ -125,8 +126,7 @@ def decoder_cross_attention(source: Sequence[str], target: Sequence[str], d_mode
     if not source or not target:
         raise ValueError("need at least one source and one target token")
     feats = translation_features(source, target, d_model, seed)
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
+    with seeded(seed):
         mha = MultiHeadAttention(d_model, num_heads).eval()
     if trained:
         identity_attention_(mha, sharpness)
@@ -305,8 +305,7 @@ def scene_view(kind: str, words: Sequence[str], patch: int, heads: int, sharpnes
     """The picture ``kind`` and the caption ``words`` through a CrossModalAttention aligned to it
     (``align_text_to_image_``: a stand-in for training); the global random state is left untouched."""
     scene = synthetic_scene(kind, image_size, seed)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded(seed):
         module = CrossModalAttention(patch * patch * 3, text_dim, heads).eval()
     align_text_to_image_(module, sharpness)
     inputs = grounded_features(module, scene, [scene_word(w) for w in words], patch)

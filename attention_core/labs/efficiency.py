@@ -38,6 +38,7 @@ from ..functional import masked_softmax, scaled_dot_product_attention, scaled_do
 from ..masks import causal_mask
 from ..text import embed_tokens, projection
 from ..transformer import TransformerEncoder
+from . import seeded
 
 D = 16        # head dimension of the lab: small enough to draw S (d x d), big enough for FAVOR+
 VARIANTS = ("softmax", "linear", "performer", "linformer", "strided", "block_global", "longformer",
@@ -624,8 +625,7 @@ def saved_tensor_bytes(fn) -> tuple[object, SavedTensors]:
 def make_encoder(num_layers: int, d_model: int = 64, num_heads: int = 4, d_ff: int = 256,
                  seed: int = 0) -> TransformerEncoder:
     """A small post-LN encoder (dropout 0, so the two runs below compute the same numbers)."""
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
+    with seeded(seed):
         return TransformerEncoder(VOCAB, d_model, num_layers, num_heads, d_ff, dropout=0.0)
 
 

@@ -8,7 +8,7 @@ residual + LayerNorm, a final LayerNorm always). Xiong et al. (2020), "On Layer 
 Transformer Architecture", for why pre-LN's residual stream grows with depth.
 
 Shapes: (batch, seq, d_model) in, attention weights (batch, heads, n, n). Everything here runs in
-eval mode unless said otherwise, and never touches the global random state (``fork_rng``).
+eval mode unless said otherwise, and never touches the global random state (``labs.seeded``).
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from ..analysis import attention_rollout
 from ..modules import MultiHeadAttention
 from ..transformer import PositionWiseFFN, TransformerEncoder, TransformerEncoderLayer
 from ..types import AttentionOutput
+from . import seeded
 
 VARIANTS = ("post", "pre")   # post-LN (first tutorial, Vaswani et al.), pre-LN (Xiong et al., GPT-2)
 FFN_RATIO = 4                # d_ff = 4 d_model in both tutorials (512 -> 2048)
@@ -49,8 +50,7 @@ def encoder_for(variant: str, d_model: int, num_heads: int, num_layers: int, act
     """
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded(seed):
         enc = TransformerEncoder(1, d_model=d_model, num_layers=num_layers, num_heads=num_heads,
                                  d_ff=FFN_RATIO * d_model, dropout=0.0, max_len=max_len,
                                  norm_first=variant == "pre", activation=activation)
@@ -108,8 +108,7 @@ def attention_dropout(layer: TransformerEncoderLayer, x: torch.Tensor, p: float,
         with torch.no_grad():
             _, w_eval = mha(inp)
             mha.train()
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(seed)
+            with seeded(seed):
                 _, w_train = mha(inp)
     finally:
         mha.dropout = old_p

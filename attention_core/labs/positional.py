@@ -30,6 +30,7 @@ from ..modules import SelfAttention
 from ..positional import LearnedPositionalEmbedding, apply_rotary, rotary_embedding, sinusoidal_encoding
 from ..text import embed_tokens
 from ..types import AttentionOutput
+from . import seeded
 
 ENCODINGS = ("none", "sinusoidal", "learned", "rotary")
 
@@ -150,8 +151,7 @@ def position_table(encoding: str, n: int, d: int, seed: int = 0, max_len: int = 
     if encoding == "sinusoidal":
         return sinusoidal_encoding(n, d)
     if encoding == "learned":
-        with torch.random.fork_rng():
-            torch.manual_seed(seed)
+        with seeded(seed):
             table = LearnedPositionalEmbedding(max_len, d)
         with torch.no_grad():
             return table(n).clone()
@@ -164,8 +164,7 @@ def make_self_attention(d: int, seed: int = 0, gain: float = 1.0) -> SelfAttenti
     ``gain`` multiplies W_Q and W_K after nn.Linear's default init: scores grow by gain^2, so an
     untrained layer's weights are visibly uneven (gain 1: every weight of a 13-word row is ~1/13).
     """
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
+    with seeded(seed):
         attn = SelfAttention(d).eval()
     with torch.no_grad():
         for lin in (attn.W_query, attn.W_key):

@@ -30,6 +30,7 @@ from ..functional import dot_scores, masked_softmax, scaled_dot_product_attentio
 from ..modules import AdditiveAttention
 from ..text import embed_tokens, projection
 from ..types import AttentionOutput
+from . import seeded
 from .seed_bugs import AdditivePairing, additive_pairing_demo
 
 # ---------------------------------------------------------------------------------------------
@@ -222,8 +223,7 @@ class SimilarityResult:
 def make_additive(d_q: int, d_k: int, hidden: int, seed: int = 0) -> AdditiveAttention:
     """An ``AdditiveAttention`` initialised by PyTorch's own init under ``seed``, without
     touching the global random state."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(int(seed))
+    with seeded(seed):
         return AdditiveAttention(d_q, d_k, hidden)
 
 

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from ..efficient import linear_attention
 from ..masks import causal_mask, padding_mask
 from ..modules import AdditiveAttention
+from . import seeded
 
 
 def _error(err: Exception) -> str:
@@ -169,8 +170,7 @@ def tutorial_loss_on_encoder_states(batch: int = 2, n: int = 10, d_model: int = 
         error = None
     except (RuntimeError, ValueError) as err:
         error = _error(err)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with seeded(seed):
         head = torch.nn.Linear(d_model, vocab)
     logits = head(states)                                  # (b, n, vocab): what an output head gives
     fixed = float(criterion(logits.reshape(-1, vocab), targets.reshape(-1)).detach())
