@@ -98,14 +98,15 @@ def wait_idle(page, timeout_ms: int = 90_000, settle_ms: int = 300, title: bool 
 # Counts the script runs the page has started (the app's state turning to "running"). A click that starts a run
 # starts it 60-180 ms later, so right after the click the page still looks idle; with the count, a test waits for
 # that run to end instead of sleeping long enough for it to start (``click_and_wait``).
-RUNS_JS = """window.__runs = 0;
+RUNS_JS = """if (window.__runs === undefined) { window.__runs = 0;
 new MutationObserver(ms => { for (const m of ms)
     if (m.target.getAttribute('data-test-script-state') === 'running') window.__runs++; })
-  .observe(document, {subtree: true, attributes: true, attributeFilter: ['data-test-script-state']});"""
+  .observe(document, {subtree: true, attributes: true, attributeFilter: ['data-test-script-state']}); }"""
 
 
 def watch_runs(target) -> None:
-    """Count the script runs of every page later opened in ``target`` (a Playwright page or context)."""
+    """Count the script runs of every page later opened in ``target`` (a Playwright page or context); watching a
+    page twice counts each run once."""
     target.add_init_script(RUNS_JS)
 
 
@@ -324,20 +325,29 @@ class PageReport:
 
 
 def check_views(browser, base: str, key: str, lang: str, viewports: list[str], shots: pathlib.Path | None = None,
-                max_pairs: int = 3, on_load=None) -> list[PageReport]:
+                max_pairs: int = 3, on_load=None, page=None) -> list[PageReport]:
     """Open one page and check it at each size in turn (the window resized and the page reloaded, so that it is
     drawn as a fresh load at that size draws it): at each, open every expander, visit every tab and check every
     chart shown. ``on_load(page)``, when given, is called once, on the page as first drawn at the first size; what
     it returns is in ``reports[0].extra``. The requests that left localhost are those of the whole visit (every
-    report holds the same list)."""
+    report holds the same list). ``page``: a Playwright page to visit in (under ``watch_runs``; left open),
+    instead of a new context of ``browser``."""
     t0 = time.perf_counter()
     w, h = VIEWPORTS[viewports[0]]
-    ctx = browser.new_context(viewport={"width": w, "height": h}, device_scale_factor=1)
-    watch_runs(ctx)
-    page = ctx.new_page()
+    own = page is None
+    if own:
+        ctx = browser.new_context(viewport={"width": w, "height": h}, device_scale_factor=1)
+        watch_runs(ctx)
+        page = ctx.new_page()
+    else:
+        page.set_viewport_size({"width": w, "height": h})
     outside: list[str] = []
-    page.on("request", lambda r: outside.append(r.url)
-            if urlparse(r.url).hostname not in ("localhost", "127.0.0.1", None) else None)
+
+    def leaves(r) -> None:
+        if urlparse(r.url).hostname not in ("localhost", "127.0.0.1", None):
+            outside.append(r.url)
+
+    page.on("request", leaves)
     reports = [PageReport(key, vp, lang, 0.0) for vp in viewports]
     try:
         page.goto(page_url(base, key, lang))
@@ -357,7 +367,10 @@ def check_views(browser, base: str, key: str, lang: str, viewports: list[str], s
         for report in reports:
             report.error = report.error or f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
     finally:
-        ctx.close()
+        if own:
+            ctx.close()
+        else:
+            page.remove_listener("request", leaves)
     for report in reports:
         report.outside = outside
     return reports

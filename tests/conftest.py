@@ -87,3 +87,34 @@ def browser():
         b = launch_browser(p)
         yield b
         b.close()
+
+
+@pytest.fixture(scope="module")
+def _module_tab(browser):
+    held: dict = {}
+    yield held
+    if held.get("context") is not None:
+        held["context"].close()
+
+
+@pytest.fixture
+def page(browser, _module_tab):
+    """A page at 1280x720 that counts the app's script runs (scripts/layout_check.watch_runs), one for the module's
+    tests: each test navigates it (a goto starts a new session) and the next one finds it blank again. A new context
+    per test started a renderer and compiled the app's JavaScript again: a third of a presenter walk's CPU
+    (docs/performance.md). A test that closed or broke it gets a new one."""
+    from scripts.layout_check import watch_runs
+    pg = _module_tab.get("page")
+    if pg is None or pg.is_closed():
+        if _module_tab.get("context") is not None:
+            _module_tab["context"].close()
+        context = browser.new_context(viewport={"width": 1280, "height": 720}, device_scale_factor=1)
+        watch_runs(context)
+        pg = context.new_page()
+        _module_tab.update(context=context, page=pg)
+    pg.set_viewport_size({"width": 1280, "height": 720})
+    yield pg
+    try:
+        pg.goto("about:blank")                # ends the test's session before the next test's visit
+    except Exception:  # noqa: BLE001 - a page that cannot navigate is replaced for the next test
+        pg.close()

@@ -116,7 +116,7 @@ def assert_accessible(seen: dict, key: str, lang: str) -> None:
 
 
 @pytest.mark.parametrize("key,lang", VIEWS)
-def test_each_page_in_the_browser(server, browser, key, lang):
+def test_each_page_in_the_browser(server, browser, page, key, lang):
     """One visit per page and language, at 1280x720 and then resized to 390x844 (every expander opened and every
     tab visited at each size): no chart text clipped, truncated, overlapping or dropped while quoted, nothing
     sideways on the phone; the page draws its title in its language, shows no exception and sends no request
@@ -126,7 +126,7 @@ def test_each_page_in_the_browser(server, browser, key, lang):
     text alternative in that language."""
     from ui.i18n import catalog
 
-    reports = check_views(browser, server, key, lang, list(VIEWPORTS), shots=SHOTS, on_load=accessibility)
+    reports = check_views(browser, server, key, lang, list(VIEWPORTS), shots=SHOTS, on_load=accessibility, page=page)
     for report in reports:
         where = f"{key} {lang} {report.viewport}"
         assert report.error == "", f"{where}: {report.error}"

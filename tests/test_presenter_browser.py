@@ -139,12 +139,9 @@ def first_paint_frames(page, url: str) -> list[str]:
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize("key", PAGES)
-def test_every_step_shows_its_chart_large_on_the_first_screen(server, browser, key, lang):
-    page = browser.new_page(viewport=VIEWPORT)
-    try:
-        problems = presenter_problems(page, server, key, lang)
-    finally:
-        page.close()
+def test_every_step_shows_its_chart_large_on_the_first_screen(server, page, key, lang):
+    assert page.viewport_size == VIEWPORT
+    problems = presenter_problems(page, server, key, lang)
     assert problems == [], "\n".join(problems)
 
 
@@ -178,29 +175,25 @@ def bar_step(page, lang: str) -> int:
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize("key, step, tab", [("masking", 3, 2), ("multihead", 3, 1), ("efficiency", 3, 1),
                                             ("qkv", 4, 1), ("analysis", 2, 1)])
-def test_a_fragment_keeps_the_step_and_a_tab_opens_at_its_first_step(server, browser, key, step, tab, lang):
-    page = browser.new_page(viewport=VIEWPORT)
-    try:
-        page.goto(f"{server}/{key}?lang={lang}&present=1&step={step}")
-        settle(page)
-        assert (bar_step(page, lang), page.evaluate(SHOWN_JS)) == (step, [step])
-        seed = page.locator(".st-key-seed input").first
-        if key in ("masking", "multihead"):                  # the seed: a fragment's own rerun, inside the lesson
-            seed.focus()
-            seed.press("ArrowUp")
-            page.wait_for_timeout(800)
-            settle(page)
-            assert (bar_step(page, lang), page.evaluate(SHOWN_JS)) == (step, [step]), "the seed moved the step"
-        page.get_by_role("tab").nth(tab).click()
-        page.wait_for_function("location.search.includes('tab=')", timeout=30_000)
+def test_a_fragment_keeps_the_step_and_a_tab_opens_at_its_first_step(server, page, key, step, tab, lang):
+    page.goto(f"{server}/{key}?lang={lang}&present=1&step={step}")
+    settle(page)
+    assert (bar_step(page, lang), page.evaluate(SHOWN_JS)) == (step, [step])
+    seed = page.locator(".st-key-seed input").first
+    if key in ("masking", "multihead"):                  # the seed: a fragment's own rerun, inside the lesson
+        seed.focus()
+        seed.press("ArrowUp")
         page.wait_for_timeout(800)
         settle(page)
-        first = page.evaluate(TAB_FIRST_JS)
-        assert first < step + 10 and bar_step(page, lang) == first, (bar_step(page, lang), first)
-        assert page.evaluate(SHOWN_JS) == [first] and page.evaluate(STEP_HEIGHT_JS, first) > 30
-        assert f"step={first}" in page.url
-    finally:
-        page.close()
+        assert (bar_step(page, lang), page.evaluate(SHOWN_JS)) == (step, [step]), "the seed moved the step"
+    page.get_by_role("tab").nth(tab).click()
+    page.wait_for_function("location.search.includes('tab=')", timeout=30_000)
+    page.wait_for_timeout(800)
+    settle(page)
+    first = page.evaluate(TAB_FIRST_JS)
+    assert first < step + 10 and bar_step(page, lang) == first, (bar_step(page, lang), first)
+    assert page.evaluate(SHOWN_JS) == [first] and page.evaluate(STEP_HEIGHT_JS, first) > 30
+    assert f"step={first}" in page.url
 
 
 if __name__ == "__main__":          # a survey of every page: python -m tests.test_presenter_browser [keys]
