@@ -50,6 +50,28 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.browser)
         if item.path.stem in SERVING_MODULES:
             item.add_marker(pytest.mark.serving)
+    _group_the_sweep(items)
+
+
+def _group_the_sweep(items) -> None:
+    """The tests that assert on a page's shared walk (tests/sweep.py), one page and language after another where
+    the first of them was: xdist hands each worker a contiguous run of tests, so the worker that walks a page
+    runs every test of that walk."""
+    from tests.sweep import SWEEP_MODULES
+
+    def page_of(item):
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if item.path.stem in SWEEP_MODULES and "key" in params:
+            return params["key"], params.get("lang", SWEEP_MODULES[item.path.stem])
+        return None
+
+    swept = [item for item in items if page_of(item) is not None]
+    if not swept:
+        return
+    first = items.index(swept[0])
+    rest = [item for item in items if page_of(item) is None]
+    swept.sort(key=page_of)                      # stable: within a page and language, the modules' order
+    items[:] = rest[:first] + swept + rest[first:]
 
 
 # One `streamlit run app.py` of this checkout per xdist worker, for every browser test that needs no fresh server: a

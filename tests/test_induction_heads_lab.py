@@ -193,6 +193,7 @@ def test_the_shipped_model_copies_and_needs_its_previous_token_heads():
     assert recipes.checkpoint_path(ih.RECIPE_NAME).stat().st_size <= 1 << 20
 
 
+@pytest.mark.slow
 def test_a_short_retrain_reproduces_the_phase_change():
     """250 steps (a shorter cosine schedule) of seed 0 on this CPU: the repeated-half loss falls far below the first
     half's and both heads form, with margins."""

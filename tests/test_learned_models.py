@@ -310,6 +310,7 @@ def test_live_run_snapshots_the_probe_while_training():
         live_run("pronoun", probe="the dog ate the cat")
 
 
+@pytest.mark.slow
 def test_the_recipe_reproduces_what_the_shipped_pronoun_checkpoint_does():
     """`python -m attention_core.models pronoun` remakes a model that does what assets/models/pronoun.pt does,
     on any x86-64 CPU: the same recipe, the same first losses, a final loss near zero, every held-out sentence

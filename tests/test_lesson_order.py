@@ -3,7 +3,8 @@ section that poses an exercise (each tab, or the page outside tabs), no chart, m
 drawn before the exercise. A teacher can pose the question without scrolling past its answer."""
 import pytest
 
-from tests.apptest_util import exceptions, open_page
+from tests.apptest_util import exceptions
+from tests.sweep import walk
 from ui.i18n import catalog
 from ui.registry import available_pages
 
@@ -51,15 +52,11 @@ def misplaced(at, lang: str) -> list[str]:
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize("key", PAGES)
 def test_the_question_comes_before_its_evidence(key, lang):
-    """Each tab is opened in turn (a page's tabs run only when open)."""
-    at = open_page(key, lang)
-    assert exceptions(at) == []
-    problems = misplaced(at, lang)
-    for label in [tab.label for tab in at.tabs][1:]:
-        at.session_state["tab"] = label
-        at.run()
-        assert exceptions(at) == []
-        problems += [p for p in misplaced(at, lang) if p not in problems]
+    """Each tab is opened in turn (a page's tabs run only when open): the shared walk of tests/sweep.py."""
+    problems: list[str] = []
+    for run in walk(key, lang):
+        assert run.errors == [], f"{key} ({lang}, {run.where}) raised: {run.errors}"
+        problems += [p for p in misplaced(run.at, lang) if p not in problems]
     assert problems == []
 
 

@@ -13,7 +13,8 @@ import re
 
 import pytest
 
-from tests.apptest_util import exceptions, open_page
+from tests.apptest_util import exceptions
+from tests.sweep import walk
 from ui.i18n import catalog
 from ui.registry import available_pages
 
@@ -103,15 +104,12 @@ def spoilers(at, page: str, lang: str, missing: set[str]) -> list[str]:
 
 
 def page_spoilers(key: str, lang: str) -> tuple[list[str], set[str]]:
-    at = open_page(key, lang)
-    assert exceptions(at) == []
+    """Over the shared walk of the page (tests/sweep.py): its default URL, then each other tab opened."""
     missing: set[str] = set()
-    problems = spoilers(at, key, lang, missing)
-    for label in [tab.label for tab in at.tabs][1:]:
-        at.session_state["tab"] = label
-        at.run()
-        assert exceptions(at) == []
-        problems += [p for p in spoilers(at, key, lang, missing) if p not in problems]
+    problems: list[str] = []
+    for run in walk(key, lang):
+        assert run.errors == [], f"{key} ({lang}, {run.where}) raised: {run.errors}"
+        problems += [p for p in spoilers(run.at, key, lang, missing) if p not in problems]
     return problems, missing
 
 

@@ -116,6 +116,7 @@ def fresh_values(lang: str) -> dict[str, dict[str, object]]:
     return fresh
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chunk", range(CHUNKS))
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_every_ordered_pair_of_pages_navigates_without_carrying_values(lang, chunk):

@@ -4,8 +4,8 @@ left on a page shown in Chinese except code, symbols, formulas, names and the En
 1. Every zh file (assets/i18n/zh/*.toml, assets/lessons/zh/**) uses the glossary's Chinese term for a concept,
    never one of its rejected variants; Chinese text has “” (not ASCII "…" or «»), and no ASCII colon next to a
    Chinese character. Code (keys rendered with st.code), inline `code` and $math$ are left alone.
-2. Every page run in zh with AppTest, every tab of it (a tab that renders lazily, only when open, is opened
-   through its ?tab= URL parameter): the rendered text (titles, Markdown, captions, alerts, widget labels,
+2. Every page run in zh with AppTest, every tab of it opened in turn (the shared walk of tests/sweep.py; a tab
+   that renders lazily is drawn only when open): the rendered text (titles, Markdown, captions, alerts, widget labels,
    help and options, text box values, tabs, expanders, metrics, tables and dataframes, chart titles, \\text{}
    in formulas) has no English word outside the allow-lists below, the same punctuation rules hold, and the
    comments of the lesson code (pitfall code, not the "show the code" source) are Chinese. The English data
@@ -25,6 +25,7 @@ import tomllib
 import pytest
 
 from tests.apptest_util import open_page
+from tests.sweep import walk
 from ui import i18n
 from ui.registry import available_pages
 
@@ -322,10 +323,9 @@ MORE_RUNS = {"training": ({"task": "12345 → 54321"}, {"task": "it / 它 → ?"
 
 
 def page_runs(key: str) -> list[tuple[str, object]]:
-    """(what, AppTest run) of the page in zh, then once more with each lazily drawn tab opened through ?tab=,
-    and in each state of MORE_RUNS."""
-    at = open_page(key, "zh")
-    runs = [("default", at)] + [(f"tab {label}", open_page(key, "zh", {"tab": label})) for label in lazy_tabs(at)]
+    """(what, AppTest run) of the page in zh, then with each other tab opened (the shared walk of tests/sweep.py:
+    a tab that renders lazily is drawn only when open), then in each state of MORE_RUNS."""
+    runs = [(run.where, run.at) for run in walk(key, "zh")]
     return runs + [(str(params), open_page(key, "zh", params)) for params in MORE_RUNS.get(key, ())]
 
 
@@ -377,3 +377,5 @@ def test_the_page_scan_sees_lazy_tabs_tables_and_text_boxes():
     assert set(table_text(table)) <= set(texts)
     assert english_words(SEED_SENTENCE) and not english_words(SEED_SENTENCE, phrases=(SEED_SENTENCE,))
     assert english_words("因为它 was too tired", data_words(("dates",)))
+    walked = [text for where, run in page_runs("efficiency") for text in rendered(run)[0]]   # the scan's own runs
+    assert any(c["efficiency.tips_ck_bf16_help"] in text for text in walked)
