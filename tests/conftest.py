@@ -74,13 +74,47 @@ def _group_the_sweep(items) -> None:
     items[:] = rest[:first] + swept + rest[first:]
 
 
-# One `streamlit run app.py` of this checkout per xdist worker, for every browser test that needs no fresh server: a
-# module-scoped server was started again whenever the scheduler moved a worker to another module, and each new
-# server drew every page cold again (~2 s to start, ~4 s more on the first visit of a page). Tests that must meet a
+# One `streamlit run app.py` of this checkout for the whole run, shared by the xdist workers, for every browser
+# test that needs no fresh server: the first worker to need it starts it, and the run's controller stops it at the end
+# (SHARED_ENV names the directory where the workers find it). A server per module, then per worker, drew every page
+# cold again for each (~2 s to start, ~3 s of server CPU more on the first visit of a page). Tests that must meet a
 # fresh server (a deep link as its first request, a planted app) start their own with scripts/server.start_server.
 # Chromium stays per module (~1 s to launch): Playwright's sync API runs an asyncio loop in the worker's main thread
 # while it is open, and a later test of that worker that calls asyncio.run (the serving and admission tests) fails
 # beside a running loop.
+SHARED_ENV = "ATTENTION_TESTS_SHARED"
+
+
+def pytest_configure(config):
+    if not hasattr(config, "workerinput") and SHARED_ENV not in os.environ:   # the controller, before its workers
+        import tempfile
+        os.environ[SHARED_ENV] = tempfile.mkdtemp(prefix="attention-tests-")
+        config._attention_shared = os.environ[SHARED_ENV]
+
+
+def pytest_unconfigure(config):
+    shared = getattr(config, "_attention_shared", None)
+    if shared is None:
+        return
+    import json
+    import shutil
+    import signal
+    import time
+    info = pathlib.Path(shared, "server.json")
+    if info.exists():
+        pid = json.loads(info.read_text())["pid"]
+        try:
+            os.kill(pid, signal.SIGTERM)
+            for _ in range(300):                 # 30 s to stop, as stop_server gives it
+                time.sleep(0.1)
+                os.kill(pid, 0)
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    shutil.rmtree(shared, ignore_errors=True)
+    os.environ.pop(SHARED_ENV, None)
+
+
 def _need_chromium():
     import shutil
     if shutil.which("chromium") is None:
@@ -90,13 +124,27 @@ def _need_chromium():
 
 
 @pytest.fixture(scope="session")
-def server():
-    """The base URL of the worker's shared server."""
+def server(request):
+    """The base URL of the run's shared server (see above); a run without workers has its own."""
+    import fcntl
+    import json
+
     from scripts.server import start_server, stop_server
     _need_chromium()
-    proc = start_server(ROOT)
-    yield proc.base
-    stop_server(proc, 30)
+    shared = os.environ.get(SHARED_ENV)
+    if not hasattr(request.config, "workerinput") or not shared:
+        proc = start_server(ROOT)
+        yield proc.base
+        stop_server(proc, 30)
+        return
+    info = pathlib.Path(shared, "server.json")
+    with open(pathlib.Path(shared, "server.lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)         # one worker starts it; the others wait, then read where it is
+        if not info.exists():
+            proc = start_server(ROOT)
+            info.write_text(json.dumps({"base": proc.base, "pid": proc.pid}))
+        base = json.loads(info.read_text())["base"]
+    yield base
 
 
 @pytest.fixture(scope="module")

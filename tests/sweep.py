@@ -2,17 +2,19 @@
 
 ``walk(key, lang)`` opens the page at its default URL, then opens each of its other tabs in turn (a page draws a
 tab only while it is open) and keeps every run: the run's element tree (``AppTest`` binds a new tree to itself on
-each run, so a shallow copy taken after the run keeps that run's own, with its widgets' values: ``keep``), its exceptions, and, in English, what the
-run passed to "Show the code" and every Python code object that executed (every cache emptied before each English
-run, so nothing a run shows is served from an earlier one). The walk is made once per test process and page; the
-tests that assert on it (``SWEEP_MODULES``) are grouped by page and language at collection (tests/conftest.py) so
-that one xdist worker walks each page once for all of them:
+each run, so a shallow copy taken after the run keeps that run's own, with its widgets' values: ``keep``), its
+exceptions, the exercises it offered to ask the class (``ui.poll.ask_button``), and, in English, what it passed to
+"Show the code" and every Python code object that executed (every cache emptied before each English run, so
+nothing a run shows is served from an earlier one). The walk is made once per test process and page; the tests
+that assert on it (``SWEEP_MODULES``) are grouped by page and language at collection (tests/conftest.py) so that
+one xdist worker walks each page once for all of them:
 
 - tests/test_app.py: the page opens in both languages and shows its title;
 - tests/test_no_spoilers.py: nothing above an exercise gives its answer away, in any tab;
 - tests/test_lesson_order.py: no evidence above the exercise it answers, in any tab;
 - tests/test_show_code.py: "Show the code" lists only code that ran (English);
-- tests/test_zh_text.py: no English and no ASCII punctuation in what a Chinese page shows, in any tab.
+- tests/test_zh_text.py: no English and no ASCII punctuation in what a Chinese page shows, in any tab;
+- tests/test_poll.py: every exercise a page offers to ask the class is found again as labels in both languages.
 """
 from __future__ import annotations
 
@@ -114,6 +116,7 @@ class Run:
     where: str                      # "default URL" or "tab '<label>'"
     at: AppTest                     # this run's elements (a shallow copy of the walk's AppTest after the run)
     errors: list[str]
+    asked: dict = field(default_factory=dict)     # exercise key -> (question, options, answer) offered to a poll
     shown: list = field(default_factory=list)     # the objects passed to "Show the code" (recorded languages)
     ran: set = field(default_factory=set)         # the code objects that executed (recorded languages)
 
@@ -137,22 +140,41 @@ def _recording_show_code(shown: list):
         ui.anatomy.show_code, ui.code_view.show_code = originals
 
 
+@contextlib.contextmanager
+def _recording_polls(asked: dict):
+    """Every exercise the run offers to ask the class (``ui.poll.ask_button``: its question, options, answer)."""
+    import ui.poll
+    original = ui.poll.ask_button
+
+    def recording(key, question, options, answer):
+        asked[key] = (question, list(options), answer)
+        return original(key, question, options, answer)
+
+    ui.poll.ask_button = recording
+    try:
+        yield
+    finally:
+        ui.poll.ask_button = original
+
+
 @functools.lru_cache(maxsize=None)
 def walk(key: str, lang: str) -> tuple[Run, ...]:
     """The runs of ``key`` in ``lang``: the default URL, then each other tab opened in turn."""
     record = lang in RECORDED
     shown: list = []
+    asked: dict = {}
 
     def one(where: str, run) -> tuple[Run, AppTest, _Frozen]:
         shown.clear()
+        asked.clear()
         if record:
             clear_caches()
         with (Recorder() if record else contextlib.nullcontext()) as rec:
             at = run()
         kept, frozen = keep(at)
-        return Run(where, kept, exceptions(at), list(shown), rec.ran if record else set()), at, frozen
+        return Run(where, kept, exceptions(at), dict(asked), list(shown), rec.ran if record else set()), at, frozen
 
-    with _recording_show_code(shown):
+    with _recording_show_code(shown), _recording_polls(asked):
         first, at, frozen = one("default URL", lambda: open_page(key, lang))
         runs, pending = [first], [(first.at, frozen)]
         for label in [tab.label for tab in at.tabs][1:]:

@@ -20,6 +20,7 @@ import ui.poll as poll
 import ui.poll_room as poll_room
 from serving import poll_store
 from tests.apptest_util import all_text, chart_data, exceptions, open_page
+from tests.sweep import walk
 from ui import poll_text
 from ui.i18n import catalog
 from ui.registry import available_pages
@@ -28,23 +29,13 @@ EN, ZH = catalog("en"), catalog("zh")
 HAN = re.compile(r"[\u4e00-\u9fff]")
 
 
-def test_every_exercise_of_every_page_can_be_asked_in_both_languages(monkeypatch):
+def test_every_exercise_of_every_page_can_be_asked_in_both_languages():
     seen: dict[tuple[str, str], tuple[str, list[str], int]] = {}
-    original = poll.ask_button
-
-    def recording(key, question, options, answer):
-        from ui.i18n import current_lang
-        seen[(current_lang(), key)] = (question, list(options), answer)
-        return original(key, question, options, answer)
-
-    monkeypatch.setattr(poll, "ask_button", recording)
     for spec in available_pages():
         for lang in ("en", "zh"):
-            at = open_page(spec.key, lang)
-            assert exceptions(at) == []
-            for label in [tab.label for tab in at.tabs][1:]:     # a tab's body runs only when it is open
-                at.session_state["tab"] = label
-                at.run()
+            for run in walk(spec.key, lang):        # every tab opened in turn (the shared walk: tests/sweep.py)
+                assert run.errors == [], (spec.key, lang, run.where, run.errors)
+                seen.update({(lang, key): asked for key, asked in run.asked.items()})
     pages_with_exercises = {key for _, key in seen}
     assert len(pages_with_exercises) >= 30, sorted(pages_with_exercises)
     problems = []
