@@ -36,8 +36,9 @@ def _seed_torch():
     yield
 
 
-# Tiers: `-m "not browser and not serving"` leaves out what starts a real server with Chromium (browser) or a
-# school of replicas (serving); the README names the command. A module here is marked as a whole; a single test
+# Tiers: `-m "not browser and not serving and not slow"` leaves out what starts a real server with Chromium
+# (browser), a school of replicas (serving), a retraining or the all-pairs router walk (slow: marked on the test);
+# the README names the command. A module here is marked as a whole; a single test
 # elsewhere carries its own @pytest.mark.browser.
 BROWSER_MODULES = {"test_a11y", "test_browser", "test_fragments_follow", "test_handout", "test_layout",
                    "test_presenter_browser", "test_router_browser", "test_scaling_browser"}
