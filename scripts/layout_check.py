@@ -325,13 +325,19 @@ class PageReport:
 
 
 def check_views(browser, base: str, key: str, lang: str, viewports: list[str], shots: pathlib.Path | None = None,
-                max_pairs: int = 3, on_load=None, page=None) -> list[PageReport]:
-    """Open one page and check it at each size in turn (the window resized and the page reloaded, so that it is
-    drawn as a fresh load at that size draws it): at each, open every expander, visit every tab and check every
-    chart shown. ``on_load(page)``, when given, is called once, on the page as first drawn at the first size; what
-    it returns is in ``reports[0].extra``. The requests that left localhost are those of the whole visit (every
-    report holds the same list). ``page``: a Playwright page to visit in (under ``watch_runs``; left open),
-    instead of a new context of ``browser``."""
+                max_pairs: int = 3, on_load=None, page=None, fresh: bool = True) -> list[PageReport]:
+    """Open one page and check it at each size: open every expander, visit every tab and check every chart shown.
+
+    ``fresh``: the sizes one after the other, the page reloaded at each, so that it is drawn as a fresh load at
+    that size draws it. Otherwise one load at the first size, and each state of the page (as loaded, then each tab
+    opened) checked at every size by resizing the window, as a window resized or a phone turned redraws it; then
+    the page loaded afresh at each other size and checked as first drawn there (a link opened on a phone). A tab
+    is opened once, not once per size: its run and its charts' first drawing are most of a visit's cost.
+
+    ``on_load(page)``, when given, is called once, on the page as first drawn at the first size; what it returns
+    is in ``reports[0].extra``. The requests that left localhost are those of the whole visit (every report holds
+    the same list). ``page``: a Playwright page to visit in (under ``watch_runs``; left open), instead of a new
+    context of ``browser``."""
     t0 = time.perf_counter()
     w, h = VIEWPORTS[viewports[0]]
     own = page is None
@@ -347,25 +353,32 @@ def check_views(browser, base: str, key: str, lang: str, viewports: list[str], s
         if urlparse(r.url).hostname not in ("localhost", "127.0.0.1", None):
             outside.append(r.url)
 
+    def failed(e: Exception) -> str:
+        return f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
+
     page.on("request", leaves)
     reports = [PageReport(key, vp, lang, 0.0) for vp in viewports]
     try:
         page.goto(page_url(base, key, lang))
         wait_idle(page)
-        for i, (vp, report) in enumerate(zip(viewports, reports)):
-            t1 = t0 if i == 0 else time.perf_counter()     # the first view's time includes the load
-            try:
-                if i:
-                    page.set_viewport_size(dict(zip(("width", "height"), VIEWPORTS[vp])))
-                    page.reload()              # drawn for this size from the start, as a fresh load draws it
-                    wait_idle(page)
-                _check_view(page, report, shots, max_pairs, on_load if i == 0 else None)
-            except Exception as e:  # noqa: BLE001 - reported per view, the run goes on
-                report.error = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
-            report.seconds = time.perf_counter() - t1
+        if fresh:
+            for i, report in enumerate(reports):
+                t1 = t0 if i == 0 else time.perf_counter()     # the first view's time includes the load
+                try:
+                    if i:
+                        page.set_viewport_size(dict(zip(("width", "height"), VIEWPORTS[report.viewport])))
+                        page.reload()          # drawn for this size from the start, as a fresh load draws it
+                        wait_idle(page)
+                    _check_view(page, [report], shots, max_pairs, on_load if i == 0 else None)
+                except Exception as e:  # noqa: BLE001 - reported per view, the run goes on
+                    report.error = failed(e)
+                report.seconds = time.perf_counter() - t1
+        else:
+            _check_view(page, reports, shots, max_pairs, on_load, url=page_url(base, key, lang))
+            reports[0].seconds += time.perf_counter() - t0 - sum(r.seconds for r in reports)   # the load
     except Exception as e:  # noqa: BLE001
         for report in reports:
-            report.error = report.error or f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
+            report.error = report.error or failed(e)
     finally:
         if own:
             ctx.close()
@@ -382,30 +395,53 @@ def check_page(browser, base: str, key: str, lang: str, viewport: str, shots: pa
     return check_views(browser, base, key, lang, [viewport], shots, max_pairs)[0]
 
 
-def _check_view(page, report: PageReport, shots, max_pairs: int, on_load) -> None:
-    seen: dict[tuple, dict] = {}
-    hscroll = report.viewport == "390x844"
+def _check_view(page, reports: list[PageReport], shots, max_pairs: int, on_load, url: str | None = None) -> None:
+    """Check the page, drawn at ``reports[0]``'s size, at each report's size (the window resized between them):
+    as it is now, then with each tab opened (one click per tab, then the other sizes, the one shown first). With
+    ``url``, the page is then loaded afresh at each other size and checked as first drawn there."""
+    seen: dict[str, dict[tuple, dict]] = {r.viewport: {} for r in reports}
+    now = [reports[0].viewport]
 
-    def check():
-        res = page.evaluate(CHECK_JS, {"maxPairs": max_pairs, "hscroll": hscroll})
+    def first_drawn(report: PageReport) -> None:
+        report.main_text = page.locator("[data-testid=stMain]").inner_text()
+        report.chart_tops = page.evaluate(TOPS_JS)
+        if on_load is not None and report is reports[0]:
+            report.extra = on_load(page)
+        if shots is not None:
+            shots.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(shots / f"{report.page}_{report.lang}_{report.viewport}.png"), full_page=True)
+
+    def resize(report: PageReport) -> None:
+        page.set_viewport_size(dict(zip(("width", "height"), VIEWPORTS[report.viewport])))
+        now[0] = report.viewport
+
+    def check(report: PageReport) -> None:
+        t = time.perf_counter()
+        if now[0] != report.viewport:
+            resize(report)
+            wait_idle(page)
+        if page.evaluate(OPEN_JS):                 # expanders, a tab's own included
+            wait_idle(page)
+        res = page.evaluate(CHECK_JS, {"maxPairs": max_pairs, "hscroll": report.viewport == "390x844"})
         for c in res["charts"]:
-            seen.setdefault((c["tab"], c["chart"]), c)
+            seen[report.viewport].setdefault((c["tab"], c["chart"]), c)
         for f in res["findings"]:
             fd = Finding(report.page, report.viewport, report.lang, f["tab"], f["chart"], f["title"], f["kind"],
                          f["role"], f["text"], f["detail"])
             if fd not in report.findings:
                 report.findings.append(fd)
+        report.seconds += time.perf_counter() - t
 
-    report.main_text = page.locator("[data-testid=stMain]").inner_text()
-    report.chart_tops = page.evaluate(TOPS_JS)
-    if on_load is not None:
-        report.extra = on_load(page)
-    if shots is not None:
-        shots.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(shots / f"{report.page}_{report.lang}_{report.viewport}.png"), full_page=True)
-    if page.evaluate(OPEN_JS):
-        wait_idle(page)
-    check()
+    def check_every_size() -> None:
+        for report in sorted(reports, key=lambda r: r.viewport != now[0]):    # the size shown first
+            check(report)
+
+    def exceptions() -> str:
+        exc = page.locator("[data-testid=stException]").all_inner_texts()
+        return "exception on the page: " + exc[0][:300] if exc else ""
+
+    first_drawn(reports[0])
+    check_every_size()
     visited = set()
     for _ in range(60):                                   # every tab, nested ones as they appear
         tabs = [t for t in page.evaluate(TABS_JS) if (t["li"], t["label"]) not in visited]
@@ -414,15 +450,24 @@ def _check_view(page, report: PageReport, shots, max_pairs: int, on_load) -> Non
         t = tabs[0]
         visited.add((t["li"], t["label"]))
         if not t["selected"]:
+            started = time.perf_counter()
             click_and_wait(page, page.locator("[data-testid=stMain] [role=tablist]").nth(t["li"]).locator(
                 "[role=tab]").filter(has_text=t["label"]).first)
-            if page.evaluate(OPEN_JS):                    # the tab's own expanders
-                wait_idle(page)
-            check()
-    exc = page.locator("[data-testid=stException]").all_inner_texts()
-    if exc:
-        report.error = "exception on the page: " + exc[0][:300]
-    report.charts = list(seen.values())
+            next(r for r in reports if r.viewport == now[0]).seconds += time.perf_counter() - started
+            check_every_size()
+    error = exceptions()
+    for report in reports[1:] if url else ():             # each other size as a fresh load draws it
+        started = time.perf_counter()
+        resize(report)
+        page.goto(url)
+        wait_idle(page)
+        first_drawn(report)
+        report.seconds += time.perf_counter() - started
+        check(report)
+        error = error or exceptions()
+    for report in reports:
+        report.error = report.error or error
+        report.charts = list(seen[report.viewport].values())
 
 
 def run(root: pathlib.Path, keys: list[str], langs: list[str], viewports: list[str],

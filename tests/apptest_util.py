@@ -145,13 +145,18 @@ def label_pattern(key: str, lang: str = "en", **groups: str) -> str:
     return pattern
 
 
+def title_text(spec: dict, sep: str = " ") -> str | None:
+    """A spec's title as text: plain or ``{"text": ...}`` (a title whose cut-off follows the container,
+    ``ui.charts.sized_title``), a title of several lines (``ui.wrap.title_lines``) joined by ``sep``."""
+    got = spec.get("title")
+    got = got.get("text") if isinstance(got, dict) else got
+    return sep.join(got) if isinstance(got, list) else got
+
+
 def chart_titled(at: AppTest, title: str):
-    """The (first) chart whose title, plain or ``{"text": ...}``, is ``title``; fails listing the titles shown."""
-    def text(spec):
-        got = spec.get("title")
-        return got.get("text") if isinstance(got, dict) else got
-    found = [c for c in charts(at) if text(chart_spec(c)) == title]
-    assert found, f"no chart titled {title!r}: {[chart_spec(c).get('title') for c in charts(at)]}"
+    """The (first) chart whose title is ``title``; fails listing the titles shown."""
+    found = [c for c in charts(at) if title_text(chart_spec(c)) == title]
+    assert found, f"no chart titled {title!r}: {[title_text(chart_spec(c)) for c in charts(at)]}"
     return found[0]
 
 

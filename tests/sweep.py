@@ -33,7 +33,7 @@ from tests.apptest_util import exceptions, open_page
 
 # the modules asserting on the walk, and the language of those of their tests that take none
 SWEEP_MODULES = {"test_app": "en", "test_no_spoilers": "en", "test_lesson_order": "en", "test_show_code": "en",
-                 "test_zh_text": "zh"}
+                 "test_zh_text": "zh", "test_poll": "zh"}    # test_poll walks both: after the page's English tests
 RECORDED = ("en",)          # the languages whose runs record what ran ("Show the code" is checked in English)
 
 

@@ -616,11 +616,30 @@ def title_width(title: str | Sequence[str] | None) -> int:
     return max(1, math.ceil(max((text_px(x, TITLE_FONT) for x in lines), default=0)))
 
 
+# the width a title has: the column the chart stretches to (``containerSize()``), else the plot and its axes/legend
+TITLE_ROOM = "max(containerSize()[0], width + 110)"
+
+
 def title_size(title_px: int) -> alt.ExprRef:
     """The title's font size: 16 px, smaller (down to 10 px) where the chart's container is narrower than the
-    title (``containerSize()``: the column the chart stretches to; else the plot width and its axes/legend)."""
-    room = "max(containerSize()[0], width + 110) - 50"     # Vega cuts a title ~45 px short of the container
+    title (``TITLE_ROOM``)."""
+    room = f"{TITLE_ROOM} - 50"                             # Vega cuts a title 40 px short of the container
     return alt.ExprRef(f"clamp({TITLE_FONT} * ({room}) / {title_px}, 10, {TITLE_FONT})")
+
+
+# Vega's padding (5 px a side), 3 px more above a sized title: after a resize that grows the title's font, Vega keeps
+# the room above it that the smaller font needed, and the title's top drew 1.2 px outside the chart
+TITLE_PADDING = {"top": 8, "left": 5, "right": 5, "bottom": 5}
+
+
+def sized_title(chart: alt.TopLevelMixin, title, title_px: int):
+    """``chart`` titled ``title``, its font shrinking with the container (``title_size``), and the width where
+    Vega cuts it with "…" (``limit``) following the container as well. Vega's own limit (the container less
+    40 px) is set when the chart is first drawn and kept: a chart drawn in a narrow column and then widened (a
+    phone turned upright, a window enlarged) kept the narrow limit while its font grew, and cut the title."""
+    limit = alt.ExprRef(f"{TITLE_ROOM} - 40")
+    return chart.properties(title=alt.TitleParams(title, limit=limit), padding=TITLE_PADDING).configure_title(
+        fontSize=title_size(title_px))
 
 
 def label_spacing(labels: Sequence[str], upright: bool) -> float:
@@ -705,7 +724,7 @@ def heatmap_chart(frame, *, kind: str, show_numbers: bool, fine: bool, many: boo
     if not legend:
         chart = chart.configure_legend(disable=True)
     if title:
-        chart = chart.properties(title=title).configure_title(fontSize=title_size(title_px))
+        chart = sized_title(chart, title, title_px)
     if fit_x:
         chart = chart.properties(autosize=FIT_X)
     return chart
@@ -799,7 +818,7 @@ def bars_chart(frame, *, value_title: str, label_title: str, upright: bool, fit_
     ).properties(height=height)
     if fit_x:
         chart = chart.properties(autosize=FIT_X)
-    return chart.properties(title=title).configure_title(fontSize=title_size(title_px)) if title else chart
+    return sized_title(chart, title, title_px) if title else chart
 
 
 def bars(values, labels: Sequence[str], *, value_title: str = "weight", label_title: str = "key",

@@ -24,6 +24,7 @@ from tests.apptest_util import (
     exceptions,
     open_page,
     shows_label,
+    title_text,
 )
 from ui.i18n import catalog
 
@@ -121,7 +122,7 @@ def test_url_sets_batch_language_threshold_and_normalisation(lm):
 def test_the_tutorials_analyser_is_its_code_on_the_padded_batch(lm):
     at = open_page("analysis", "en")
     compare = [EN[f"analysis.compare_{kind}"].format(tau="0.10") for kind in ("entropy", "sparsity")]
-    assert not [c for c in charts(at) if chart_spec(c).get("title") in compare]    # the demo: drawn when opened
+    assert not [c for c in charts(at) if title_text(chart_spec(c)) in compare]    # the demo: drawn when opened
     assert not [c for c in charts(at) if any("version_pos" in f for f in chart_data(c).values())]
     at = open_page("analysis", "en", {"an_pit": "true"})
     exs = examples(0, 64)

@@ -16,7 +16,17 @@ import pytest
 import attention_core.models.recipes as train
 from attention_core.labs import attention_sinks as lab
 from attention_core.models import attention_sinks_lm as sinks_lm
-from tests.apptest_util import ROOT, all_text, chart_data, chart_titled, charts, exceptions, open_page, shows_label
+from tests.apptest_util import (
+    ROOT,
+    all_text,
+    chart_data,
+    chart_titled,
+    charts,
+    exceptions,
+    open_page,
+    shows_label,
+    title_text,
+)
 from tests.test_attention_sinks_lab import brute_reach
 from ui.format import fixed, sig
 from ui.i18n import catalog
@@ -134,8 +144,7 @@ def test_a_missing_or_stale_grid_gets_the_one_message(tmp_path, monkeypatch, dam
     assert len(msgs) == 1 and msgs[0].startswith(first) and lab.GRID_COMMAND in msgs[0]
     if damage == "other_checkpoint":
         assert "another checkpoint" in msgs[0]
-    titles = [json.loads(c.proto.spec).get("title") for c in charts(at)]
-    titles = [x.get("text") if isinstance(x, dict) else x for x in titles]
+    titles = [title_text(json.loads(c.proto.spec)) for c in charts(at)]
     assert title("en", "recorded_title", T=512) in titles               # the recorded case still shows ...
     assert title("en", "live_title", T=96, cache=16, crops=lab.GRID_CROPS) not in titles   # ... no bars of a grid
     assert shows_label(all_text(at), f"{NS}.live_check", seed=0, cache=16, k=2,   # ... the live check still runs

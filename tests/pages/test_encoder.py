@@ -15,7 +15,16 @@ from torch import nn
 from attention_core.labs.encoder import encoder_for
 from attention_core.positional import sinusoidal_encoding
 from attention_core.text import embed_tokens, tokenize
-from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page, presenter_steps
+from tests.apptest_util import (
+    all_text,
+    chart_data,
+    chart_spec,
+    charts,
+    exceptions,
+    open_page,
+    presenter_steps,
+    title_text,
+)
 from ui.charts import scheme_rgb, unique_labels
 from ui.i18n import catalog
 
@@ -56,7 +65,7 @@ def series_frame(at, name):
 
 def heatmap_titled(at, prefix):
     for chart in charts(at):
-        title = chart_spec(chart).get("title")
+        title = title_text(chart_spec(chart))
         if isinstance(title, str) and title.startswith(prefix):
             (frame,) = chart_data(chart).values()
             n = frame["query_pos"].max() + 1
@@ -239,7 +248,7 @@ def test_dropout_train_weights_are_inverted_dropout_of_eval_and_row_sums_shown(d
     en_page = dropout_page
     p, head = 0.2, None
     for chart in charts(en_page):
-        title = chart_spec(chart).get("title")
+        title = title_text(chart_spec(chart))
         if isinstance(title, str) and title.startswith("eval mode"):
             head = int(title.rsplit("head ", 1)[1])
     _, ev = heatmap_titled(en_page, EN["encoder.eval_title"].format(head=head))
@@ -370,13 +379,13 @@ def test_a_clicked_tile_and_rollout_row_are_kept_in_the_url():
     outside the grid falls back to the default one."""
     at = open_page("encoder", "en", {"tile": "2.3", "row_rollout": "1"} | tab("stack"))
     assert exceptions(at) == []
-    titles = [chart_spec(c).get("title") for c in charts(at)]
+    titles = [title_text(chart_spec(c)) for c in charts(at)]
     assert EN["encoder.tile_title"].format(layer=2, head=3) in titles
     tokens = tokenize(EN["common.default_sentence"])
     assert any(c.value.startswith(EN["encoder.rollout_row"].split("{")[0] + tokens[1]) for c in at.caption)
     at = open_page("encoder", "en", {"tile": "40.1"} | tab("stack"))
     assert exceptions(at) == []
-    assert EN["encoder.tile_title"].format(layer=40, head=1) not in [chart_spec(c).get("title") for c in charts(at)]
+    assert EN["encoder.tile_title"].format(layer=40, head=1) not in [title_text(chart_spec(c)) for c in charts(at)]
 
 
 @pytest.mark.parametrize("text, p", [("a b", "0.9"), ("a b c", "0.9")])
@@ -427,7 +436,7 @@ def test_the_grid_is_pooled_full_colour_and_frames_the_enlarged_tile():
     text = json.dumps(spec)
     assert "opacity" not in text                              # not washed out
     assert "(datum.layer === 3) && (datum.head === 5)" in text
-    assert EN["encoder.tile_title"].format(layer=3, head=5) in [chart_spec(c).get("title") for c in charts(at)]
+    assert EN["encoder.tile_title"].format(layer=3, head=5) in [title_text(chart_spec(c)) for c in charts(at)]
     raw = sum(len(d.data.data) for c in charts(at) for d in c.proto.datasets)
     assert raw < 400_000, raw                                 # was 6.8 MB
 

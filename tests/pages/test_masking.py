@@ -20,6 +20,7 @@ from tests.apptest_util import (
     label_pattern,
     open_page,
     shows_label,
+    title_text,
 )
 from ui import masking_charts as mc
 from ui import masking_state as ms
@@ -40,10 +41,8 @@ TAB_CUSTOM = {"en": EN["masking.tab_custom"], "zh": ZH["masking.tab_custom"]}
 
 
 def chart_by_title(at, prefix: str):
-    def text(title):      # a long title is wrapped into lines (ui.charts.title_lines)
-        return " ".join(title) if isinstance(title, list) else str(title or "")
-    found = [c for c in charts(at) if text(chart_spec(c).get("title")).startswith(prefix)]
-    assert found, f"no chart titled {prefix!r}: {[chart_spec(c).get('title') for c in charts(at)]}"
+    found = [c for c in charts(at) if (title_text(chart_spec(c)) or "").startswith(prefix)]
+    assert found, f"no chart titled {prefix!r}: {[title_text(chart_spec(c)) for c in charts(at)]}"
     return found[0]
 
 
@@ -321,7 +320,7 @@ def test_a_clicked_row_is_kept_in_the_url():
     assert exceptions(at) == []
     captions = [c.value for c in at.caption if c.value.startswith(label_parts("masking.row_caption")[0])]
     assert captions and captions[0].startswith(label_parts("masking.row_caption", q="sat")[0]), captions
-    heat = next(c for c in charts(at) if chart_spec(c).get("title") == EN["masking.weights_title"].format(i=1))
+    heat = next(c for c in charts(at) if title_text(chart_spec(c)) == EN["masking.weights_title"].format(i=1))
     assert chart_spec(heat)["params"][0]["value"] == [{"query_pos": 2}]
     at = open_page("masking", "en", {"row_pad_w": "99"})
     row_of_the = label_parts("masking.row_caption", q="The")[0]          # "Row of query “The”: ..."

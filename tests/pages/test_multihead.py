@@ -24,6 +24,7 @@ from tests.apptest_util import (
     open_page,
     presenter_steps,
     shows_label,
+    title_text,
 )
 from ui.i18n import catalog
 
@@ -304,7 +305,7 @@ def test_a_link_made_in_english_keeps_its_choices_in_chinese():
                                        "tab": EN["multihead.tab_compare"]})
     assert exceptions(at) == []
     assert at.button_group(key="mode").value == "random"
-    assert ZH["multihead.js_title"] in [chart_spec(c).get("title") for c in charts(at)]
+    assert ZH["multihead.js_title"] in [title_text(chart_spec(c)) for c in charts(at)]
 
 
 

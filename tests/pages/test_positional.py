@@ -19,6 +19,7 @@ from tests.apptest_util import (
     exceptions,
     open_page,
     shows_label,
+    title_text,
 )
 from ui.i18n import catalog
 
@@ -31,7 +32,7 @@ SENTENCE = EN["common.default_sentence"]
 
 def by_name(at) -> dict:
     found = charts(at)
-    assert len(found) == len(ORDER), [chart_spec(c).get("title") for c in found]
+    assert len(found) == len(ORDER), [title_text(chart_spec(c)) for c in found]
     return dict(zip(ORDER, found))
 
 
@@ -158,7 +159,7 @@ def test_url_reproduces_the_view():
     ws = grid(frame(c["w_shuf"]))
     ref = shuffle_test(["one", "two", "three", "four"], 32, "rotary", seed=5, shuffle_seed=3, gain=2.0)
     np.testing.assert_allclose(ws, ref.shuffled.weights.numpy(), atol=1e-6)
-    assert chart_spec(c["cmp_grid"])["title"] == EN["positional.grid_learned_title"]
+    assert title_text(chart_spec(c["cmp_grid"])) == EN["positional.grid_learned_title"]
     assert {m.label for m in at.metric} >= {"rotary q·k at (10, 4)", "rotary q·k at (17, 11)"}
 
 

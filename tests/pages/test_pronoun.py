@@ -13,7 +13,7 @@ from attention_core.labs.pronoun import fresh_examples, pronoun_profile
 from attention_core.models.pronoun import referent_agreement, resolve
 from attention_core.models.recipes import evaluate_pronoun, load_model, load_readout_ablation
 from attention_core.models.tasks import make_pronoun_example, parse_pronoun_sentence, pronoun_text
-from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page
+from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page, title_text
 from ui.i18n import catalog
 
 EN, ZH = catalog("en"), catalog("zh")
@@ -34,11 +34,8 @@ def oracle(lm, text, lang):
 
 
 def titled(at, title):
-    def text(spec):                      # a long title is drawn on several lines (ui.wrap.title_lines)
-        got = spec.get("title")
-        return " ".join(got) if isinstance(got, list) else got
-    found = [c for c in charts(at) if text(chart_spec(c)) == title]
-    assert found, f"no chart titled {title!r}: {[chart_spec(c).get('title') for c in charts(at)]}"
+    found = [c for c in charts(at) if title_text(chart_spec(c)) == title]
+    assert found, f"no chart titled {title!r}: {[title_text(chart_spec(c)) for c in charts(at)]}"
     return found[0]
 
 

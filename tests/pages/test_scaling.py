@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from attention_core.labs import scaling as sl
-from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page, shows_label
+from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page, shows_label, title_text
 from ui import format as fmt
 from ui import scaling_charts as sc
 from ui.i18n import catalog
@@ -73,8 +73,8 @@ def test_opens_in_both_languages(lang):
 
     def collect(node):
         if isinstance(node, dict):
-            if isinstance(node.get("title"), str):
-                titles.add(node["title"])
+            if isinstance(title_text(node), str):
+                titles.add(title_text(node))
             for value in node.values():
                 collect(value)
         elif isinstance(node, list):

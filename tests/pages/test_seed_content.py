@@ -215,7 +215,7 @@ def test_analysis_pattern_table_asks_first_and_quotes_the_batch(lang):
     notice quotes the batch's label shares, which agree with the page's own pattern chart (per-head shares,
     every head labelled once per sentence), and 1/n for the batch's shortest sentence. About 4 s."""
     from attention_core.analysis import PATTERNS
-    from tests.apptest_util import chart_data, chart_spec, charts
+    from tests.apptest_util import chart_data, chart_spec, charts, title_text
 
     c = CAT[lang]
     at = open_page("analysis", lang, {"tab": c["analysis.tab_patterns"]})
@@ -225,7 +225,7 @@ def test_analysis_pattern_table_asks_first_and_quotes_the_batch(lang):
     options = [c[f"analysis.seedpat_ex_a{i}"] for i in range(3)]
     assert any(list(r.options) == options for r in at.radio)
     b = int(at.slider[0].value)
-    pattern_chart = next(ch for ch in charts(at) if str(chart_spec(ch).get("title")) ==
+    pattern_chart = next(ch for ch in charts(at) if title_text(chart_spec(ch)) ==
                          c["analysis.patterns_title"].format(b=b))
     data = chart_data(pattern_chart)["data"]
     names = {p: c[f"analysis.pattern_{p}"] for p in PATTERNS}

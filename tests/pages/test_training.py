@@ -9,7 +9,7 @@ import torch
 
 from attention_core.models.recipes import live_run
 from attention_core.models.trainer import seed_warmup_cosine, warmup_cosine
-from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page, shows_label
+from tests.apptest_util import all_text, chart_data, chart_spec, charts, exceptions, open_page, shows_label, title_text
 from ui import charts as ui_charts
 from ui import training_charts as tc
 from ui.i18n import catalog
@@ -34,9 +34,7 @@ def frame(chart):
 
 
 def title_of(chart):
-    got = chart_spec(chart).get("title")
-    got = got.get("text") if isinstance(got, dict) else got
-    return " ".join(got) if isinstance(got, list) else got       # a long title is drawn on several lines
+    return title_text(chart_spec(chart))
 
 
 def titled(at, title: str):
