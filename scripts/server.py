@@ -2,7 +2,9 @@
 benchmarks (scripts/bench_*.py), the browser test (tests/test_browser.py) and deploy/loadcheck.py do it."""
 from __future__ import annotations
 
+import os
 import pathlib
+import signal
 import socket
 import subprocess
 import sys
@@ -47,6 +49,18 @@ def stop_server(proc: subprocess.Popen, grace: float = 15.0) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(5)
+
+
+def stop_pid(pid: int, grace: float = 30.0) -> None:
+    """Stop a server that another process started, known by its pid: SIGTERM, SIGKILL after ``grace`` seconds."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+        for _ in range(int(grace * 10)):
+            time.sleep(0.1)
+            os.kill(pid, 0)                       # ProcessLookupError once it has exited
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def start_server(root: pathlib.Path = ROOT, port: int | None = None) -> subprocess.Popen:

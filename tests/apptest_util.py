@@ -153,9 +153,10 @@ def title_text(spec: dict, sep: str = " ") -> str | None:
     return sep.join(got) if isinstance(got, list) else got
 
 
-def chart_titled(at: AppTest, title: str):
-    """The (first) chart whose title is ``title``; fails listing the titles shown."""
-    found = [c for c in charts(at) if title_text(chart_spec(c)) == title]
+def chart_titled(at: AppTest, title: str | list[str]):
+    """The (first) chart whose title is ``title`` (a text, or its lines); fails listing the titles shown."""
+    want = " ".join(title) if isinstance(title, (list, tuple)) else title
+    found = [c for c in charts(at) if title_text(chart_spec(c)) == want]
     assert found, f"no chart titled {title!r}: {[title_text(chart_spec(c)) for c in charts(at)]}"
     return found[0]
 

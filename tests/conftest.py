@@ -99,19 +99,11 @@ def pytest_unconfigure(config):
         return
     import json
     import shutil
-    import signal
-    import time
+
+    from scripts.server import stop_pid
     info = pathlib.Path(shared, "server.json")
     if info.exists():
-        pid = json.loads(info.read_text())["pid"]
-        try:
-            os.kill(pid, signal.SIGTERM)
-            for _ in range(300):                 # 30 s to stop, as stop_server gives it
-                time.sleep(0.1)
-                os.kill(pid, 0)
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        stop_pid(json.loads(info.read_text())["pid"])
     shutil.rmtree(shared, ignore_errors=True)
     os.environ.pop(SHARED_ENV, None)
 

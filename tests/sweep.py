@@ -122,39 +122,40 @@ class Run:
 
 
 @contextlib.contextmanager
+def _recording(places: list[tuple[object, str]], record):
+    """Each ``(module, name)`` of ``places`` replaced, while the block runs, by one function that calls
+    ``record`` with its arguments and then what the last place held."""
+    originals = [getattr(module, name) for module, name in places]
+
+    def recording(*args, **kwargs):
+        record(*args, **kwargs)
+        return originals[-1](*args, **kwargs)
+
+    for module, name in places:
+        setattr(module, name, recording)
+    try:
+        yield
+    finally:
+        for (module, name), original in zip(places, originals):
+            setattr(module, name, original)
+
+
 def _recording_show_code(shown: list):
     """Every object passed to show_code: by a page (``ui.anatomy.show_code``, looked up when its script runs) or by
     the lesson's end (``ui.code_view.show_code``, what a page declared)."""
     import ui.anatomy
     import ui.code_view
-    originals = ui.anatomy.show_code, ui.code_view.show_code
-
-    def recording_show_code(*objs, **kw):
-        shown.extend(objs)
-        return originals[1](*objs, **kw)
-
-    ui.anatomy.show_code = ui.code_view.show_code = recording_show_code
-    try:
-        yield
-    finally:
-        ui.anatomy.show_code, ui.code_view.show_code = originals
+    return _recording([(ui.anatomy, "show_code"), (ui.code_view, "show_code")],
+                      lambda *objs, **kw: shown.extend(objs))
 
 
-@contextlib.contextmanager
 def _recording_polls(asked: dict):
     """Every exercise the run offers to ask the class (``ui.poll.ask_button``: its question, options, answer)."""
     import ui.poll
-    original = ui.poll.ask_button
 
-    def recording(key, question, options, answer):
+    def record(key, question, options, answer):
         asked[key] = (question, list(options), answer)
-        return original(key, question, options, answer)
-
-    ui.poll.ask_button = recording
-    try:
-        yield
-    finally:
-        ui.poll.ask_button = original
+    return _recording([(ui.poll, "ask_button")], record)
 
 
 @functools.lru_cache(maxsize=None)

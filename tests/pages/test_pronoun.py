@@ -249,7 +249,7 @@ def test_sweep_every_widget_over_its_extremes(lm):
                 box = at.selectbox(key=key)
                 box.select_index(index % len(box.options)).run()
                 assert exceptions(at) == [], (tpl, key, index)
-        sentence = next(c for c in charts(at) if str(chart_spec(c).get("title", "")).lstrip("['\"").startswith("The "))
+        sentence = next(c for c in charts(at) if (title_text(chart_spec(c)) or "").startswith("The "))
         assert matrix(sentence).shape[0] == 8
     for n in (10, 500, 100):
         at.slider(key="n").set_value(n).run()
