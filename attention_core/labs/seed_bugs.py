@@ -181,15 +181,25 @@ def weight_decay_effect(optimizer: str, grad: float, *, steps: int = 100, lr: fl
                         weight_decay: float = 0.01, w0: float = 1.0) -> float:
     """How much weight decay moves one weight ``w0`` in ``steps`` steps under a constant loss gradient
     ``grad``: w(no decay) - w(decay), for "adam" (L2 added to the gradient, then normalised) or "adamw"
-    (decoupled: w -= lr * wd * w)."""
-    cls = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[optimizer]
+    (decoupled: w -= lr * wd * w).
+
+    The two update rules written out (Kingma & Ba 2015, Algorithm 1; Loshchilov & Hutter 2019, Algorithm 2),
+    with the betas and eps of the tutorial's optimizer; ``torch.optim.Adam`` and ``AdamW`` compute the same
+    numbers (tests/test_seed_labs.py checks it), but building a torch optimizer imports torch's compiler
+    (about 70 MB of server memory) for a table of eight numbers."""
+    if optimizer not in ("adam", "adamw"):
+        raise ValueError(f"optimizer must be 'adam' or 'adamw', not {optimizer!r}")
+    beta1, beta2, eps = 0.9, 0.98, 1e-9
     final = []
     for wd in (0.0, weight_decay):
-        w = torch.nn.Parameter(torch.tensor([w0], dtype=torch.float64))
-        opt = cls([w], lr=lr, betas=(0.9, 0.98), eps=1e-9, weight_decay=wd)
-        for _ in range(steps):
-            opt.zero_grad()
-            w.grad = torch.tensor([grad], dtype=torch.float64)
-            opt.step()
-        final.append(float(w.detach()))
+        w, m, v = float(w0), 0.0, 0.0
+        for step in range(1, steps + 1):
+            g = grad + wd * w if optimizer == "adam" else grad       # Adam: L2 decay enters the gradient ...
+            if optimizer == "adamw":
+                w -= lr * wd * w                                      # ... AdamW: decay applied to w directly
+            m = beta1 * m + (1 - beta1) * g
+            v = beta2 * v + (1 - beta2) * g * g
+            m_hat, v_hat = m / (1 - beta1 ** step), v / (1 - beta2 ** step)
+            w -= lr * m_hat / (math.sqrt(v_hat) + eps)                # ... and is divided by sqrt(v) with it
+        final.append(w)
     return final[0] - final[1]
