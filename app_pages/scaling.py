@@ -56,7 +56,7 @@ def lesson_body(steps: presenter.Lesson) -> None:
 def seeded_body(d_k: int, scaled: bool, tau: float, slots: sec.Slots) -> None:
     """The seed (drawn here, under the controls) and everything it drives, written into ``slots``. The slots are
     filled cheapest first, not in page order: the browser draws the softmax charts while the server still draws
-    the 2 x 2048 x 1024 normal samples of the variance sweep (the page reads the same either way)."""
+    the 2 x 1024 x 1024 normal samples of the variance sweep (the page reads the same either way)."""
     settings = sec.Settings(d_k, scaled, tau, sec.seed_control())
     clicked, soft = sec.softmax_section(settings, slots)
     sec.temperature_evidence(settings, clicked, soft, slots)

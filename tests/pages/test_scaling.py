@@ -15,7 +15,7 @@ from ui import format as fmt
 from ui import scaling_charts as sc
 from ui.i18n import catalog
 
-N_Q, N_K, N_SHOW, N_PAIRS = 256, 16, 8, 2048
+N_Q, N_K, N_SHOW, N_PAIRS = 256, 16, 8, 1024
 
 
 def _frame(at, *columns, without=()):
