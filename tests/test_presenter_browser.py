@@ -100,11 +100,11 @@ def presenter_problems(page, base: str, key: str, lang: str) -> list[str]:
         height = page.evaluate(STEP_HEIGHT_JS, step)
         if height < 30:             # e.g. a step inside a tab that is not open
             problems.append(f"step {step}: nothing shown (its box is {height:.0f} px high)")
-        for i, chart in enumerate(page.evaluate(CHARTS_JS)):
+        charts = page.evaluate(CHARTS_JS)
+        for i, chart in enumerate(charts):
             if chart["small"]:
                 problems.append(f"step {step} chart {i}: text below {PRESENT_MIN_FONT} px "
                                 f"({chart['min']:.1f} px: {chart['small']})")
-        charts = page.evaluate(CHARTS_JS)
         if charts and charts[0]["top"] > VIEWPORT["height"] - ROOM:
             problems.append(f"step {step}: the first chart starts at y={charts[0]['top']:.0f} (of 720)")
     return problems
