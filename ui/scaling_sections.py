@@ -21,7 +21,7 @@ from ui.i18n import lesson, t, tl
 
 N_Q, N_K = 256, 16       # the sweep: 256 random queries, each over 16 keys
 N_SHOW = 8               # queries drawn in the heatmap (the first 8 of the 256)
-N_PAIRS = 1024          # independent (q, k) pairs per d_k: the histogram and the measured variances (a new seed draws 2 x 1024 x 1024 normals, about 10 ms)
+N_PAIRS = 1024           # independent (q, k) pairs per d_k for the histogram and the variance
 D_MODEL, HEADS = 512, 8  # the "which d?" pitfall: the original Transformer's sizes
 SWEEP_SEED = 0           # the gradient sweep's one fixed sample: a median over N_Q queries hardly moves with the
                          # sample, so the seed does not redraw its three charts (said in its caption; the redraw budget)

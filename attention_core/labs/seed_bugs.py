@@ -194,8 +194,10 @@ def weight_decay_effect(optimizer: str, grad: float, *, steps: int = 100, lr: fl
     for wd in (0.0, weight_decay):
         w, m, v = float(w0), 0.0, 0.0
         for step in range(1, steps + 1):
-            g = grad + wd * w if optimizer == "adam" else grad       # Adam: L2 decay enters the gradient ...
-            if optimizer == "adamw":
+            if optimizer == "adam":
+                g = grad + wd * w                                     # Adam: L2 decay enters the gradient ...
+            else:
+                g = grad
                 w -= lr * wd * w                                      # ... AdamW: decay applied to w directly
             m = beta1 * m + (1 - beta1) * g
             v = beta2 * v + (1 - beta2) * g * g
