@@ -45,6 +45,61 @@ def test_checkpoint_ratio_does_not_depend_on_depth_and_bf16_saves_less():
     assert mixed.grad_max_diff < 1e-6
 
 
+@pytest.mark.parametrize("autocast", [False, True])
+def test_the_written_out_checkpoint_matches_torchs(autocast):
+    """``efficiency.checkpoint`` against its oracle, torch's non-reentrant ``torch.utils.checkpoint``: the same
+    bytes and save events kept for backward, the same number of layer forwards, the same gradients (of the input
+    and of every parameter), in float32 and under bfloat16 autocast."""
+    from torch.utils.checkpoint import checkpoint as torch_checkpoint
+
+    model = el.make_encoder(3)
+    tokens = torch.randint(0, el.VOCAB, (2, 24), generator=torch.Generator().manual_seed(1))
+    calls = [0]
+    for layer in model.layers:
+        layer.register_forward_pre_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
+
+    def run(wrap):
+        model.zero_grad(set_to_none=True)
+        calls[0] = 0
+        x = model.embed(tokens).detach().requires_grad_(True)
+
+        def forward():
+            h = model._prepare(x)
+            for layer in model.layers:
+                h = wrap(lambda z, layer=layer: layer(z).output, h)
+            return h
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            out, saved = el.saved_tensor_bytes(forward)
+        (out.float() * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
+        return saved, calls[0], [x.grad] + [p.grad for p in model.parameters() if p.grad is not None]
+
+    ours = run(el.checkpoint)
+    theirs = run(lambda f, h: torch_checkpoint(f, h, use_reentrant=False))
+    assert ours[:2] == theirs[:2] == (el.SavedTensors(3 * 2 * 24 * 64 * 4, 3), 6)
+    assert len(ours[2]) == len(theirs[2]) > 10
+    for a, b in zip(ours[2], theirs[2]):
+        assert torch.equal(a, b)
+
+
+def test_the_checkpointing_tip_does_not_import_torchs_compiler():
+    """torch's non-reentrant checkpoint imports torch._dynamo (about 70 MB of a server's memory, held from then
+    on): the efficiency page's checkpointing tip, at its largest inputs and in bfloat16, runs the written-out one."""
+    import pathlib
+    import subprocess
+    import sys
+    root = pathlib.Path(__file__).resolve().parent.parent
+    from scripts.bench_memory import tab_labels
+    query = {"tab": tab_labels(root)["efficiency"]["tips"], "ck_n": "64", "ck_L": "4", "ck_bf16": "true"}
+    code = ("import sys; from streamlit.testing.v1 import AppTest; at = AppTest.from_file('app.py', "
+            f"default_timeout=60); at.query_params.update({query!r}); at.switch_page('app_pages/efficiency.py'); "
+            "at.run(); assert not at.exception, at.exception; "
+            "print('torch._dynamo' in sys.modules, sum(m.value.endswith('iB') for m in at.metric))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root)
+    dynamo, metrics = out.stdout.split()
+    assert int(metrics) >= 2, "the checkpointing tip's measurements were not drawn: the check proves nothing"
+    assert dynamo == "False"
+
+
 # ------------------------------------------------------------------ mixed precision
 def test_attention_in_matches_torch_sdpa_per_dtype():
     q, k, v = el.precision_inputs(24, 16, 1.0, 3)

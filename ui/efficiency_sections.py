@@ -432,7 +432,8 @@ def checkpointing_section(steps: presenter.Lesson) -> None:
         anatomy.exercise("tips_ck_ex", t("efficiency.tips_ck_ex_question", layers=layers, n=n),
                          [t(f"efficiency.tips_ck_ex_opt{i}", layers=layers) for i in range(3)], answer=2,
                          explanation=t("efficiency.tips_ck_ex_explain"))
-    with steps.step("ck_evidence", shows=(lab.checkpoint_report, lab.saved_tensor_bytes, lab.run_encoder)):
+    with steps.step("ck_evidence",
+                    shows=(lab.checkpoint_report, lab.saved_tensor_bytes, lab.run_encoder, lab.checkpoint)):
         r = checkpoint_report(int(n), layers, autocast=bf16)
         metrics(ec.checkpoint_metrics(r))
         anatomy.notice(ec.checkpoint_notes(r, layers))
