@@ -83,6 +83,17 @@ def _enter() -> None:
         st.session_state["present_toggle"] = False
 
 
+def _go_to(step: int) -> None:
+    """The step bar's Previous and Next (callbacks: the run they start draws that step)."""
+    st.query_params[STEP_PARAM] = str(step)
+
+
+def _leave() -> None:
+    """The step bar's exit: presenter mode off, from the run it starts."""
+    st.query_params.pop(PARAM, None)
+    st.query_params.pop(STEP_PARAM, None)
+
+
 def _layout_css() -> str:
     return _LAYOUT_CSS + _STEP_CSS.replace("CURRENT", str(_current(10 ** 6)))
 
@@ -315,19 +326,15 @@ class Lesson:
         else:
             st.session_state.pop(f"_present_reopen_{self.ns}", None)
         with self.bar.container(horizontal=True, vertical_alignment="center"):
-            if st.button(t("common.present_prev"), key="present_prev", shortcut="PageUp", disabled=current <= 1,
-                         icon=":material/arrow_back:"):
-                st.query_params[STEP_PARAM] = str(current - 1)
-                st.rerun()
+            # callbacks, which run before the next run: one run per click, drawn at the new step (a button
+            # read after drawing, then st.rerun(), drew the whole page twice per click)
+            st.button(t("common.present_prev"), key="present_prev", shortcut="PageUp", disabled=current <= 1,
+                      icon=":material/arrow_back:", on_click=_go_to, args=(current - 1,))
             st.markdown(t("common.present_step", i=current, n=n))
-            if st.button(t("common.present_next"), key="present_next", shortcut="PageDown", disabled=current >= n,
-                         icon=":material/arrow_forward:", type="primary"):
-                st.query_params[STEP_PARAM] = str(current + 1)
-                st.rerun()
-            if st.button(t("common.present_exit"), key="present_exit", type="tertiary", icon=":material/close:"):
-                del st.query_params[PARAM]
-                st.query_params.pop(STEP_PARAM, None)
-                st.rerun()
+            st.button(t("common.present_next"), key="present_next", shortcut="PageDown", disabled=current >= n,
+                      icon=":material/arrow_forward:", type="primary", on_click=_go_to, args=(current + 1,))
+            st.button(t("common.present_exit"), key="present_exit", type="tertiary", icon=":material/close:",
+                      on_click=_leave)
         css = _STEP_CSS.replace("CURRENT", str(current))
         if current != st.session_state.get("_present_css_step"):   # the router's CSS hid every step but another
             css += _SHOW_CSS.replace("CURRENT", str(current))
