@@ -14,7 +14,8 @@ one xdist worker walks each page once for all of them:
 - tests/test_lesson_order.py: no evidence above the exercise it answers, in any tab;
 - tests/test_show_code.py: "Show the code" lists only code that ran (English);
 - tests/test_zh_text.py: no English and no ASCII punctuation in what a Chinese page shows, in any tab;
-- tests/test_poll.py: every exercise a page offers to ask the class is found again as labels in both languages.
+- tests/test_poll.py: every exercise a page offers to ask the class is found again as labels in both languages;
+- tests/test_course.py: each page says where it is in the course and links on to the next page, in both languages.
 """
 from __future__ import annotations
 
@@ -31,9 +32,10 @@ from streamlit.testing.v1 import AppTest
 
 from tests.apptest_util import exceptions, open_page
 
-# the modules asserting on the walk, and the language of those of their tests that take none
+# the modules asserting on the walk, and the language of those of their tests that take none (test_poll walks
+# both: after the page's English tests)
 SWEEP_MODULES = {"test_app": "en", "test_no_spoilers": "en", "test_lesson_order": "en", "test_show_code": "en",
-                 "test_zh_text": "zh", "test_poll": "zh"}    # test_poll walks both: after the page's English tests
+                 "test_zh_text": "zh", "test_poll": "zh", "test_course": "en"}
 RECORDED = ("en",)          # the languages whose runs record what ran ("Show the code" is checked in English)
 
 

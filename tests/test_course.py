@@ -6,9 +6,12 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.apptest_util import APP, exceptions, run
+from tests.sweep import walk
 from ui import course
 from ui.i18n import catalog
 from ui.registry import PAGES, SECTIONS, available_pages, spec_of
+
+PAGE_KEYS = [p.key for p in available_pages()]
 
 
 def links(at: AppTest) -> list:
@@ -46,9 +49,30 @@ def open_link(key: str, params: dict[str, str]) -> AppTest:
     return at
 
 
-@pytest.mark.parametrize("present", [False, True])
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_next_from_home_visits_every_page_once_in_order(lang, present):
+@pytest.mark.parametrize("key", PAGE_KEYS)
+def test_each_page_leads_on_to_the_next_in_order(key, lang):
+    """Following "next" from home visits every page once, in the registry's order: each page, as its link opens it
+    (the shared walk of tests/sweep.py: the default URL in its language), says where it is, links back to the page
+    before it and on to the page after it, in its language and not in presenter mode. Home is first and the last
+    page has no "next", so the chain from home is the registry's order."""
+    i = PAGE_KEYS.index(key)
+    at = walk(key, lang)[0].at
+    assert exceptions(at) == [], (key, exceptions(at))
+    assert expected_position(key, lang) in [c.value for c in at.caption], f"{key}: no 'you are here'"
+    before, nxt = course_link(at, lang, "prev"), course_link(at, lang, "next")
+    home = PAGE_KEYS[0]                                  # its link's page is "": the app's root
+    assert (before is None) == (i == 0), key
+    assert before is None or before.proto.page == ("" if PAGE_KEYS[i - 1] == home else PAGE_KEYS[i - 1]), key
+    assert (nxt is None) == (i == len(PAGE_KEYS) - 1), key
+    if nxt is not None:
+        query = parse_qs(nxt.proto.query_string)
+        assert query["lang"] == [lang] and "present" not in query, (key, nxt.proto.query_string)
+        assert nxt.proto.page == PAGE_KEYS[i + 1], (key, nxt.proto.page)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_next_from_home_visits_every_page_once_in_order_in_presenter_mode(lang, present=True):
     params = {"lang": lang, **({"present": "1"} if present else {})}
     visited, key = [], "home"
     while True:
