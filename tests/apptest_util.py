@@ -35,16 +35,15 @@ def run(at: AppTest) -> AppTest:
 
 
 def open_page(key: str, lang: str = "en", params: dict | None = None, timeout: float = 60) -> AppTest:
-    """Run the router, switch to ``app_pages/<key>.py`` and run it, with ?lang= and other params."""
+    """The router's first run of a new session at ``app_pages/<key>.py``, with ?lang= and other params: what a
+    link to the page opens (a run of home first, then the move, cost every test one home page more)."""
     at = AppTest.from_file(APP, default_timeout=timeout)
     at.query_params["lang"] = lang
     for name, value in (params or {}).items():
         at.query_params[name] = value
-    run(at)
     if key != "home":
         at.switch_page(f"app_pages/{key}.py")
-        run(at)
-    return at
+    return run(at)
 
 
 def exceptions(at: AppTest) -> list[str]:

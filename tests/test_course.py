@@ -43,10 +43,9 @@ def open_link(key: str, params: dict[str, str]) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=120)
     for name, value in params.items():
         at.query_params[name] = value
-    run(at)
     if key != "home":
-        run(at.switch_page(spec_of(key).path))
-    return at
+        at.switch_page(spec_of(key).path)
+    return run(at)
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
