@@ -28,10 +28,14 @@ def fresh(monkeypatch, slots: str, max_wait: float | None = None):
 
 
 def run_together(admission, n: int, hold: float) -> list[tuple[int, float, float]]:
-    """n threads arriving 10 ms apart, each holding its slot ``hold`` seconds: (arrival, entered, left)."""
+    """n threads, each holding its slot ``hold`` seconds: (arrival, entered, left). Thread i+1 starts once thread i
+    has reached the gate and 30 ms more have passed (a thread started is not yet running on a loaded machine: a
+    fixed 10 ms apart let a later thread reach the gate first)."""
     spans, lock = [], threading.Lock()
+    at_gate = [threading.Event() for _ in range(n)]
 
     def one(i):
+        at_gate[i].set()
         with admission.admitted():
             t0 = time.perf_counter()
             time.sleep(hold)
@@ -42,7 +46,8 @@ def run_together(admission, n: int, hold: float) -> list[tuple[int, float, float
     for i in range(n):
         threads.append(threading.Thread(target=one, args=(i,)))
         threads[-1].start()
-        time.sleep(0.01)
+        assert at_gate[i].wait(30)
+        time.sleep(0.03)
     for th in threads:
         th.join(30)
     return sorted(spans, key=lambda s: s[1])
